@@ -1,0 +1,247 @@
+//! The crate's one error type.
+//!
+//! Callers mostly need to tell four situations apart, and each has its own
+//! variant so nobody has to parse a message: somebody else holds the resource
+//! ([`Error::Contended`]), too many nodes are unreachable to form a quorum
+//! ([`Error::NoQuorum`]), our lock is gone ([`Error::Expired`]), and the input or
+//! configuration was wrong ([`Error::InvalidConfig`], [`Error::InvalidUrl`]).
+
+use std::fmt;
+use std::time::Duration;
+
+/// `Result` with this crate's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in `redquorum`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The resource is held by someone else: enough nodes answered that the key
+    /// already exists that no quorum could be won.
+    #[error("resource {resource:?} is held by another owner")]
+    Contended {
+        /// The resource that was asked for.
+        resource: String,
+    },
+
+    /// Too few nodes answered to form a quorum (they were down, timed out or
+    /// returned an error). `failures` says which nodes failed and why.
+    #[error("no quorum for {resource:?}: {succeeded} of {needed} needed nodes agreed, {} failed", failures.len())]
+    NoQuorum {
+        /// The resource (or counter) the operation was for.
+        resource: String,
+        /// How many nodes had to agree.
+        needed: usize,
+        /// How many nodes did agree.
+        succeeded: usize,
+        /// One entry per node that failed, in node order.
+        failures: Vec<NodeError>,
+    },
+
+    /// The lock has expired or was lost: its validity ran out, or a quorum of
+    /// nodes no longer holds our value (extend, release, or a guarded write after
+    /// expiry).
+    #[error("lock on {resource:?} has expired or was lost")]
+    Expired {
+        /// The resource whose lock is gone.
+        resource: String,
+    },
+
+    /// Waiting for the lock took longer than the allowed time.
+    #[error("gave up on {resource:?} after waiting {waited:?}")]
+    Timeout {
+        /// The resource that was asked for.
+        resource: String,
+        /// How long we waited in total.
+        waited: Duration,
+        /// Why the last attempt failed.
+        #[source]
+        last: Box<Error>,
+    },
+
+    /// A configuration value or an argument is not acceptable.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// A node URL could not be parsed or uses a scheme this build cannot serve.
+    #[error("invalid node url {url:?}")]
+    InvalidUrl {
+        /// The URL as given, with any password removed.
+        url: String,
+        /// What the `redis` crate said about it.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// A serial-number period has no numbers left at the configured width.
+    #[error("counter {counter:?} is exhausted for period {period}: {requested} more would pass {max}")]
+    Exhausted {
+        /// The counter (serial prefix).
+        counter: String,
+        /// The period stamp, e.g. `20261122`.
+        period: String,
+        /// How many numbers were requested.
+        requested: u64,
+        /// The largest number the width allows.
+        max: u64,
+    },
+
+    /// The client's clock says a period earlier than numbers were already issued
+    /// for, by more than the configured tolerance.
+    #[error("clock behind for counter {counter:?}: local period {local} is before issued period {issued}")]
+    ClockBehind {
+        /// The counter (serial prefix).
+        counter: String,
+        /// The period by this client's clock.
+        local: String,
+        /// The latest period numbers were issued in.
+        issued: String,
+    },
+
+    /// Concurrent writers kept winning the compare-and-set, and the bounded
+    /// number of retries ran out.
+    #[error("counter {counter:?}: too much contention, gave up after {attempts} attempts")]
+    CounterContention {
+        /// The counter name.
+        counter: String,
+        /// How many compare-and-set rounds were tried.
+        attempts: u32,
+    },
+}
+
+impl Error {
+    /// True when trying again later may succeed: contention, missing quorum,
+    /// timeouts, and counter contention.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Contended { .. }
+                | Error::NoQuorum { .. }
+                | Error::Timeout { .. }
+                | Error::CounterContention { .. }
+        )
+    }
+
+    /// True when the operation gave up because time ran out: the overall wait
+    /// deadline, or a quorum lost only to node timeouts.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout { .. } => true,
+            Error::NoQuorum { failures, .. } => {
+                !failures.is_empty() && failures.iter().all(NodeError::is_timeout)
+            }
+            _ => false,
+        }
+    }
+
+    /// True when the lock is held by someone else (also behind a [`Error::Timeout`]).
+    pub fn is_contended(&self) -> bool {
+        match self {
+            Error::Contended { .. } => true,
+            Error::Timeout { last, .. } => last.is_contended(),
+            _ => false,
+        }
+    }
+
+    /// True when our lock expired or was lost.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, Error::Expired { .. })
+    }
+
+    /// The per-node failures behind a [`Error::NoQuorum`] (also behind a
+    /// [`Error::Timeout`]); empty for other errors.
+    pub fn node_failures(&self) -> &[NodeError] {
+        match self {
+            Error::NoQuorum { failures, .. } => failures,
+            Error::Timeout { last, .. } => last.node_failures(),
+            _ => &[],
+        }
+    }
+}
+
+/// Why one node did not take part in a quorum.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct NodeError {
+    /// Position of the node in the configured list, from 0.
+    pub index: usize,
+    /// The node's `host:port` (never the password).
+    pub addr: String,
+    /// What went wrong.
+    pub kind: NodeErrorKind,
+}
+
+/// The cause of a [`NodeError`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeErrorKind {
+    /// The node did not answer within the per-node timeout.
+    Timeout(Duration),
+    /// The connection or the command failed.
+    Redis(redis::RedisError),
+    /// The node answered with something our scripts never return.
+    UnexpectedReply,
+}
+
+impl NodeError {
+    /// True when the node did not answer in time.
+    pub fn is_timeout(&self) -> bool {
+        match &self.kind {
+            NodeErrorKind::Timeout(_) => true,
+            NodeErrorKind::Redis(e) => e.is_timeout(),
+            NodeErrorKind::UnexpectedReply => false,
+        }
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {} ({}): ", self.index, self.addr)?;
+        match &self.kind {
+            NodeErrorKind::Timeout(d) => write!(f, "no reply within {d:?}"),
+            NodeErrorKind::Redis(_) => f.write_str("redis error"),
+            NodeErrorKind::UnexpectedReply => f.write_str("unexpected reply"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            NodeErrorKind::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates() {
+        let c = Error::Contended {
+            resource: "r".into(),
+        };
+        assert!(c.is_retryable() && c.is_contended() && !c.is_timeout());
+        let t = Error::Timeout {
+            resource: "r".into(),
+            waited: Duration::from_secs(1),
+            last: Box::new(c),
+        };
+        assert!(t.is_timeout() && t.is_contended());
+        let nq = Error::NoQuorum {
+            resource: "r".into(),
+            needed: 3,
+            succeeded: 2,
+            failures: vec![NodeError {
+                index: 4,
+                addr: "127.0.0.1:1".into(),
+                kind: NodeErrorKind::Timeout(Duration::from_millis(5)),
+            }],
+        };
+        assert!(nq.is_timeout());
+        assert_eq!(nq.node_failures()[0].index, 4);
+        assert!(!Error::InvalidConfig("x".into()).is_retryable());
+    }
+}

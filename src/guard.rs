@@ -1,0 +1,446 @@
+//! The [`Lock`] guard: validity, extension, release, auto-extension and the
+//! "lock lost" signal.
+//!
+//! All holders of one lock (the guard, [`LockHandle`]s given to `with_lock`
+//! work, the auto-extend task) share one `Shared` record. Its `watch` channel
+//! carries the monotonic instant the lock is valid until and whether it was
+//! lost or released, so waiters re-arm when an extension moves the deadline.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, error, instrument, warn};
+
+use crate::error::{Error, Result};
+use redis::Value;
+
+use crate::lock::{int_vote, validity, Redlock};
+use crate::node::Request;
+use crate::scripts;
+
+/// Where a lock stands; published through a `watch` channel.
+#[derive(Clone, Copy, Debug)]
+struct State {
+    /// The lock is ours until this instant (monotonic clock).
+    valid_until: Instant,
+    /// An extension failed: the lock must be treated as gone.
+    lost: bool,
+    /// Released (or being released); background tasks stop.
+    released: bool,
+}
+
+/// What every holder of one lock shares.
+#[derive(Debug)]
+struct Shared {
+    /// The client, for extend and release.
+    redlock: Redlock,
+    /// The resource as the caller named it.
+    resource: String,
+    /// The Redis key (prefix + resource).
+    key: String,
+    /// Our random value: proves ownership to the compare-and-X scripts.
+    value: String,
+    /// The TTL the lock was taken with; auto-extension renews to it.
+    ttl: Duration,
+    /// Fencing token minted right after acquisition, if asked for.
+    fencing_token: Option<u64>,
+    /// Validity and status, observable by `lost()` waiters.
+    state: watch::Sender<State>,
+    /// Set once an auto-extend task was started, so there is only one.
+    watchdog: AtomicBool,
+}
+
+/// A held distributed lock.
+///
+/// Release it with [`Lock::release`]. If it is dropped instead, a best-effort
+/// release is spawned on the runtime it was acquired on (never blocking in
+/// `Drop`), and otherwise the key expires after its TTL. A `Lock` is `Send` and
+/// can move between tasks.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+/// use std::time::Duration;
+/// let lock = redlock.lock("orders", Duration::from_secs(5)).await?;
+/// lock.ensure_valid(Duration::from_millis(500))?; // cheap local check
+/// lock.extend(Duration::from_secs(5)).await?;
+/// lock.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a Lock releases it in the background; call release().await"]
+#[derive(Debug)]
+pub struct Lock {
+    /// The shared record.
+    shared: Arc<Shared>,
+    /// Where the drop-time release runs (no async work in `Drop`).
+    runtime: tokio::runtime::Handle,
+    /// False once `release()` took over, so `Drop` does nothing.
+    armed: bool,
+}
+
+/// A cheap, cloneable view of a held lock, as given to [`Redlock::with_lock`]
+/// work: check validity, wait for loss, read the fencing token. Holding one
+/// does not keep the lock.
+#[derive(Clone, Debug)]
+pub struct LockHandle {
+    /// The shared record.
+    shared: Arc<Shared>,
+}
+
+impl Lock {
+    /// Wraps a freshly acquired lock.
+    pub(crate) fn new(
+        redlock: Redlock,
+        resource: &str,
+        key: &str,
+        value: String,
+        ttl: Duration,
+        valid_until: Instant,
+    ) -> Self {
+        let (state, _) = watch::channel(State {
+            valid_until,
+            lost: false,
+            released: false,
+        });
+        Self {
+            shared: Arc::new(Shared {
+                redlock,
+                resource: resource.to_owned(),
+                key: key.to_owned(),
+                value,
+                ttl,
+                fencing_token: None,
+                state,
+                watchdog: AtomicBool::new(false),
+            }),
+            runtime: tokio::runtime::Handle::current(),
+            armed: true,
+        }
+    }
+
+    /// Attaches the fencing token (right after acquisition, before sharing).
+    pub(crate) fn with_fencing_token(mut self, token: u64) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.fencing_token = Some(token);
+        }
+        self
+    }
+
+    /// The resource name.
+    pub fn resource(&self) -> &str {
+        &self.shared.resource
+    }
+
+    /// Time left before the lock may expire on the nodes (monotonic clock,
+    /// with the drift allowance already taken off). Zero once expired or lost.
+    pub fn validity(&self) -> Duration {
+        self.shared.validity()
+    }
+
+    /// True while [`Lock::validity`] is above zero and no extension failed.
+    pub fn is_valid(&self) -> bool {
+        !self.validity().is_zero()
+    }
+
+    /// Cheap local check before a guarded write: fails unless at least
+    /// `min_remaining` of validity is left. Returns the validity left.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Expired`] when less than `min_remaining` is left.
+    pub fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
+        self.shared.ensure_valid(min_remaining)
+    }
+
+    /// The fencing token, for locks from [`Redlock::lock_fenced`]: strictly
+    /// greater than every token handed to earlier holders of this resource.
+    /// Pass it to the storage you write to and have it reject smaller tokens.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.shared.fencing_token
+    }
+
+    /// Resets the lock's TTL to `ttl` from now on a quorum of nodes.
+    ///
+    /// Refuses locally, with no network traffic, if the lock already expired.
+    /// Succeeds only if a quorum extended it *and* the extension completed
+    /// within the current validity; the new validity is measured from the
+    /// extension's own start. A failed extension deletes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Expired`] when the lock expired or a quorum no longer holds our
+    /// value, [`Error::NoQuorum`] when too many nodes failed,
+    /// [`Error::InvalidConfig`] for an unusable TTL.
+    pub async fn extend(&self, ttl: Duration) -> Result<()> {
+        self.shared.extend(ttl).await
+    }
+
+    /// Asks a quorum whether our value is still there (is it still mine?).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`] when too few nodes answered to tell.
+    pub async fn is_held(&self) -> Result<bool> {
+        self.shared.is_held().await
+    }
+
+    /// Releases the lock on all nodes (compare-and-delete, so a lock that
+    /// expired and was taken by someone else is left alone). Returns once a
+    /// quorum answered; slower nodes are finished in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Expired`] when a quorum no longer held our value (it had
+    /// expired: what you did under it may have overlapped another holder),
+    /// [`Error::NoQuorum`] when too many nodes failed to answer (the key then
+    /// expires by its TTL).
+    #[instrument(skip_all, fields(resource = %self.shared.resource))]
+    pub async fn release(mut self) -> Result<()> {
+        self.armed = false;
+        self.shared.mark_released();
+        let s = &self.shared;
+        let tally = s.redlock.release_round(&s.key, &s.value).await;
+        if tally.decided() == Some(true) {
+            debug!("released");
+            Ok(())
+        } else {
+            Err(s.redlock.failure_or_expired(&s.resource, tally))
+        }
+    }
+
+    /// Starts renewing the lock in the background every
+    /// `ttl × auto_extend_fraction` until it is released or dropped. If a
+    /// renewal fails, the lock is marked lost and [`Lock::lost`] resolves.
+    /// Calling it again starts nothing new.
+    pub fn auto_extend(&self) {
+        if self.shared.watchdog.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let interval = self
+            .shared
+            .ttl
+            .mul_f64(self.shared.redlock.inner.config.auto_extend_fraction);
+        let weak = Arc::downgrade(&self.shared);
+        let rx = self.shared.state.subscribe();
+        self.runtime.spawn(watchdog(weak, rx, interval));
+    }
+
+    /// Resolves when the lock is lost: an extension failed, or its validity
+    /// ran out without being extended. Use it in `select!` next to the work
+    /// the lock protects.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.shared.lost()
+    }
+
+    /// A cloneable view of this lock for other tasks.
+    pub fn handle(&self) -> LockHandle {
+        LockHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.shared.mark_released();
+        let shared = Arc::clone(&self.shared);
+        // Best effort: if the runtime is gone the task is dropped and the key
+        // expires by its TTL.
+        self.runtime.spawn(async move {
+            let tally = shared.redlock.release_round(&shared.key, &shared.value).await;
+            if tally.decided() != Some(true) {
+                debug!(resource = %shared.resource, "drop-time release did not reach a quorum");
+            }
+        });
+    }
+}
+
+impl LockHandle {
+    /// The resource name.
+    pub fn resource(&self) -> &str {
+        &self.shared.resource
+    }
+
+    /// See [`Lock::validity`].
+    pub fn validity(&self) -> Duration {
+        self.shared.validity()
+    }
+
+    /// See [`Lock::ensure_valid`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Expired`] when less than `min_remaining` is left.
+    pub fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
+        self.shared.ensure_valid(min_remaining)
+    }
+
+    /// See [`Lock::fencing_token`].
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.shared.fencing_token
+    }
+
+    /// See [`Lock::lost`].
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.shared.lost()
+    }
+}
+
+impl Shared {
+    /// Validity left, zero if lost.
+    fn validity(&self) -> Duration {
+        let st = *self.state.borrow();
+        if st.lost {
+            return Duration::ZERO;
+        }
+        st.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// See [`Lock::ensure_valid`].
+    fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
+        let left = self.validity();
+        if left.is_zero() || left < min_remaining {
+            return Err(Error::Expired {
+                resource: self.resource.clone(),
+            });
+        }
+        Ok(left)
+    }
+
+    /// Marks released so the watchdog stops.
+    fn mark_released(&self) {
+        self.state.send_modify(|s| s.released = true);
+    }
+
+    /// Marks lost and wakes `lost()` waiters.
+    fn mark_lost(&self) {
+        self.state.send_modify(|s| s.lost = true);
+    }
+
+    /// See [`Lock::extend`].
+    #[instrument(skip_all, fields(resource = %self.resource))]
+    async fn extend(&self, ttl: Duration) -> Result<()> {
+        let redlock = &self.redlock;
+        let ttl_ms = redlock.check_resource(&self.resource, ttl)?;
+        let old = *self.state.borrow();
+        let start = Instant::now();
+        if old.lost || start >= old.valid_until {
+            // Never extend a lock that has already expired: someone else may
+            // hold it by now, and we could not tell.
+            return Err(Error::Expired {
+                resource: self.resource.clone(),
+            });
+        }
+        let req = Request::script(&scripts::EXTEND, |cmd| {
+            cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
+        });
+        let tally = redlock.vote_round(&req, "extend", int_vote, true).await;
+        let now = Instant::now();
+        let new_validity = validity(ttl, now - start, redlock.inner.config.drift(ttl));
+        match (tally.decided(), new_validity) {
+            (Some(true), Some(v)) if now < old.valid_until => {
+                self.state.send_modify(|s| s.valid_until = start + v);
+                debug!(validity = ?v, "extended");
+                Ok(())
+            }
+            (Some(true), _) => Err(Error::Expired {
+                resource: self.resource.clone(),
+            }),
+            _ => Err(redlock.failure_or_expired(&self.resource, tally)),
+        }
+    }
+
+    /// See [`Lock::is_held`].
+    async fn is_held(&self) -> Result<bool> {
+        let redlock = &self.redlock;
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&self.key);
+        let req = Request::plain(cmd);
+        let ours = |v: &Value| match v {
+            Value::BulkString(b) => Some(b == self.value.as_bytes()),
+            Value::Nil => Some(false),
+            _ => None,
+        };
+        let tally = redlock.vote_round(&req, "get", ours, true).await;
+        match tally.decided() {
+            Some(true) => Ok(true),
+            _ if tally.failures_prevent_quorum() => Err(redlock.failure(&self.resource, tally)),
+            _ => Ok(false),
+        }
+    }
+
+    /// See [`Lock::lost`]: waits for a failed extension or for validity to
+    /// run out, re-arming whenever an extension moves the deadline.
+    fn lost(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.state.subscribe();
+        async move {
+            loop {
+                let st = *rx.borrow_and_update();
+                if st.lost {
+                    return;
+                }
+                tokio::select! {
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            // Every holder is gone; nothing can extend it now.
+                            tokio::time::sleep_until(st.valid_until).await;
+                            return;
+                        }
+                    }
+                    () = tokio::time::sleep_until(st.valid_until) => return,
+                }
+            }
+        }
+    }
+}
+
+/// The auto-extend loop. Holds only a `Weak`, so it stops by itself once the
+/// lock is released or every holder dropped it.
+async fn watchdog(weak: Weak<Shared>, mut rx: watch::Receiver<State>, interval: Duration) {
+    loop {
+        let sleep = tokio::time::sleep(interval);
+        tokio::pin!(sleep);
+        // Wake early if the lock is released, so the task does not linger.
+        loop {
+            tokio::select! {
+                () = &mut sleep => break,
+                changed = rx.changed() => {
+                    let st = *rx.borrow_and_update();
+                    if changed.is_err() || st.released || st.lost {
+                        return;
+                    }
+                }
+            }
+        }
+        let Some(shared) = weak.upgrade() else { return };
+        let st = *shared.state.borrow();
+        if st.released || st.lost {
+            return;
+        }
+        match shared.extend(shared.ttl).await {
+            Ok(()) => {}
+            Err(e) => {
+                if shared.state.borrow().released {
+                    return;
+                }
+                error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
+                shared.mark_lost();
+                return;
+            }
+        }
+        let _ = rx.borrow_and_update();
+        if shared.validity().is_zero() {
+            warn!(resource = %shared.resource, "lock validity ran out");
+            shared.mark_lost();
+            return;
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! One Redis node: its lazily opened, self-healing connection and the way a
+//! single request is sent to it.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, RedisError, RedisResult, Value};
+
+use crate::scripts::Lua;
+
+/// A request ready to go to every node: built once per round and shared, so a
+/// five-node round encodes its arguments once, not five times.
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// The command as sent first (for scripts: `EVALSHA`).
+    cmd: Cmd,
+    /// For scripts, the source to fall back to when a node answers NOSCRIPT
+    /// (a restarted node has an empty script cache).
+    script_src: Option<&'static str>,
+}
+
+impl Request {
+    /// A plain command.
+    pub(crate) fn plain(cmd: Cmd) -> Arc<Self> {
+        Arc::new(Self {
+            cmd,
+            script_src: None,
+        })
+    }
+
+    /// `EVALSHA` of `script` with its keys and args already added by `fill`.
+    pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.sha());
+        fill(&mut cmd);
+        Arc::new(Self {
+            cmd,
+            script_src: Some(script.src),
+        })
+    }
+
+    /// The `EVAL` form of a script request: same keys and args, full source.
+    fn eval_form(&self, src: &str) -> Cmd {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(src);
+        for arg in self.cmd.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                eval.arg(bytes);
+            }
+        }
+        eval
+    }
+}
+
+/// One Redis node of the quorum.
+pub(crate) struct Node {
+    /// Position in the configured list; errors and logs name nodes by it.
+    pub(crate) index: usize,
+    /// `host:port` for messages; never contains the password.
+    pub(crate) addr: String,
+    /// How to (re)connect.
+    client: redis::Client,
+    /// Made on first use, inside the runtime: the manager spawns a task, so it
+    /// cannot be made in the synchronous `build()`. It reconnects by itself
+    /// after a failure, so a restarted node is picked up again.
+    conn: OnceLock<ConnectionManager>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Wraps a client; connects to nothing yet.
+    pub(crate) fn new(index: usize, client: redis::Client) -> Self {
+        let addr = client.get_connection_info().addr().to_string();
+        Self {
+            index,
+            addr,
+            client,
+            conn: OnceLock::new(),
+        }
+    }
+
+    /// The node's connection manager, created on first use.
+    fn manager(&self) -> RedisResult<ConnectionManager> {
+        if let Some(m) = self.conn.get() {
+            return Ok(m.clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            // We time requests out ourselves, once per round for all nodes.
+            .set_response_timeout(None)
+            // Do not retry a failed connect inside the manager: the next
+            // request triggers a fresh attempt, and a round never waits on a
+            // backoff it does not control.
+            .set_number_of_retries(0);
+        let m = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
+        Ok(self.conn.get_or_init(|| m).clone())
+    }
+
+    /// Sends `req` and returns the node's reply. The future owns everything it
+    /// needs, so a round can leave it to finish in the background.
+    ///
+    /// A request that fails because the connection had dropped (the node was
+    /// restarted) is sent once more on the fresh connection the manager opens,
+    /// so the first request after a restart does not count as a failure. Every
+    /// command we send is safe to repeat: SET NX and the scripts are
+    /// idempotent for the same value.
+    pub(crate) fn call(
+        &self,
+        req: &Arc<Request>,
+    ) -> impl Future<Output = (usize, RedisResult<Value>)> + Send + 'static {
+        let index = self.index;
+        let req = Arc::clone(req);
+        let conn = self.manager();
+        async move {
+            let mut conn = match conn {
+                Ok(c) => c,
+                Err(e) => return (index, Err(e)),
+            };
+            let mut result = send(&mut conn, &req).await;
+            if matches!(&result, Err(e) if e.is_connection_dropped() || e.is_connection_refusal())
+            {
+                result = send(&mut conn, &req).await;
+            }
+            (index, result)
+        }
+    }
+}
+
+/// Sends one request, falling back from EVALSHA to EVAL on NOSCRIPT.
+async fn send(conn: &mut ConnectionManager, req: &Request) -> RedisResult<Value> {
+    let result = conn.send_packed_command(&req.cmd).await;
+    match (&result, req.script_src) {
+        (Err(e), Some(src)) if is_noscript(e) => {
+            conn.send_packed_command(&req.eval_form(src)).await
+        }
+        _ => result,
+    }
+}
+
+/// True for the NOSCRIPT reply to an unknown EVALSHA.
+fn is_noscript(e: &RedisError) -> bool {
+    e.code() == Some("NOSCRIPT")
+}

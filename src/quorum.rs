@@ -1,0 +1,280 @@
+//! Fan a request out to all nodes at once and decide at the earliest moment.
+//!
+//! [`Fanout`] yields replies in the order they arrive and turns every node that
+//! has not answered by the round's deadline into a timeout, so one hung node
+//! never adds latency once the others have decided the outcome. [`Tally`]
+//! counts votes and says when the outcome is known: a quorum won, or so many
+//! nodes refused or failed that a quorum is impossible.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use redis::{RedisResult, Value};
+use tokio::time::{Instant, Sleep};
+
+use crate::error::{NodeError, NodeErrorKind};
+use crate::node::{Node, Request};
+
+/// Bit set of node indexes (a quorum of more than 64 nodes is not a thing).
+pub(crate) type NodeSet = u64;
+
+/// The largest number of nodes a [`NodeSet`] can hold.
+pub(crate) const MAX_NODES: usize = 64;
+
+/// The set holding nodes `0..n`.
+pub(crate) fn all_nodes(n: usize) -> NodeSet {
+    if n >= MAX_NODES {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// Majority of `n`: the smallest count any two of which overlap.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// What one node's reply means for the decision.
+#[derive(Debug)]
+pub(crate) enum Vote {
+    /// The node did what we asked.
+    Yes,
+    /// The node answered, and refused (the key is someone else's).
+    No,
+    /// The node could not take part.
+    Failed(NodeErrorKind),
+}
+
+/// Counts votes and knows when the outcome is decided.
+#[derive(Debug)]
+pub(crate) struct Tally {
+    /// Votes needed to win.
+    pub(crate) quorum: usize,
+    /// Nodes asked.
+    pub(crate) asked: usize,
+    /// Nodes that said yes.
+    pub(crate) yes: NodeSet,
+    /// Nodes that answered no.
+    pub(crate) no: NodeSet,
+    /// Nodes that failed, and why.
+    pub(crate) failures: Vec<NodeError>,
+}
+
+impl Tally {
+    /// An empty tally for a round that asks `asked` nodes out of `n`.
+    pub(crate) fn new(n: usize, asked: usize) -> Self {
+        Self {
+            quorum: quorum(n),
+            asked,
+            yes: 0,
+            no: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Records one node's vote.
+    pub(crate) fn record(&mut self, node: &Node, vote: Vote) {
+        let bit = 1u64 << node.index;
+        match vote {
+            Vote::Yes => self.yes |= bit,
+            Vote::No => self.no |= bit,
+            Vote::Failed(kind) => self.failures.push(NodeError {
+                index: node.index,
+                addr: node.addr.clone(),
+                kind,
+            }),
+        }
+    }
+
+    /// Number of yes votes.
+    pub(crate) fn yes_count(&self) -> usize {
+        self.yes.count_ones() as usize
+    }
+
+    /// Nodes that failed, as a set.
+    pub(crate) fn failed(&self) -> NodeSet {
+        self.failures.iter().fold(0, |s, f| s | (1u64 << f.index))
+    }
+
+    /// `Some(true)` once a quorum said yes, `Some(false)` once a quorum can no
+    /// longer be reached, `None` while it could still go either way.
+    pub(crate) fn decided(&self) -> Option<bool> {
+        let yes = self.yes_count();
+        let lost = self.no.count_ones() as usize + self.failures.len();
+        if yes >= self.quorum {
+            Some(true)
+        } else if yes + (self.asked - yes - lost) < self.quorum {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Whether enough nodes failed (rather than refused) to make the quorum
+    /// unreachable whatever the others said: the outcome is then a
+    /// connectivity problem, not contention.
+    pub(crate) fn failures_prevent_quorum(&self) -> bool {
+        self.asked.saturating_sub(self.failures.len()) < self.quorum
+    }
+}
+
+/// The future a node call returns.
+type Call = Pin<Box<dyn Future<Output = (usize, RedisResult<Value>)> + Send>>;
+
+/// One request in flight to a set of nodes.
+pub(crate) struct Fanout {
+    /// Calls not yet answered.
+    calls: FuturesUnordered<Call>,
+    /// Nodes asked that have not answered yet.
+    waiting: NodeSet,
+    /// When unanswered nodes count as timed out.
+    deadline: Pin<Box<Sleep>>,
+    /// The per-node timeout, reported in timeout errors.
+    timeout: Duration,
+    /// Set once the deadline has passed.
+    expired: bool,
+}
+
+impl Fanout {
+    /// Sends `req` to every node in `targets` at once.
+    pub(crate) fn start(
+        nodes: &[Node],
+        req: &Arc<Request>,
+        targets: NodeSet,
+        timeout: Duration,
+    ) -> Self {
+        let calls = FuturesUnordered::new();
+        let mut waiting = 0;
+        for node in nodes.iter().filter(|n| targets & (1u64 << n.index) != 0) {
+            calls.push(Box::pin(node.call(req)) as Call);
+            waiting |= 1u64 << node.index;
+        }
+        Self {
+            calls,
+            waiting,
+            deadline: Box::pin(tokio::time::sleep_until(Instant::now() + timeout)),
+            timeout,
+            expired: false,
+        }
+    }
+
+    /// The next reply, or a timeout for a node that missed the deadline, or
+    /// `None` when every node asked has been accounted for.
+    pub(crate) async fn next(&mut self) -> Option<(usize, Result<Value, NodeErrorKind>)> {
+        if self.waiting == 0 {
+            return None;
+        }
+        if !self.expired {
+            tokio::select! {
+                biased;
+                Some((i, r)) = self.calls.next() => {
+                    self.waiting &= !(1u64 << i);
+                    return Some((i, r.map_err(NodeErrorKind::Redis)));
+                }
+                () = &mut self.deadline => self.expired = true,
+            }
+        }
+        let i = self.waiting.trailing_zeros() as usize;
+        self.waiting &= !(1u64 << i);
+        Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
+    }
+
+    /// Polls every call once without waiting, so each request is handed to
+    /// its connection (and so ordered before anything sent later) now.
+    pub(crate) fn kick(&mut self) {
+        while let Some(Some((i, _))) = futures::FutureExt::now_or_never(self.calls.next()) {
+            self.waiting &= !(1u64 << i);
+        }
+    }
+
+    /// Lets calls still in flight finish on their own (bounded by the round's
+    /// deadline), so requests such as a release reach slow nodes even though
+    /// the caller has moved on. Cheap when nothing is pending.
+    pub(crate) fn finish_in_background(self) {
+        if self.waiting == 0 || self.expired {
+            return;
+        }
+        let Fanout {
+            mut calls,
+            deadline,
+            ..
+        } = self;
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let drain = async { while calls.next().await.is_some() {} };
+                tokio::select! {
+                    () = drain => {}
+                    () = deadline => {}
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(i: usize) -> Node {
+        Node::new(
+            i,
+            redis::Client::open(format!("redis://127.0.0.1:{}", 1000 + i)).expect("url"),
+        )
+    }
+
+    #[test]
+    fn quorum_sizes() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+        assert_eq!(all_nodes(5), 0b11111);
+        assert_eq!(all_nodes(64), u64::MAX);
+    }
+
+    #[test]
+    fn decides_at_quorum_won() {
+        let nodes: Vec<Node> = (0..5).map(node).collect();
+        let mut t = Tally::new(5, 5);
+        t.record(&nodes[0], Vote::Yes);
+        t.record(&nodes[1], Vote::Yes);
+        assert_eq!(t.decided(), None);
+        t.record(&nodes[2], Vote::Yes);
+        assert_eq!(t.decided(), Some(true));
+    }
+
+    #[test]
+    fn decides_at_quorum_impossible() {
+        let nodes: Vec<Node> = (0..5).map(node).collect();
+        let mut t = Tally::new(5, 5);
+        t.record(&nodes[0], Vote::No);
+        t.record(&nodes[1], Vote::Failed(NodeErrorKind::UnexpectedReply));
+        assert_eq!(t.decided(), None);
+        t.record(&nodes[2], Vote::No);
+        assert_eq!(t.decided(), Some(false));
+        assert!(!t.failures_prevent_quorum());
+        assert_eq!(t.failed(), 0b10);
+    }
+
+    #[test]
+    fn failures_alone_can_prevent_quorum() {
+        let nodes: Vec<Node> = (0..5).map(node).collect();
+        let mut t = Tally::new(5, 5);
+        for n in &nodes[..3] {
+            t.record(n, Vote::Failed(NodeErrorKind::Timeout(Duration::from_millis(1))));
+        }
+        assert_eq!(t.decided(), Some(false));
+        assert!(t.failures_prevent_quorum());
+    }
+
+    #[test]
+    fn subset_round_is_impossible_when_too_few_asked() {
+        // Asking 2 of 5 nodes can never win a quorum of 3.
+        let t = Tally::new(5, 2);
+        assert_eq!(t.decided(), Some(false));
+    }
+}

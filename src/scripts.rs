@@ -1,0 +1,75 @@
+//! The Lua scripts, each run atomically on one node.
+//!
+//! The lock scripts are the ones every Redlock client uses (redsync,
+//! node-redlock, redlock-py), so their keys interoperate with ours.
+
+use std::sync::OnceLock;
+
+/// A Lua script: its source, and its SHA-1 for `EVALSHA` (computed once).
+pub(crate) struct Lua {
+    /// The source, sent with `EVAL` when a node does not have it cached.
+    pub(crate) src: &'static str,
+    /// Hex SHA-1 of `src`, what `EVALSHA` names the script by.
+    sha: OnceLock<String>,
+}
+
+impl Lua {
+    /// Wraps a source; the hash is computed on first use.
+    const fn new(src: &'static str) -> Self {
+        Self {
+            src,
+            sha: OnceLock::new(),
+        }
+    }
+
+    /// The script's SHA-1 in hex.
+    pub(crate) fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| redis::Script::new(self.src).get_hash().to_owned())
+    }
+}
+
+/// Compare-and-delete: delete the key only while it still holds our value, so
+/// we never release a lock that expired and was taken by someone else.
+/// Returns 1 if deleted, 0 otherwise.
+pub(crate) static RELEASE: Lua = Lua::new(
+        r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+  return redis.call("DEL", KEYS[1])
+else
+  return 0
+end"#,
+);
+
+/// Compare-and-pexpire: reset the TTL only while the key still holds our
+/// value. It never deletes and never creates: a failed extend leaves the lock
+/// exactly as it was. Returns 1 if extended, 0 otherwise.
+pub(crate) static EXTEND: Lua = Lua::new(
+        r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+  return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+else
+  return 0
+end"#,
+);
+
+/// The counter's compare-and-set (see `counter.rs`). KEYS[1] is a hash with
+/// fields `p` (period stamp, a fixed-width digit string, so string order is
+/// time order) and `n` (last number issued in it). ARGV = expected period,
+/// expected n, new period, new n.
+///
+/// Accepts iff the stored record is <= expected in (period, n) order, then
+/// stores the new record. A node that has a newer record than the caller saw
+/// refuses, which is what makes two overlapping allocations impossible: any
+/// two quorums share a node, and that node accepts at most one of them.
+/// Returns {1, p, n} on accept (p, n = the record before), {0, p, n} on refuse.
+pub(crate) static COUNTER_CAS: Lua = Lua::new(
+        r#"local cur = redis.call("HMGET", KEYS[1], "p", "n")
+local p = cur[1] or ""
+local n = tonumber(cur[2] or "0")
+local ep, en = ARGV[1], tonumber(ARGV[2])
+local ok = (p < ep) or (p == ep and n <= en)
+if ok then
+  redis.call("HSET", KEYS[1], "p", ARGV[3], "n", ARGV[4])
+  return {1, p, tostring(n)}
+end
+return {0, p, tostring(n)}"#,
+);
