@@ -137,11 +137,17 @@ impl Node {
 
 /// Sends one request, falling back from EVALSHA to EVAL on NOSCRIPT.
 async fn send(conn: &mut ConnectionManager, req: &Request) -> RedisResult<Value> {
-    let result = conn.send_packed_command(&req.cmd).await;
+    // Server errors arrive as `Value::ServerError`; `extract_error` turns
+    // them (also nested in arrays) into `Err`.
+    let result = conn
+        .send_packed_command(&req.cmd)
+        .await
+        .and_then(Value::extract_error);
     match (&result, req.script_src) {
-        (Err(e), Some(src)) if is_noscript(e) => {
-            conn.send_packed_command(&req.eval_form(src)).await
-        }
+        (Err(e), Some(src)) if is_noscript(e) => conn
+            .send_packed_command(&req.eval_form(src))
+            .await
+            .and_then(Value::extract_error),
         _ => result,
     }
 }

@@ -1,0 +1,445 @@
+//! The Redlock client against real redis-server processes, with real faults.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redquorum::{Error, NodeErrorKind, Redlock};
+use support::{wait_until, Cluster, Persistence, Proxy, ProxyMode, RedisNode};
+use tokio::time::Instant;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_no_lost_update() {
+    let c = Cluster::start(5);
+    const CLIENTS: usize = 3;
+    const TASKS: usize = 6;
+    const ROUNDS: usize = 15;
+    let counter_node = c.nodes[0].url();
+    let mut joins = Vec::new();
+    for _ in 0..CLIENTS {
+        let redlock = c.builder().retry_delay(ms(1)).retry_jitter(ms(5)).build().unwrap();
+        for _ in 0..TASKS {
+            let redlock = redlock.clone();
+            let url = counter_node.clone();
+            joins.push(tokio::spawn(async move {
+                let client = redis::Client::open(url).unwrap();
+                let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                for _ in 0..ROUNDS {
+                    let lock = redlock
+                        .lock_timeout("mutex_counter_lock", ms(2000), Duration::from_secs(60))
+                        .await
+                        .expect("lock");
+                    // GET, yield to let others run, then SET: any overlap of
+                    // two holders loses an increment.
+                    let v: Option<u64> = redis::cmd("GET")
+                        .arg("mutex_counter")
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    tokio::task::yield_now().await;
+                    let _: () = redis::cmd("SET")
+                        .arg("mutex_counter")
+                        .arg(v.unwrap_or(0) + 1)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    lock.release().await.expect("release");
+                }
+            }));
+        }
+    }
+    for j in joins {
+        j.await.unwrap();
+    }
+    let total: u64 = c.nodes[0].get("mutex_counter").unwrap().parse().unwrap();
+    assert_eq!(total, (CLIENTS * TASKS * ROUNDS) as u64, "{}", c.logs());
+}
+
+#[tokio::test]
+async fn quorum_subsets_like_redsync() {
+    let c = Cluster::start(5);
+    let redlock = c.builder().retry_count(0).build().unwrap();
+    let key = "quorum_subsets";
+    for mask in 0u32..32 {
+        for (i, n) in c.nodes.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                n.set(key, "someone-else", ms(60_000));
+            } else {
+                let _: () = redis::cmd("DEL").arg(key).query(&mut n.conn()).unwrap();
+            }
+        }
+        let free = 5 - mask.count_ones();
+        let result = redlock.try_lock(key, ms(5000)).await;
+        if free >= 3 {
+            let lock = result.unwrap_or_else(|e| panic!("mask {mask:05b}: {e:?}"));
+            lock.release().await.unwrap();
+        } else {
+            let err = result.expect_err("must fail without quorum");
+            assert!(err.is_contended(), "mask {mask:05b}: {err:?}");
+            // The failed attempt leaves no key of ours anywhere.
+            let ours_gone = wait_until(Duration::from_secs(2), || {
+                c.values(key)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, v)| match v {
+                        Some(v) => v == "someone-else" && mask & (1 << i) != 0,
+                        None => mask & (1 << i) == 0,
+                    })
+            })
+            .await;
+            assert!(ours_gone, "mask {mask:05b}: {:?}\n{}", c.values(key), c.logs());
+        }
+    }
+}
+
+#[tokio::test]
+async fn survives_two_dead_nodes_and_names_three() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().retry_count(0).build().unwrap();
+    c.nodes[1].kill();
+    c.nodes[3].kill();
+    let lock = redlock.try_lock("dead_nodes", ms(2000)).await.expect("2 of 5 down is fine");
+    lock.release().await.unwrap();
+    c.nodes[4].kill();
+    let err = redlock.try_lock("dead_nodes", ms(2000)).await.unwrap_err();
+    match &err {
+        Error::NoQuorum {
+            needed, failures, ..
+        } => {
+            assert_eq!(*needed, 3);
+            let mut idx: Vec<usize> = failures.iter().map(|f| f.index).collect();
+            idx.sort();
+            assert_eq!(idx, vec![1, 3, 4], "{err:?}");
+            for f in failures {
+                assert_eq!(f.addr, format!("127.0.0.1:{}", c.nodes[f.index].port));
+                assert!(matches!(f.kind, NodeErrorKind::Redis(_)), "{f:?}");
+                assert!(std::error::Error::source(f).is_some());
+            }
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    assert!(err.is_retryable());
+}
+
+#[tokio::test]
+async fn paused_nodes_add_no_latency() {
+    let mut c = Cluster::start(5);
+    // A generous per-node timeout: waiting for a hung node would show up as
+    // a whole second per operation.
+    let node_timeout = Duration::from_secs(1);
+    let redlock = c.builder().node_timeout(node_timeout).retry_count(0).build().unwrap();
+    // Warm up connections so the measurement is of the steady state.
+    redlock.try_lock("paused", ms(2000)).await.unwrap().release().await.unwrap();
+    for paused in [1usize, 2] {
+        c.nodes[paused].pause();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let lock = redlock.try_lock("paused", ms(5000)).await.unwrap_or_else(|e| {
+                panic!("{paused} paused: {e:?}\n{}", c.logs());
+            });
+            lock.release().await.expect("release with paused nodes");
+            let took = t.elapsed();
+            assert!(took < node_timeout, "{paused} paused: lock+release took {took:?}");
+        }
+    }
+    c.resume_all();
+}
+
+#[tokio::test]
+async fn expiry_and_extend_rules() {
+    let c = Cluster::start(5);
+    let a = c.builder().retry_count(0).build().unwrap();
+    let b = c.builder().build().unwrap();
+    let key = "expiry_rules";
+    let first = a.try_lock(key, ms(300)).await.unwrap();
+    assert!(first.validity() > ms(200) && first.validity() <= ms(300));
+    assert!(b.try_lock(key, ms(300)).await.unwrap_err().is_contended());
+    // After the TTL, somebody else gets it.
+    let second = b
+        .lock_timeout(key, ms(5000), Duration::from_secs(3))
+        .await
+        .expect("lock after expiry");
+    assert!(!first.is_valid());
+    assert!(first.ensure_valid(Duration::ZERO).unwrap_err().is_expired());
+    // Extending an expired lock fails and deletes nothing.
+    let err = first.extend(ms(5000)).await.unwrap_err();
+    assert!(err.is_expired(), "{err:?}");
+    assert!(!first.is_held().await.unwrap());
+    assert!(second.is_held().await.unwrap());
+    // Releasing the stale lock does not touch the new holder's key either.
+    assert!(first.release().await.unwrap_err().is_expired());
+    assert!(second.is_held().await.unwrap());
+    // Extending within validity pushes the TTL on a quorum.
+    second.extend(ms(20_000)).await.unwrap();
+    assert!(second.validity() > ms(19_000));
+    let extended = c.nodes.iter().filter(|n| n.pttl(key) > 15_000).count();
+    assert!(extended >= 3, "pttl: {:?}", c.nodes.iter().map(|n| n.pttl(key)).collect::<Vec<_>>());
+    second.release().await.unwrap();
+    assert_eq!(c.values(key), vec![None; 5]);
+}
+
+#[tokio::test]
+async fn failed_extend_keeps_the_lock() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().node_timeout(ms(100)).build().unwrap();
+    let key = "failed_extend";
+    let lock = redlock.try_lock(key, ms(5000)).await.unwrap();
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let err = lock.extend(ms(5000)).await.unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    assert!(err.is_timeout());
+    c.resume_all();
+    // The key is still there on every node: a failed extend deletes nothing.
+    let value = c.nodes[4].get(key).expect("key present");
+    assert_eq!(c.holding(key, &value), 5);
+    assert!(lock.is_valid());
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_extend_outlives_ttl() {
+    let c = Cluster::start(5);
+    let redlock = c.redlock();
+    let ttl = ms(300);
+    let kept = redlock
+        .with_lock("auto_extend", ttl, |lock| async move {
+            let mut min_validity = Duration::MAX;
+            // Work for ~4 TTLs, checking the lock stays valid throughout.
+            for _ in 0..24 {
+                tokio::time::sleep(ms(50)).await;
+                min_validity = min_validity.min(lock.validity());
+            }
+            min_validity
+        })
+        .await
+        .expect("with_lock");
+    assert!(kept > Duration::ZERO, "validity hit zero");
+    assert_eq!(c.values("auto_extend"), vec![None; 5], "released after work");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_signal_fires_before_validity_ends() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().node_timeout(ms(50)).build().unwrap();
+    let lock = redlock.try_lock("lost_signal", ms(1000)).await.unwrap();
+    lock.auto_extend();
+    let lost = lock.lost();
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let valid_until = Instant::now() + lock.validity();
+    tokio::time::timeout(Duration::from_secs(5), lost).await.expect("lost fired");
+    assert!(Instant::now() < valid_until, "lost fired after validity ran out");
+    assert!(!lock.is_valid());
+    c.resume_all();
+    drop(lock);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_cancels_work_when_lost() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().node_timeout(ms(50)).build().unwrap();
+    let reached_end = Arc::new(AtomicUsize::new(0));
+    let flag = reached_end.clone();
+    let paused = Arc::new(tokio::sync::Notify::new());
+    let p2 = paused.clone();
+    let work = redlock.with_lock("with_lock_lost", ms(600), |_lock| async move {
+        p2.notified().await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        flag.store(1, Ordering::SeqCst);
+    });
+    let pauser = async {
+        // Give with_lock time to acquire, then take the majority away.
+        while c.nodes[0].get("with_lock_lost").is_none() {
+            tokio::time::sleep(ms(5)).await;
+        }
+        for i in 0..3 {
+            c.nodes[i].pause();
+        }
+        paused.notify_one();
+    };
+    let (result, ()) = tokio::join!(work, pauser);
+    assert!(result.unwrap_err().is_expired());
+    assert_eq!(reached_end.load(Ordering::SeqCst), 0);
+    c.resume_all();
+}
+
+#[tokio::test]
+async fn drop_releases_in_background() {
+    let c = Cluster::start(5);
+    let redlock = c.redlock();
+    let lock = redlock.try_lock("drop_release", ms(60_000)).await.unwrap();
+    assert_eq!(c.values("drop_release").iter().flatten().count(), 5);
+    drop(lock);
+    let gone = wait_until(Duration::from_secs(2), || {
+        c.values("drop_release").iter().all(Option::is_none)
+    })
+    .await;
+    assert!(gone, "{:?}", c.values("drop_release"));
+}
+
+#[tokio::test]
+async fn cancelled_acquire_leaves_no_key() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().node_timeout(Duration::from_secs(2)).build().unwrap();
+    // With three nodes hung the attempt cannot decide; drop it midway.
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let attempt = redlock.try_lock("cancelled_acquire", ms(60_000));
+    assert!(tokio::time::timeout(ms(200), attempt).await.is_err());
+    c.resume_all();
+    let gone = wait_until(Duration::from_secs(3), || {
+        c.values("cancelled_acquire").iter().all(Option::is_none)
+    })
+    .await;
+    assert!(gone, "{:?}", c.values("cancelled_acquire"));
+}
+
+#[tokio::test]
+async fn reconnects_after_restart() {
+    let mut c = Cluster::start_with(5, Persistence::None);
+    let redlock = c.builder().retry_count(0).build().unwrap();
+    redlock.try_lock("restart", ms(5000)).await.unwrap().release().await.unwrap();
+    c.nodes[0].restart(Persistence::None);
+    c.nodes[1].restart(Persistence::None);
+    let lock = redlock.try_lock("restart", ms(5000)).await.unwrap();
+    // The restarted nodes take part again, from the first request.
+    let held = c.values("restart");
+    assert!(held[0].is_some() && held[1].is_some(), "{held:?}\n{}", c.logs());
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn node_down_at_build_is_fine() {
+    let mut c = Cluster::start(5);
+    c.nodes[2].kill();
+    let redlock = c.redlock();
+    let lock = redlock.try_lock("down_at_build", ms(2000)).await.unwrap();
+    lock.release().await.unwrap();
+    c.nodes[2] = RedisNode::start(Persistence::None); // new port: just not listed
+}
+
+#[tokio::test]
+async fn blackholed_and_slow_links() {
+    let c = Cluster::start(5);
+    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    let node_timeout = ms(300);
+    let redlock = Redlock::builder()
+        .nodes(proxies.iter().map(Proxy::url))
+        .node_timeout(node_timeout)
+        .retry_count(0)
+        .build()
+        .unwrap();
+    redlock.try_lock("links", ms(5000)).await.unwrap().release().await.unwrap();
+    proxies[0].set_mode(ProxyMode::Blackhole);
+    proxies[1].set_mode(ProxyMode::Delay(1000));
+    for _ in 0..3 {
+        let t = Instant::now();
+        let lock = redlock.try_lock("links", ms(5000)).await.unwrap();
+        lock.release().await.unwrap();
+        assert!(t.elapsed() < node_timeout, "took {:?}", t.elapsed());
+    }
+    proxies[2].set_mode(ProxyMode::Blackhole);
+    let err = redlock.try_lock("links", ms(5000)).await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    let mut timed_out: Vec<usize> = err.node_failures().iter().map(|f| f.index).collect();
+    timed_out.sort();
+    assert_eq!(timed_out, vec![0, 1, 2]);
+}
+
+#[tokio::test]
+async fn interoperates_on_plain_keys() {
+    let c = Cluster::start(5);
+    let redlock = c.redlock();
+    // Another Redlock client (redsync, node-redlock ...) holds "interop".
+    for n in &c.nodes {
+        n.set("interop", "go-client-value", ms(60_000));
+    }
+    assert!(redlock.try_lock("interop", ms(1000)).await.unwrap_err().is_contended());
+    // Our key is the bare resource with a 128-bit random hex value.
+    let lock = redlock.try_lock("interop_ours", ms(5000)).await.unwrap();
+    let v = c.nodes[0].get("interop_ours").unwrap();
+    assert_eq!(v.len(), 32);
+    assert!(v.chars().all(|ch| ch.is_ascii_hexdigit()));
+    assert_eq!(c.holding("interop_ours", &v), 5);
+    lock.release().await.unwrap();
+    // A prefix, when configured, is prepended.
+    let prefixed = c.builder().key_prefix("redlock:").build().unwrap();
+    let lock = prefixed.try_lock("interop_ours", ms(5000)).await.unwrap();
+    assert!(c.nodes[0].get("redlock:interop_ours").is_some());
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error() {
+    let c = Cluster::start(3);
+    let redlock = c.redlock();
+    let bad = |r: redquorum::Result<redquorum::Lock>| matches!(r, Err(Error::InvalidConfig(_)));
+    assert!(bad(redlock.try_lock("", ms(1000)).await));
+    assert!(bad(redlock.try_lock("x", Duration::ZERO).await));
+    assert!(bad(redlock.try_lock("x", ms(2)).await));
+    assert!(bad(redlock.try_lock("x", Duration::from_micros(500)).await));
+    assert!(bad(redlock.try_lock("x", Duration::from_secs(u64::MAX / 4)).await));
+    assert!(matches!(
+        Redlock::builder().nodes(["not a url"]).build(),
+        Err(Error::InvalidUrl { .. })
+    ));
+    let err = Redlock::builder().nodes(["redis://:secret@127.0.0.1:notaport"]).build().unwrap_err();
+    assert!(!format!("{err}{err:?}").contains("secret"), "{err:?}");
+    assert!(matches!(
+        Redlock::builder().nodes(Vec::<String>::new()).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    let dup = c.urls()[0].clone();
+    assert!(matches!(
+        Redlock::builder().nodes([dup.clone(), dup]).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        c.builder().drift_factor(0.7).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        c.builder().node_timeout(Duration::ZERO).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    // Zero retry delay and jitter work: a contended lock fails after the
+    // retries, without panicking or spinning forever.
+    let fast = c.builder().retry_delay(Duration::ZERO).retry_jitter(Duration::ZERO).retry_count(50).build().unwrap();
+    let held = redlock.try_lock("zero_delay", ms(10_000)).await.unwrap();
+    assert!(fast.lock("zero_delay", ms(1000)).await.unwrap_err().is_contended());
+    held.release().await.unwrap();
+    // A zero wait is one attempt, reported as a timeout.
+    let held = redlock.try_lock("zero_wait", ms(10_000)).await.unwrap();
+    let err = fast.lock_timeout("zero_wait", ms(1000), Duration::ZERO).await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }) && err.is_contended(), "{err:?}");
+    held.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn even_node_count_works() {
+    let c = Cluster::start(4);
+    let redlock = c.redlock();
+    assert_eq!(redlock.quorum(), 3);
+    let lock = redlock.try_lock("even", ms(2000)).await.unwrap();
+    assert!(c.holding("even", &c.nodes[0].get("even").unwrap()) >= 3);
+    lock.release().await.unwrap();
+}
+
+#[test]
+fn redlock_is_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>() {}
+    check::<Redlock>();
+    fn check_send<T: Send + 'static>() {}
+    check_send::<redquorum::Lock>();
+    check_send::<redquorum::LockHandle>();
+}

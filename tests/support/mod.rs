@@ -1,0 +1,449 @@
+//! Test harness: real `redis-server` processes on free loopback ports, with
+//! fault injection (stop, kill -9, SIGSTOP/SIGCONT, restart on the same port
+//! with or without AOF) and a TCP proxy that can add latency or blackhole.
+//!
+//! The binary comes from `REDQUORUM_REDIS_SERVER` or `redis-server` on PATH.
+//! Each node lives in its own temp dir with its log file; every failure
+//! message should include [`Cluster::logs`]. Everything is killed on Drop,
+//! also when a test panics.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How a node persists data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// Nothing on disk: a restart comes back empty.
+    None,
+    /// AOF with `appendfsync always`: acknowledged writes survive kill -9.
+    Aof,
+}
+
+/// One real `redis-server` process.
+pub struct RedisNode {
+    /// The loopback port; kept across restarts.
+    pub port: u16,
+    /// Data and log directory, removed on drop.
+    dir: tempfile::TempDir,
+    /// The running process, if any.
+    child: Option<Child>,
+    /// Current persistence mode.
+    persistence: Persistence,
+    /// Whether the process is SIGSTOPped.
+    paused: bool,
+}
+
+fn server_binary() -> String {
+    std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {sig} {pid} failed");
+}
+
+impl RedisNode {
+    /// Starts a node on a free port.
+    pub fn start(persistence: Persistence) -> Self {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let mut node = RedisNode {
+                port: free_port(),
+                dir: tempfile::tempdir().expect("temp dir"),
+                child: None,
+                persistence,
+                paused: false,
+            };
+            match node.spawn() {
+                Ok(()) => return node,
+                Err(e) => last = e, // port taken by a parallel test: try another
+            }
+        }
+        panic!("could not start redis-server: {last}");
+    }
+
+    /// The node's `redis://` URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The log file path.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// The log's contents (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_else(|e| format!("<no log: {e}>"))
+    }
+
+    /// Starts the process on `self.port` and waits until it answers PING.
+    fn spawn(&mut self) -> Result<(), String> {
+        let aof = self.persistence == Persistence::Aof;
+        let child = Command::new(server_binary())
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", if aof { "yes" } else { "no" }])
+            .args(["--appendfsync", "always"])
+            .args(["--protected-mode", "no"])
+            .args(["--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", server_binary()))?;
+        self.child = Some(child);
+        self.paused = false;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.child = None;
+                return Err(format!("redis-server exited with {status}; log:\n{}", self.log()));
+            }
+            if ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Err(format!("redis-server did not answer PING; log:\n{}", self.log()))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("node is running").id()
+    }
+
+    /// Whether the process is running (paused counts as running).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Graceful stop (SIGTERM), waiting for exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if self.paused {
+                signal(c.id(), "-CONT");
+            }
+            signal(c.id(), "-TERM");
+            let _ = c.wait();
+        }
+        self.paused = false;
+    }
+
+    /// kill -9, waiting for exit.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.paused = false;
+    }
+
+    /// SIGSTOP: the process hangs, its sockets stay open.
+    pub fn pause(&mut self) {
+        signal(self.pid(), "-STOP");
+        self.paused = true;
+    }
+
+    /// SIGCONT.
+    pub fn resume(&mut self) {
+        if self.paused {
+            signal(self.pid(), "-CONT");
+            self.paused = false;
+        }
+    }
+
+    /// Kills the node and starts it again on the same port. With
+    /// `Persistence::Aof` it keeps the data written under AOF; with
+    /// `Persistence::None` it comes back empty.
+    pub fn restart(&mut self, persistence: Persistence) {
+        self.kill();
+        if persistence == Persistence::None {
+            for entry in std::fs::read_dir(self.dir.path()).expect("read data dir").flatten() {
+                if entry.file_name() != "redis.log" {
+                    let p = entry.path();
+                    let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+                }
+            }
+        }
+        self.persistence = persistence;
+        let mut last = String::new();
+        // The old socket may linger for a moment after kill -9.
+        for _ in 0..50 {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("restart on port {} failed: {last}", self.port);
+    }
+
+    /// A synchronous connection for assertions and setup.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+            .unwrap_or_else(|e| panic!("connect to {}: {e}; log:\n{}", self.url(), self.log()))
+    }
+
+    /// GET `key` on this node.
+    pub fn get(&self, key: &str) -> Option<String> {
+        redis::cmd("GET").arg(key).query(&mut self.conn()).expect("GET")
+    }
+
+    /// PTTL of `key` on this node in ms (-2 missing, -1 no expiry).
+    pub fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(&mut self.conn()).expect("PTTL")
+    }
+
+    /// SET `key` to `value` with a TTL.
+    pub fn set(&self, key: &str, value: &str, ttl: Duration) {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(ttl.as_millis() as u64)
+            .query(&mut self.conn())
+            .expect("SET");
+    }
+}
+
+impl Drop for RedisNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends PING and expects +PONG within a short timeout.
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// N independent nodes.
+pub struct Cluster {
+    /// The nodes, index = position in the URL list.
+    pub nodes: Vec<RedisNode>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes without persistence.
+    pub fn start(n: usize) -> Self {
+        Self::start_with(n, Persistence::None)
+    }
+
+    /// Starts `n` nodes with the given persistence.
+    pub fn start_with(n: usize, persistence: Persistence) -> Self {
+        let nodes = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|_| s.spawn(move || RedisNode::start(persistence)))
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("start node")).collect()
+        });
+        Self { nodes }
+    }
+
+    /// All node URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisNode::url).collect()
+    }
+
+    /// A builder pointed at every node, with test-friendly retry settings.
+    pub fn builder(&self) -> redquorum::RedlockBuilder {
+        redquorum::Redlock::builder().nodes(self.urls())
+    }
+
+    /// A client for every node with default settings.
+    pub fn redlock(&self) -> redquorum::Redlock {
+        self.builder().build().expect("build redlock")
+    }
+
+    /// Every node's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let log = n.log();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            out.push_str(&format!("--- node {i} (port {}) log tail ---\n", n.port));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// GET `key` on every running, unpaused node (None for the others).
+    pub fn values(&self, key: &str) -> Vec<Option<String>> {
+        self.nodes
+            .iter()
+            .map(|n| if n.is_running() && !n.paused { n.get(key) } else { None })
+            .collect()
+    }
+
+    /// How many nodes hold `key` with `value`.
+    pub fn holding(&self, key: &str, value: &str) -> usize {
+        self.values(key).iter().filter(|v| v.as_deref() == Some(value)).count()
+    }
+
+    /// Resumes every paused node (so Drop and logs behave).
+    pub fn resume_all(&mut self) {
+        for n in &mut self.nodes {
+            n.resume();
+        }
+    }
+}
+
+/// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.
+pub async fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// What a [`Proxy`] does with traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyMode {
+    /// Forward as is.
+    Pass,
+    /// Forward after this many milliseconds.
+    Delay(u64),
+    /// Accept and read, but forward nothing in either direction.
+    Blackhole,
+}
+
+/// A TCP proxy in front of a node, on its own threads (independent of any
+/// test runtime). Closed on drop.
+pub struct Proxy {
+    /// The port clients connect to.
+    pub port: u16,
+    /// Encoded mode: 0 pass, 1 blackhole, 2+ms delay.
+    mode: Arc<AtomicU64>,
+    /// Set on drop to end the accept loop.
+    stop: Arc<AtomicBool>,
+    /// Every socket opened, for shutdown on drop.
+    sockets: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    /// Starts a proxy to `127.0.0.1:target`.
+    pub fn start(target: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let port = listener.local_addr().expect("proxy addr").port();
+        let mode = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sockets = Arc::new(Mutex::new(Vec::new()));
+        let (m, st, socks) = (mode.clone(), stop.clone(), sockets.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut s = socks.lock().expect("sockets");
+                    s.push(client.try_clone().expect("clone"));
+                    s.push(server.try_clone().expect("clone"));
+                }
+                for (from, to) in [
+                    (client.try_clone().expect("clone"), server.try_clone().expect("clone")),
+                    (server, client),
+                ] {
+                    let m = m.clone();
+                    std::thread::spawn(move || pump(from, to, m));
+                }
+            }
+        });
+        Proxy {
+            port,
+            mode,
+            stop,
+            sockets,
+        }
+    }
+
+    /// The proxy's `redis://` URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Changes what the proxy does with traffic from now on.
+    pub fn set_mode(&self, mode: ProxyMode) {
+        let v = match mode {
+            ProxyMode::Pass => 0,
+            ProxyMode::Blackhole => 1,
+            ProxyMode::Delay(ms) => 2 + ms,
+        };
+        self.mode.store(v, Ordering::SeqCst);
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, mode: Arc<AtomicU64>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        match mode.load(Ordering::SeqCst) {
+            0 => {}
+            1 => continue, // blackhole: swallow
+            d => std::thread::sleep(Duration::from_millis(d - 2)),
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        for s in self.sockets.lock().expect("sockets").iter() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
