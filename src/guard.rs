@@ -342,7 +342,8 @@ impl Shared {
         let req = Request::script(&scripts::EXTEND, |cmd| {
             cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
         });
-        let tally = redlock.vote_round(&req, "extend", int_vote, true).await;
+        let (tally, stragglers) = redlock.vote_round(&req, "extend", int_vote).await;
+        stragglers.finish_in_background();
         let now = Instant::now();
         let new_validity = validity(ttl, now - start, redlock.inner.config.drift(ttl));
         match (tally.decided(), new_validity) {
@@ -369,7 +370,7 @@ impl Shared {
             Value::Nil => Some(false),
             _ => None,
         };
-        let tally = redlock.vote_round(&req, "get", ours, true).await;
+        let (tally, _) = redlock.vote_round(&req, "get", ours).await;
         match tally.decided() {
             Some(true) => Ok(true),
             _ if tally.failures_prevent_quorum() => Err(redlock.failure(&self.resource, tally)),

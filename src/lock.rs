@@ -293,19 +293,24 @@ impl Redlock {
             Value::Nil => Some(false),
             _ => None,
         };
-        // Stragglers are dropped once decided: a SET that still lands holds
-        // our own value and is covered by the release below or by the TTL.
-        let tally = self.vote_round(&req, "set", set_vote, false).await;
+        let (tally, stragglers) = self.vote_round(&req, "set", set_vote).await;
         let validity = validity(ttl, start.elapsed(), self.inner.config.drift(ttl));
         cleanup.armed = false;
         drop(cleanup);
         if tally.decided() == Some(true) {
             if let Some(validity) = validity {
+                // Won: let the slower nodes' SETs land too (bounded by the
+                // node timeout), so the lock sits on every healthy node and
+                // survives the loss of a holder node.
+                stragglers.finish_in_background();
                 return Ok(Lock::new(self.clone(), resource, key, value, ttl, start + validity));
             }
         }
-        // Failed: undo on every node that did not clearly refuse, because a
-        // SET may have succeeded where the reply was lost or late.
+        // Failed: drop the SETs still waiting (a SET already handed to its
+        // connection is ordered before our DEL there), and undo on every node
+        // that did not clearly refuse, because a SET may have succeeded where
+        // the reply was lost or late.
+        drop(stragglers);
         self.release_quietly(key, &value, all_nodes(nodes.len()) & !tally.no);
         Err(if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
@@ -333,16 +338,14 @@ impl Redlock {
 
     /// Sends `req` to all nodes and counts votes until the outcome is
     /// decided. `classify` maps a reply to yes (`Some(true)`), no
-    /// (`Some(false)`) or unexpected (`None`). With `background`, calls still
-    /// in flight are finished in the background (for writes that should reach
-    /// every node, like release); otherwise they are dropped.
+    /// (`Some(false)`) or unexpected (`None`). Returns the tally and the calls
+    /// still in flight, for the caller to drop or to finish in the background.
     pub(crate) async fn vote_round(
         &self,
         req: &Arc<Request>,
         what: &'static str,
         classify: impl Fn(&Value) -> Option<bool>,
-        background: bool,
-    ) -> Tally {
+    ) -> (Tally, Fanout) {
         let nodes = &self.inner.nodes;
         let all = all_nodes(nodes.len());
         let mut fan = Fanout::start(nodes, req, all, self.inner.config.node_timeout);
@@ -360,16 +363,15 @@ impl Redlock {
                 break;
             }
         }
-        if background {
-            fan.finish_in_background();
-        }
-        tally
+        (tally, fan)
     }
 
     /// Compare-and-delete on all nodes, until decided.
     pub(crate) async fn release_round(&self, key: &str, value: &str) -> Tally {
         let req = release_request(key, value);
-        self.vote_round(&req, "release", int_vote, true).await
+        let (tally, stragglers) = self.vote_round(&req, "release", int_vote).await;
+        stragglers.finish_in_background();
+        tally
     }
 
     /// The error for a lost compare-and-X vote: too many nodes failed, or the

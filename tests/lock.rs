@@ -181,7 +181,7 @@ async fn expiry_and_extend_rules() {
     let extended = c.nodes.iter().filter(|n| n.pttl(key) > 15_000).count();
     assert!(extended >= 3, "pttl: {:?}", c.nodes.iter().map(|n| n.pttl(key)).collect::<Vec<_>>());
     second.release().await.unwrap();
-    assert_eq!(c.values(key), vec![None; 5]);
+    assert!(wait_until(Duration::from_secs(2), || c.values(key) == vec![None; 5]).await);
 }
 
 #[tokio::test]
@@ -190,6 +190,9 @@ async fn failed_extend_keeps_the_lock() {
     let redlock = c.builder().node_timeout(ms(100)).build().unwrap();
     let key = "failed_extend";
     let lock = redlock.try_lock(key, ms(5000)).await.unwrap();
+    // The call returned at quorum; let the last SETs land before pausing.
+    let on_all = wait_until(Duration::from_secs(2), || c.values(key).iter().all(Option::is_some)).await;
+    assert!(on_all, "{:?}", c.values(key));
     for i in 0..3 {
         c.nodes[i].pause();
     }
@@ -222,7 +225,8 @@ async fn auto_extend_outlives_ttl() {
         .await
         .expect("with_lock");
     assert!(kept > Duration::ZERO, "validity hit zero");
-    assert_eq!(c.values("auto_extend"), vec![None; 5], "released after work");
+    let released = wait_until(Duration::from_secs(2), || c.values("auto_extend") == vec![None; 5]);
+    assert!(released.await, "released after work");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,7 +281,8 @@ async fn drop_releases_in_background() {
     let c = Cluster::start(5);
     let redlock = c.redlock();
     let lock = redlock.try_lock("drop_release", ms(60_000)).await.unwrap();
-    assert_eq!(c.values("drop_release").iter().flatten().count(), 5);
+    let on_all = || c.values("drop_release").iter().flatten().count() == 5;
+    assert!(wait_until(Duration::from_secs(2), on_all).await);
     drop(lock);
     let gone = wait_until(Duration::from_secs(2), || {
         c.values("drop_release").iter().all(Option::is_none)
@@ -312,9 +317,14 @@ async fn reconnects_after_restart() {
     c.nodes[0].restart(Persistence::None);
     c.nodes[1].restart(Persistence::None);
     let lock = redlock.try_lock("restart", ms(5000)).await.unwrap();
-    // The restarted nodes take part again, from the first request.
-    let held = c.values("restart");
-    assert!(held[0].is_some() && held[1].is_some(), "{held:?}\n{}", c.logs());
+    // The restarted nodes take part again, from the first request (which
+    // returned at quorum, so give the last replies a moment to land).
+    let back = wait_until(Duration::from_secs(2), || {
+        let held = c.values("restart");
+        held[0].is_some() && held[1].is_some()
+    })
+    .await;
+    assert!(back, "{:?}\n{}", c.values("restart"), c.logs());
     lock.release().await.unwrap();
 }
 
@@ -370,7 +380,7 @@ async fn interoperates_on_plain_keys() {
     let v = c.nodes[0].get("interop_ours").unwrap();
     assert_eq!(v.len(), 32);
     assert!(v.chars().all(|ch| ch.is_ascii_hexdigit()));
-    assert_eq!(c.holding("interop_ours", &v), 5);
+    assert!(wait_until(Duration::from_secs(2), || c.holding("interop_ours", &v) == 5).await);
     lock.release().await.unwrap();
     // A prefix, when configured, is prepended.
     let prefixed = c.builder().key_prefix("redlock:").build().unwrap();
@@ -431,7 +441,9 @@ async fn even_node_count_works() {
     let redlock = c.redlock();
     assert_eq!(redlock.quorum(), 3);
     let lock = redlock.try_lock("even", ms(2000)).await.unwrap();
-    assert!(c.holding("even", &c.nodes[0].get("even").unwrap()) >= 3);
+    let values = c.values("even");
+    let ours = values.iter().flatten().next().unwrap();
+    assert!(c.holding("even", ours) >= 3, "{values:?}");
     lock.release().await.unwrap();
 }
 
