@@ -1,1 +1,368 @@
-fn main(){}
+//! Lock benchmark: redquorum vs the `rslock` and `redlock` crates, in one run,
+//! against the same five local redis-server nodes (started by the test
+//! harness on free loopback ports).
+//!
+//! (a) one task, sequential lock+release: p50 / p99
+//! (b) 32 tasks on distinct resources: lock+release throughput
+//! (c) (b) with 1 and with 2 of 5 nodes paused (SIGSTOP): success, p99
+//!
+//! Run: `make bench` (or `cargo bench --bench lock`). Every loop is bounded in
+//! operations and time. `BENCH_SECS` sets the duration per throughput cell.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{Cluster, Persistence};
+
+const TTL: Duration = Duration::from_secs(10);
+const TASKS: usize = 32;
+/// Alternating slices per client in (a) and (b).
+const REPS: u32 = 6;
+
+/// Latency samples and counts of one benchmark cell.
+#[derive(Default)]
+struct Stats {
+    ok: usize,
+    failed: usize,
+    lat: Vec<Duration>,
+    elapsed: Duration,
+}
+
+impl Stats {
+    /// Adds a whole cell (counts, samples and time).
+    fn add(&mut self, other: Stats) {
+        self.elapsed += other.elapsed;
+        self.merge(other);
+    }
+    fn merge(&mut self, other: Stats) {
+        self.ok += other.ok;
+        self.failed += other.failed;
+        self.lat.extend(other.lat);
+    }
+    fn pct(&mut self, p: f64) -> Duration {
+        if self.lat.is_empty() {
+            return Duration::ZERO;
+        }
+        self.lat.sort_unstable();
+        let i = ((self.lat.len() as f64 * p).ceil() as usize).clamp(1, self.lat.len()) - 1;
+        self.lat[i]
+    }
+    fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+    fn success(&self) -> f64 {
+        100.0 * self.ok as f64 / (self.ok + self.failed).max(1) as f64
+    }
+}
+
+/// Runs `op(task, i)` in `tasks` concurrent tasks until `limit` passes or
+/// each task did `max_ops`.
+async fn run_tasks<F, Fut>(tasks: usize, limit: Duration, max_ops: usize, op: F) -> Stats
+where
+    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    let start = Instant::now();
+    let deadline = start + limit;
+    let mut joins = Vec::new();
+    for t in 0..tasks {
+        let op = op.clone();
+        joins.push(tokio::spawn(async move {
+            let mut s = Stats::default();
+            for i in 0..max_ops {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                let t0 = Instant::now();
+                if op(t, i).await {
+                    s.ok += 1;
+                    s.lat.push(t0.elapsed());
+                } else {
+                    s.failed += 1;
+                }
+            }
+            s
+        }));
+    }
+    let mut all = Stats::default();
+    for j in joins {
+        all.merge(j.await.expect("bench task"));
+    }
+    all.elapsed = start.elapsed();
+    all
+}
+
+/// The same for a blocking client, on OS threads.
+fn run_threads<F>(threads: usize, limit: Duration, max_ops: usize, op: F) -> Stats
+where
+    F: Fn(usize, usize) -> bool + Sync,
+{
+    let start = Instant::now();
+    let deadline = start + limit;
+    let mut all = Stats::default();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let op = &op;
+                s.spawn(move || {
+                    let mut st = Stats::default();
+                    for i in 0..max_ops {
+                        if Instant::now() >= deadline {
+                            break;
+                        }
+                        let t0 = Instant::now();
+                        if op(t, i) {
+                            st.ok += 1;
+                            st.lat.push(t0.elapsed());
+                        } else {
+                            st.failed += 1;
+                        }
+                    }
+                    st
+                })
+            })
+            .collect();
+        for h in hs {
+            all.merge(h.join().expect("bench thread"));
+        }
+    });
+    all.elapsed = start.elapsed();
+    all
+}
+
+async fn ours(redlock: &redquorum::Redlock, resource: &str) -> bool {
+    let r = match redlock.try_lock(resource, TTL).await {
+        Ok(lock) => lock.release().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = &r {
+        if std::env::var_os("BENCH_DEBUG").is_some() {
+            eprintln!("redquorum op failed: {e:?}");
+        }
+    }
+    r.is_ok()
+}
+
+async fn rslock_op(m: &rslock::LockManager, resource: &str) -> bool {
+    match m.lock(resource.as_bytes(), TTL).await {
+        Ok(lock) => {
+            m.unlock(&lock).await;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+fn redlock_op(r: &redlock::RedLock, resource: &str) -> bool {
+    match r.lock(resource.as_bytes(), TTL.as_millis() as usize) {
+        Ok(Some(lock)) => {
+            r.unlock(&lock);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn row(out: &mut Vec<String>, scenario: &str, client: &str, s: &mut Stats) {
+    let line = format!(
+        "| {scenario} | {client} | {:.0} | {:.3} | {:.3} | {:.1} % |",
+        s.rate(),
+        s.pct(0.50).as_secs_f64() * 1e3,
+        s.pct(0.99).as_secs_f64() * 1e3,
+        s.success()
+    );
+    println!("{line}");
+    out.push(line);
+}
+
+fn main() {
+    let secs: f64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    let limit = Duration::from_secs_f64(secs);
+    let mut cluster = Cluster::start_with(5, Persistence::None);
+    let urls = cluster.urls();
+    let mut builder = if std::env::var("BENCH_RT").as_deref() == Ok("current") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = builder.enable_all().build().expect("runtime");
+    let ours_client = Arc::new(
+        redquorum::Redlock::builder()
+            .nodes(&urls)
+            .retry_count(0)
+            .build()
+            .expect("redquorum"),
+    );
+    let rs = Arc::new(rt.block_on(async { rslock::LockManager::new(urls.clone()) }));
+    let rl = redlock::RedLock::new(urls.clone());
+
+    println!("| scenario | client | ops/s | p50 ms | p99 ms | success |");
+    println!("|---|---|---:|---:|---:|---:|");
+    let mut out = Vec::new();
+
+    // Warm up connections (and script caches) for both async clients.
+    rt.block_on(async {
+        for i in 0..200 {
+            ours(&ours_client, &format!("warm{i}")).await;
+            rslock_op(&rs, &format!("warm{i}")).await;
+        }
+    });
+
+    if std::env::var("BENCH_PROFILE").as_deref() == Ok("rs") {
+        let r = rs.clone();
+        let mut s = rt.block_on(run_tasks(TASKS, limit, usize::MAX, move |t, _| {
+            let r = r.clone();
+            async move { rslock_op(&r, &format!("rs-res{t}")).await }
+        }));
+        row(&mut out, "(b) 32 tasks", "rslock", &mut s);
+        return;
+    }
+    if std::env::var_os("BENCH_PROFILE").is_some() {
+        // Only our client, for profiling: (a) then (b).
+        let a = ours_client.clone();
+        let mut s = rt.block_on(run_tasks(1, limit, usize::MAX, move |_, i| {
+            let a = a.clone();
+            async move { ours(&a, &format!("seq{}", i % 64)).await }
+        }));
+        row(&mut out, "(a) sequential", "redquorum", &mut s);
+        if std::env::var("BENCH_PROFILE").as_deref() == Ok("a") {
+            return;
+        }
+        let a = ours_client.clone();
+        let mut s = rt.block_on(run_tasks(TASKS, limit, usize::MAX, move |t, _| {
+            let a = a.clone();
+            async move { ours(&a, &format!("ours-res{t}")).await }
+        }));
+        row(&mut out, "(b) 32 tasks", "redquorum", &mut s);
+        return;
+    }
+
+    // (a) and (b): the clients take turns in short slices, REPS times, so
+    // that background noise on the machine hits them alike.
+    let slice = limit / REPS;
+    let mut a_ours = Stats::default();
+    let mut a_rs = Stats::default();
+    let mut b_ours = Stats::default();
+    let mut b_rs = Stats::default();
+    for _ in 0..REPS {
+        let a = ours_client.clone();
+        a_ours.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
+            let a = a.clone();
+            async move { ours(&a, &format!("seq{}", i % 64)).await }
+        })));
+        let r = rs.clone();
+        a_rs.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
+            let r = r.clone();
+            async move { rslock_op(&r, &format!("rs-seq{}", i % 64)).await }
+        })));
+        let a = ours_client.clone();
+        b_ours.add(
+            rt.block_on(run_tasks(TASKS, slice, usize::MAX, move |t, _| {
+                let a = a.clone();
+                async move { ours(&a, &format!("ours-res{t}")).await }
+            })),
+        );
+        let r = rs.clone();
+        b_rs.add(
+            rt.block_on(run_tasks(TASKS, slice, usize::MAX, move |t, _| {
+                let r = r.clone();
+                async move { rslock_op(&r, &format!("rs-res{t}")).await }
+            })),
+        );
+    }
+    let mut a_rl = run_threads(1, limit / 2, 1_000, |_, i| {
+        redlock_op(&rl, &format!("rl-seq{}", i % 64))
+    });
+    let mut b_rl = run_threads(TASKS, limit / 2, usize::MAX, |t, _| {
+        redlock_op(&rl, &format!("rl-res{t}"))
+    });
+    row(&mut out, "(a) sequential", "redquorum", &mut a_ours);
+    row(&mut out, "(a) sequential", "rslock", &mut a_rs);
+    row(&mut out, "(a) sequential", "redlock", &mut a_rl);
+    row(&mut out, "(b) 32 tasks", "redquorum", &mut b_ours);
+    row(&mut out, "(b) 32 tasks", "rslock", &mut b_rs);
+    row(&mut out, "(b) 32 tasks", "redlock", &mut b_rl);
+    let big = usize::MAX;
+
+    // (c) paused nodes
+    let mut paused_p99 = Vec::new();
+    for paused in [1usize, 2] {
+        for p in 0..paused {
+            cluster.nodes[p * 2 + 1].pause();
+        }
+        let label = format!("(c) 32 tasks, {paused} of 5 paused");
+        let a = ours_client.clone();
+        let mut c_ours = rt.block_on(run_tasks(TASKS, limit, big, move |t, _| {
+            let a = a.clone();
+            async move { ours(&a, &format!("ours-res{t}")).await }
+        }));
+        row(&mut out, &label, "redquorum", &mut c_ours);
+        paused_p99.push(c_ours.pct(0.99));
+        // rslock waits for every node: bound each operation so the run ends.
+        let r = rs.clone();
+        let mut c_rs = rt.block_on(run_tasks(TASKS, limit, big, move |t, _| {
+            let r = r.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), rslock_op(&r, &format!("rs-res{t}")))
+                    .await
+                    .unwrap_or(false)
+            }
+        }));
+        row(&mut out, &label, "rslock", &mut c_rs);
+        // redlock (sync, no timeouts) blocks on a hung node: try one op with
+        // a watchdog instead of a full cell.
+        let done = AtomicBool::new(false);
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                redlock_op(&rl, "hung");
+                done.store(true, Ordering::SeqCst);
+            });
+            while !done.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let line = if done.load(Ordering::SeqCst) {
+                format!(
+                    "| {label} | redlock | one op took {:?} | | | |",
+                    t0.elapsed()
+                )
+            } else {
+                format!("| {label} | redlock | blocked > 3 s on one op (no timeout) | | | |")
+            };
+            println!("{line}");
+            out.push(line);
+            cluster.resume_all(); // lets a blocked redlock op finish
+        });
+        for p in 0..paused {
+            cluster.nodes[p * 2 + 1].resume();
+        }
+    }
+
+    println!();
+    println!("ratios (same run):");
+    println!(
+        "  (a) p50 redquorum / rslock = {:.2}  (target <= 0.6)",
+        a_ours.pct(0.5).as_secs_f64() / a_rs.pct(0.5).as_secs_f64()
+    );
+    println!(
+        "  (b) throughput redquorum / rslock = {:.2}  (target >= 1.5); / redlock = {:.2}",
+        b_ours.rate() / b_rs.rate(),
+        b_ours.rate() / b_rl.rate()
+    );
+    let healthy_p99 = b_ours.pct(0.99).as_secs_f64();
+    for (i, p) in paused_p99.iter().enumerate() {
+        println!(
+            "  (c) {} paused: p99 / healthy p99 = {:.2}  (target <= 2)",
+            i + 1,
+            p.as_secs_f64() / healthy_p99
+        );
+    }
+}

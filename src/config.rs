@@ -278,7 +278,9 @@ impl RedlockBuilder {
             )));
         }
         if c.node_timeout.is_zero() {
-            return Err(Error::InvalidConfig("node timeout must be above zero".into()));
+            return Err(Error::InvalidConfig(
+                "node timeout must be above zero".into(),
+            ));
         }
         let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
         for url in &self.urls {

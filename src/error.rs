@@ -13,7 +13,7 @@ use std::time::Duration;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in `redquorum`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The resource is held by someone else: enough nodes answered that the key
@@ -74,7 +74,9 @@ pub enum Error {
     },
 
     /// A serial-number period has no numbers left at the configured width.
-    #[error("counter {counter:?} is exhausted for period {period}: {requested} more would pass {max}")]
+    #[error(
+        "counter {counter:?} is exhausted for period {period}: {requested} more would pass {max}"
+    )]
     Exhausted {
         /// The counter (serial prefix).
         counter: String,
@@ -160,7 +162,7 @@ impl Error {
 }
 
 /// Why one node did not take part in a quorum.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct NodeError {
     /// Position of the node in the configured list, from 0.
@@ -172,7 +174,7 @@ pub struct NodeError {
 }
 
 /// The cause of a [`NodeError`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum NodeErrorKind {
     /// The node did not answer within the per-node timeout.

@@ -255,7 +255,10 @@ impl Drop for Lock {
         // Best effort: if the runtime is gone the task is dropped and the key
         // expires by its TTL.
         self.runtime.spawn(async move {
-            let tally = shared.redlock.release_round(&shared.key, &shared.value).await;
+            let tally = shared
+                .redlock
+                .release_round(&shared.key, &shared.value)
+                .await;
             if tally.decided() != Some(true) {
                 debug!(resource = %shared.resource, "drop-time release did not reach a quorum");
             }

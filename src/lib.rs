@@ -9,6 +9,9 @@
 //!   the monotonic clock with a drift allowance; locks release on all nodes,
 //!   retry with jitter, extend, auto-extend with a "lock lost" signal, and can
 //!   carry fencing tokens.
+//! * [`SerialGenerator`]: business numbers like `ORDER202611220001` (prefix,
+//!   local date, counter that restarts each day), never duplicated across
+//!   instances, node failures or client clocks that jump back.
 //!
 //! ```no_run
 //! # async fn f() -> redquorum::Result<()> {
@@ -32,6 +35,9 @@
 //! * `lock.rs`: [`Redlock`]: acquire (with retries), the shared vote rounds.
 //! * `guard.rs`: [`Lock`] and [`LockHandle`]: validity, extend, release,
 //!   auto-extend, lost-lock signal.
+//! * `counter.rs`: the quorum compare-and-set counter (serials, fencing).
+//! * `serial.rs`: [`SerialGenerator`] and [`Serial`]: stamps, time zones,
+//!   periods, group commit.
 //!
 //! ## Safety and limitations
 //!
@@ -46,16 +52,23 @@
 #![warn(missing_debug_implementations)]
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::print_stdout
+    )
 )]
 
 mod config;
+mod counter;
 mod error;
 mod guard;
 mod lock;
 mod node;
 mod quorum;
 mod scripts;
+mod serial;
 
 pub use redis;
 
@@ -66,3 +79,7 @@ pub use config::{
 pub use error::{Error, NodeError, NodeErrorKind, Result};
 pub use guard::{Lock, LockHandle};
 pub use lock::Redlock;
+pub use serial::{
+    ClockFn, ResetPeriod, Serial, SerialGenerator, SerialGeneratorBuilder,
+    DEFAULT_CLOCK_TOLERANCE, DEFAULT_WIDTH, MAX_PREFIX_LEN,
+};

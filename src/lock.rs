@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tracing::{debug, instrument, trace, warn};
 
 use crate::config::{Config, RedlockBuilder};
+use crate::counter::{self, Record};
 use crate::error::{Error, NodeErrorKind, Result};
 use crate::guard::{Lock, LockHandle};
 use crate::node::{Node, Request};
@@ -140,7 +141,8 @@ impl Redlock {
     #[instrument(skip_all, fields(resource))]
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
         let retries = self.inner.config.retry_count;
-        self.acquire(resource, ttl, Patience::Retries(retries)).await
+        self.acquire(resource, ttl, Patience::Retries(retries))
+            .await
     }
 
     /// Takes the lock, retrying for at most `wait` (the retry count does not
@@ -161,9 +163,62 @@ impl Redlock {
     /// # Ok(()) }
     /// ```
     #[instrument(skip_all, fields(resource))]
-    pub async fn lock_timeout(&self, resource: &str, ttl: Duration, wait: Duration) -> Result<Lock> {
+    pub async fn lock_timeout(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lock> {
         let until = Instant::now() + wait;
         self.acquire(resource, ttl, Patience::Until(until)).await
+    }
+
+    /// Takes the lock (as [`Redlock::lock`]) and mints a fencing token for it:
+    /// a number strictly greater than every token handed to earlier holders
+    /// of this resource, from the quorum counter (`fence:<resource>`), even
+    /// if an earlier holder's lock expired without release.
+    ///
+    /// Give the token to the storage you write to and have it reject writes
+    /// carrying a smaller token than it has seen: that stops a holder that
+    /// paused past its lock's validity from doing damage.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`]; if the token cannot be minted (no quorum) the
+    /// lock is released and that error returned.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+    /// let lock = redlock.lock_fenced("invoice-42", std::time::Duration::from_secs(5)).await?;
+    /// let token = lock.fencing_token().unwrap_or_default();
+    /// // storage.write_if_token_at_least(token, ...)
+    /// lock.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[instrument(skip_all, fields(resource))]
+    pub async fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        let lock = self.lock(resource, ttl).await?;
+        let key = self.key_for(&format!("fence:{resource}"));
+        let mut next = |e: &Record| -> Result<Record> {
+            let n = e.n.checked_add(1).ok_or_else(|| {
+                Error::InvalidConfig("fencing counter is at u64::MAX".into())
+            })?;
+            Ok(Record {
+                period: String::new(),
+                n,
+            })
+        };
+        match counter::allocate(self, resource, &key, None, &mut next).await {
+            Ok((_, new)) => Ok(lock.with_fencing_token(new.n)),
+            Err(e) => {
+                if let Err(release) = lock.release().await {
+                    debug!(error = %release, "release after failed fencing token");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Runs `f` while holding the lock, extending it in the background. `f`
@@ -303,7 +358,14 @@ impl Redlock {
                 // node timeout), so the lock sits on every healthy node and
                 // survives the loss of a holder node.
                 stragglers.finish_in_background();
-                return Ok(Lock::new(self.clone(), resource, key, value, ttl, start + validity));
+                return Ok(Lock::new(
+                    self.clone(),
+                    resource,
+                    key,
+                    value,
+                    ttl,
+                    start + validity,
+                ));
             }
         }
         // Failed: drop the SETs still waiting (a SET already handed to its
@@ -314,7 +376,9 @@ impl Redlock {
         self.release_quietly(key, &value, all_nodes(nodes.len()) & !tally.no);
         Err(if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
-            Error::Expired { resource: resource.to_owned() }
+            Error::Expired {
+                resource: resource.to_owned(),
+            }
         } else {
             self.failure(resource, tally)
         })
@@ -345,7 +409,7 @@ impl Redlock {
         req: &Arc<Request>,
         what: &'static str,
         classify: impl Fn(&Value) -> Option<bool>,
-    ) -> (Tally, Fanout) {
+    ) -> (Tally, Fanout<'_>) {
         let nodes = &self.inner.nodes;
         let all = all_nodes(nodes.len());
         let mut fan = Fanout::start(nodes, req, all, self.inner.config.node_timeout);
@@ -394,7 +458,12 @@ impl Redlock {
             return;
         }
         let req = release_request(key, value);
-        let mut fan = Fanout::start(&self.inner.nodes, &req, targets, self.inner.config.node_timeout);
+        let mut fan = Fanout::start(
+            &self.inner.nodes,
+            &req,
+            targets,
+            self.inner.config.node_timeout,
+        );
         fan.kick();
         fan.finish_in_background();
     }
@@ -448,7 +517,9 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Opt
 /// only once, in the caller's error.
 fn log_vote(node: &Node, what: &'static str, vote: &Vote) {
     match vote {
-        Vote::Failed(kind) => debug!(node = node.index, addr = %node.addr, op = what, ?kind, "node failed"),
+        Vote::Failed(kind) => {
+            debug!(node = node.index, addr = %node.addr, op = what, ?kind, "node failed")
+        }
         _ => trace!(node = node.index, op = what, ?vote, "node replied"),
     }
 }

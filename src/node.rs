@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -62,6 +63,10 @@ pub(crate) struct Node {
     pub(crate) addr: String,
     /// How to (re)connect.
     client: redis::Client,
+    /// False after the node failed or timed out, true again after any reply.
+    /// Rounds that like to hear from every node (the counter) do not wait
+    /// for a node known to be unresponsive.
+    healthy: AtomicBool,
     /// Made on first use, inside the runtime: the manager spawns a task, so it
     /// cannot be made in the synchronous `build()`. It reconnects by itself
     /// after a failure, so a restarted node is picked up again.
@@ -80,12 +85,31 @@ impl fmt::Debug for Node {
 impl Node {
     /// Wraps a client; connects to nothing yet.
     pub(crate) fn new(index: usize, client: redis::Client) -> Self {
-        let addr = client.get_connection_info().addr().to_string();
+        let info = client.get_connection_info();
+        let addr = info.addr().to_string();
+        // Lock requests are tiny and latency-bound, and many share one
+        // multiplexed connection: never let Nagle hold one back waiting for
+        // the ACK of another.
+        let tcp = info.tcp_settings().clone().set_nodelay(true);
+        let client = redis::Client::open(info.clone().set_tcp_settings(tcp)).unwrap_or(client);
         Self {
             index,
             addr,
             client,
+            healthy: AtomicBool::new(true),
             conn: OnceLock::new(),
+        }
+    }
+
+    /// Whether the node answered its last request.
+    pub(crate) fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the node just answered.
+    pub(crate) fn set_healthy(&self, healthy: bool) {
+        if self.is_healthy() != healthy {
+            self.healthy.store(healthy, Ordering::Relaxed);
         }
     }
 
@@ -126,8 +150,7 @@ impl Node {
                 Err(e) => return (index, Err(e)),
             };
             let mut result = send(&mut conn, &req).await;
-            if matches!(&result, Err(e) if e.is_connection_dropped() || e.is_connection_refusal())
-            {
+            if matches!(&result, Err(e) if e.is_connection_dropped() || e.is_connection_refusal()) {
                 result = send(&mut conn, &req).await;
             }
             (index, result)

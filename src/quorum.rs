@@ -95,11 +95,6 @@ impl Tally {
         self.yes.count_ones() as usize
     }
 
-    /// Nodes that failed, as a set.
-    pub(crate) fn failed(&self) -> NodeSet {
-        self.failures.iter().fold(0, |s, f| s | (1u64 << f.index))
-    }
-
     /// `Some(true)` once a quorum said yes, `Some(false)` once a quorum can no
     /// longer be reached, `None` while it could still go either way.
     pub(crate) fn decided(&self) -> Option<bool> {
@@ -126,7 +121,9 @@ impl Tally {
 type Call = Pin<Box<dyn Future<Output = (usize, RedisResult<Value>)> + Send>>;
 
 /// One request in flight to a set of nodes.
-pub(crate) struct Fanout {
+pub(crate) struct Fanout<'a> {
+    /// The nodes, to record their health.
+    nodes: &'a [Node],
     /// Calls not yet answered.
     calls: FuturesUnordered<Call>,
     /// Nodes asked that have not answered yet.
@@ -139,10 +136,10 @@ pub(crate) struct Fanout {
     expired: bool,
 }
 
-impl Fanout {
+impl<'a> Fanout<'a> {
     /// Sends `req` to every node in `targets` at once.
     pub(crate) fn start(
-        nodes: &[Node],
+        nodes: &'a [Node],
         req: &Arc<Request>,
         targets: NodeSet,
         timeout: Duration,
@@ -154,6 +151,7 @@ impl Fanout {
             waiting |= 1u64 << node.index;
         }
         Self {
+            nodes,
             calls,
             waiting,
             deadline: Box::pin(tokio::time::sleep_until(Instant::now() + timeout)),
@@ -173,6 +171,12 @@ impl Fanout {
                 biased;
                 Some((i, r)) = self.calls.next() => {
                     self.waiting &= !(1u64 << i);
+                    // A server error is still an answer: the node is alive.
+                    let alive = match &r {
+                        Ok(_) => true,
+                        Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
+                    };
+                    self.nodes[i].set_healthy(alive);
                     return Some((i, r.map_err(NodeErrorKind::Redis)));
                 }
                 () = &mut self.deadline => self.expired = true,
@@ -180,7 +184,13 @@ impl Fanout {
         }
         let i = self.waiting.trailing_zeros() as usize;
         self.waiting &= !(1u64 << i);
+        self.nodes[i].set_healthy(false);
         Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
+    }
+
+    /// Nodes asked that have not answered yet.
+    pub(crate) fn waiting(&self) -> NodeSet {
+        self.waiting
     }
 
     /// Polls every call once without waiting, so each request is handed to
@@ -257,7 +267,6 @@ mod tests {
         t.record(&nodes[2], Vote::No);
         assert_eq!(t.decided(), Some(false));
         assert!(!t.failures_prevent_quorum());
-        assert_eq!(t.failed(), 0b10);
     }
 
     #[test]
@@ -265,7 +274,10 @@ mod tests {
         let nodes: Vec<Node> = (0..5).map(node).collect();
         let mut t = Tally::new(5, 5);
         for n in &nodes[..3] {
-            t.record(n, Vote::Failed(NodeErrorKind::Timeout(Duration::from_millis(1))));
+            t.record(
+                n,
+                Vote::Failed(NodeErrorKind::Timeout(Duration::from_millis(1))),
+            );
         }
         assert_eq!(t.decided(), Some(false));
         assert!(t.failures_prevent_quorum());

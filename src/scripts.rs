@@ -33,7 +33,7 @@ impl Lua {
 /// we never release a lock that expired and was taken by someone else.
 /// Returns 1 if deleted, 0 otherwise.
 pub(crate) static RELEASE: Lua = Lua::new(
-        r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("DEL", KEYS[1])
 else
   return 0
@@ -44,7 +44,7 @@ end"#,
 /// value. It never deletes and never creates: a failed extend leaves the lock
 /// exactly as it was. Returns 1 if extended, 0 otherwise.
 pub(crate) static EXTEND: Lua = Lua::new(
-        r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 else
   return 0
@@ -53,23 +53,24 @@ end"#,
 
 /// The counter's compare-and-set (see `counter.rs`). KEYS[1] is a hash with
 /// fields `p` (period stamp, a fixed-width digit string, so string order is
-/// time order) and `n` (last number issued in it). ARGV = expected period,
-/// expected n, new period, new n.
+/// time order) and `n` (last number issued in it, decimal). ARGV = expected
+/// period, expected n, new period, new n.
 ///
 /// Accepts iff the stored record is <= expected in (period, n) order, then
-/// stores the new record. A node that has a newer record than the caller saw
+/// stores the new record. Numbers are compared as decimal strings (shorter is
+/// smaller, then byte order), never through Lua's doubles, which lose
+/// precision above 2^53. A node that has a newer record than the caller saw
 /// refuses, which is what makes two overlapping allocations impossible: any
 /// two quorums share a node, and that node accepts at most one of them.
-/// Returns {1, p, n} on accept (p, n = the record before), {0, p, n} on refuse.
+/// Returns {1, p, n} on accept (the record before), {0, p, n} on refusal.
 pub(crate) static COUNTER_CAS: Lua = Lua::new(
-        r#"local cur = redis.call("HMGET", KEYS[1], "p", "n")
-local p = cur[1] or ""
-local n = tonumber(cur[2] or "0")
-local ep, en = ARGV[1], tonumber(ARGV[2])
-local ok = (p < ep) or (p == ep and n <= en)
-if ok then
+    r#"local cur = redis.call("HMGET", KEYS[1], "p", "n")
+local p, n = cur[1] or "", cur[2] or "0"
+local ep, en = ARGV[1], ARGV[2]
+local n_le = (#n < #en) or (#n == #en and n <= en)
+if (p < ep) or (p == ep and n_le) then
   redis.call("HSET", KEYS[1], "p", ARGV[3], "n", ARGV[4])
-  return {1, p, tostring(n)}
+  return {1, p, n}
 end
-return {0, p, tostring(n)}"#,
+return {0, p, n}"#,
 );

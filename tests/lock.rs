@@ -23,7 +23,12 @@ async fn mutual_exclusion_no_lost_update() {
     let counter_node = c.nodes[0].url();
     let mut joins = Vec::new();
     for _ in 0..CLIENTS {
-        let redlock = c.builder().retry_delay(ms(1)).retry_jitter(ms(5)).build().unwrap();
+        let redlock = c
+            .builder()
+            .retry_delay(ms(1))
+            .retry_jitter(ms(5))
+            .build()
+            .unwrap();
         for _ in 0..TASKS {
             let redlock = redlock.clone();
             let url = counter_node.clone();
@@ -84,16 +89,18 @@ async fn quorum_subsets_like_redsync() {
             assert!(err.is_contended(), "mask {mask:05b}: {err:?}");
             // The failed attempt leaves no key of ours anywhere.
             let ours_gone = wait_until(Duration::from_secs(2), || {
-                c.values(key)
-                    .iter()
-                    .enumerate()
-                    .all(|(i, v)| match v {
-                        Some(v) => v == "someone-else" && mask & (1 << i) != 0,
-                        None => mask & (1 << i) == 0,
-                    })
+                c.values(key).iter().enumerate().all(|(i, v)| match v {
+                    Some(v) => v == "someone-else" && mask & (1 << i) != 0,
+                    None => mask & (1 << i) == 0,
+                })
             })
             .await;
-            assert!(ours_gone, "mask {mask:05b}: {:?}\n{}", c.values(key), c.logs());
+            assert!(
+                ours_gone,
+                "mask {mask:05b}: {:?}\n{}",
+                c.values(key),
+                c.logs()
+            );
         }
     }
 }
@@ -104,7 +111,10 @@ async fn survives_two_dead_nodes_and_names_three() {
     let redlock = c.builder().retry_count(0).build().unwrap();
     c.nodes[1].kill();
     c.nodes[3].kill();
-    let lock = redlock.try_lock("dead_nodes", ms(2000)).await.expect("2 of 5 down is fine");
+    let lock = redlock
+        .try_lock("dead_nodes", ms(2000))
+        .await
+        .expect("2 of 5 down is fine");
     lock.release().await.unwrap();
     c.nodes[4].kill();
     let err = redlock.try_lock("dead_nodes", ms(2000)).await.unwrap_err();
@@ -133,19 +143,36 @@ async fn paused_nodes_add_no_latency() {
     // A generous per-node timeout: waiting for a hung node would show up as
     // a whole second per operation.
     let node_timeout = Duration::from_secs(1);
-    let redlock = c.builder().node_timeout(node_timeout).retry_count(0).build().unwrap();
+    let redlock = c
+        .builder()
+        .node_timeout(node_timeout)
+        .retry_count(0)
+        .build()
+        .unwrap();
     // Warm up connections so the measurement is of the steady state.
-    redlock.try_lock("paused", ms(2000)).await.unwrap().release().await.unwrap();
+    redlock
+        .try_lock("paused", ms(2000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     for paused in [1usize, 2] {
         c.nodes[paused].pause();
         for _ in 0..5 {
             let t = Instant::now();
-            let lock = redlock.try_lock("paused", ms(5000)).await.unwrap_or_else(|e| {
-                panic!("{paused} paused: {e:?}\n{}", c.logs());
-            });
+            let lock = redlock
+                .try_lock("paused", ms(5000))
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("{paused} paused: {e:?}\n{}", c.logs());
+                });
             lock.release().await.expect("release with paused nodes");
             let took = t.elapsed();
-            assert!(took < node_timeout, "{paused} paused: lock+release took {took:?}");
+            assert!(
+                took < node_timeout,
+                "{paused} paused: lock+release took {took:?}"
+            );
         }
     }
     c.resume_all();
@@ -179,7 +206,11 @@ async fn expiry_and_extend_rules() {
     second.extend(ms(20_000)).await.unwrap();
     assert!(second.validity() > ms(19_000));
     let extended = c.nodes.iter().filter(|n| n.pttl(key) > 15_000).count();
-    assert!(extended >= 3, "pttl: {:?}", c.nodes.iter().map(|n| n.pttl(key)).collect::<Vec<_>>());
+    assert!(
+        extended >= 3,
+        "pttl: {:?}",
+        c.nodes.iter().map(|n| n.pttl(key)).collect::<Vec<_>>()
+    );
     second.release().await.unwrap();
     assert!(wait_until(Duration::from_secs(2), || c.values(key) == vec![None; 5]).await);
 }
@@ -191,7 +222,10 @@ async fn failed_extend_keeps_the_lock() {
     let key = "failed_extend";
     let lock = redlock.try_lock(key, ms(5000)).await.unwrap();
     // The call returned at quorum; let the last SETs land before pausing.
-    let on_all = wait_until(Duration::from_secs(2), || c.values(key).iter().all(Option::is_some)).await;
+    let on_all = wait_until(Duration::from_secs(2), || {
+        c.values(key).iter().all(Option::is_some)
+    })
+    .await;
     assert!(on_all, "{:?}", c.values(key));
     for i in 0..3 {
         c.nodes[i].pause();
@@ -225,7 +259,9 @@ async fn auto_extend_outlives_ttl() {
         .await
         .expect("with_lock");
     assert!(kept > Duration::ZERO, "validity hit zero");
-    let released = wait_until(Duration::from_secs(2), || c.values("auto_extend") == vec![None; 5]);
+    let released = wait_until(Duration::from_secs(2), || {
+        c.values("auto_extend") == vec![None; 5]
+    });
     assert!(released.await, "released after work");
 }
 
@@ -240,8 +276,13 @@ async fn lost_signal_fires_before_validity_ends() {
         c.nodes[i].pause();
     }
     let valid_until = Instant::now() + lock.validity();
-    tokio::time::timeout(Duration::from_secs(5), lost).await.expect("lost fired");
-    assert!(Instant::now() < valid_until, "lost fired after validity ran out");
+    tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("lost fired");
+    assert!(
+        Instant::now() < valid_until,
+        "lost fired after validity ran out"
+    );
     assert!(!lock.is_valid());
     c.resume_all();
     drop(lock);
@@ -294,7 +335,11 @@ async fn drop_releases_in_background() {
 #[tokio::test]
 async fn cancelled_acquire_leaves_no_key() {
     let mut c = Cluster::start(5);
-    let redlock = c.builder().node_timeout(Duration::from_secs(2)).build().unwrap();
+    let redlock = c
+        .builder()
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
     // With three nodes hung the attempt cannot decide; drop it midway.
     for i in 0..3 {
         c.nodes[i].pause();
@@ -313,7 +358,13 @@ async fn cancelled_acquire_leaves_no_key() {
 async fn reconnects_after_restart() {
     let mut c = Cluster::start_with(5, Persistence::None);
     let redlock = c.builder().retry_count(0).build().unwrap();
-    redlock.try_lock("restart", ms(5000)).await.unwrap().release().await.unwrap();
+    redlock
+        .try_lock("restart", ms(5000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     c.nodes[0].restart(Persistence::None);
     c.nodes[1].restart(Persistence::None);
     let lock = redlock.try_lock("restart", ms(5000)).await.unwrap();
@@ -349,7 +400,13 @@ async fn blackholed_and_slow_links() {
         .retry_count(0)
         .build()
         .unwrap();
-    redlock.try_lock("links", ms(5000)).await.unwrap().release().await.unwrap();
+    redlock
+        .try_lock("links", ms(5000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     proxies[0].set_mode(ProxyMode::Blackhole);
     proxies[1].set_mode(ProxyMode::Delay(1000));
     for _ in 0..3 {
@@ -374,13 +431,21 @@ async fn interoperates_on_plain_keys() {
     for n in &c.nodes {
         n.set("interop", "go-client-value", ms(60_000));
     }
-    assert!(redlock.try_lock("interop", ms(1000)).await.unwrap_err().is_contended());
+    assert!(redlock
+        .try_lock("interop", ms(1000))
+        .await
+        .unwrap_err()
+        .is_contended());
     // Our key is the bare resource with a 128-bit random hex value.
     let lock = redlock.try_lock("interop_ours", ms(5000)).await.unwrap();
     let v = c.nodes[0].get("interop_ours").unwrap();
     assert_eq!(v.len(), 32);
     assert!(v.chars().all(|ch| ch.is_ascii_hexdigit()));
-    assert!(wait_until(Duration::from_secs(2), || c.holding("interop_ours", &v) == 5).await);
+    assert!(
+        wait_until(Duration::from_secs(2), || c.holding("interop_ours", &v)
+            == 5)
+        .await
+    );
     lock.release().await.unwrap();
     // A prefix, when configured, is prepended.
     let prefixed = c.builder().key_prefix("redlock:").build().unwrap();
@@ -398,12 +463,17 @@ async fn bad_input_is_a_typed_error() {
     assert!(bad(redlock.try_lock("x", Duration::ZERO).await));
     assert!(bad(redlock.try_lock("x", ms(2)).await));
     assert!(bad(redlock.try_lock("x", Duration::from_micros(500)).await));
-    assert!(bad(redlock.try_lock("x", Duration::from_secs(u64::MAX / 4)).await));
+    assert!(bad(redlock
+        .try_lock("x", Duration::from_secs(u64::MAX / 4))
+        .await));
     assert!(matches!(
         Redlock::builder().nodes(["not a url"]).build(),
         Err(Error::InvalidUrl { .. })
     ));
-    let err = Redlock::builder().nodes(["redis://:secret@127.0.0.1:notaport"]).build().unwrap_err();
+    let err = Redlock::builder()
+        .nodes(["redis://:secret@127.0.0.1:notaport"])
+        .build()
+        .unwrap_err();
     assert!(!format!("{err}{err:?}").contains("secret"), "{err:?}");
     assert!(matches!(
         Redlock::builder().nodes(Vec::<String>::new()).build(),
@@ -424,14 +494,30 @@ async fn bad_input_is_a_typed_error() {
     ));
     // Zero retry delay and jitter work: a contended lock fails after the
     // retries, without panicking or spinning forever.
-    let fast = c.builder().retry_delay(Duration::ZERO).retry_jitter(Duration::ZERO).retry_count(50).build().unwrap();
+    let fast = c
+        .builder()
+        .retry_delay(Duration::ZERO)
+        .retry_jitter(Duration::ZERO)
+        .retry_count(50)
+        .build()
+        .unwrap();
     let held = redlock.try_lock("zero_delay", ms(10_000)).await.unwrap();
-    assert!(fast.lock("zero_delay", ms(1000)).await.unwrap_err().is_contended());
+    assert!(fast
+        .lock("zero_delay", ms(1000))
+        .await
+        .unwrap_err()
+        .is_contended());
     held.release().await.unwrap();
     // A zero wait is one attempt, reported as a timeout.
     let held = redlock.try_lock("zero_wait", ms(10_000)).await.unwrap();
-    let err = fast.lock_timeout("zero_wait", ms(1000), Duration::ZERO).await.unwrap_err();
-    assert!(matches!(err, Error::Timeout { .. }) && err.is_contended(), "{err:?}");
+    let err = fast
+        .lock_timeout("zero_wait", ms(1000), Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Timeout { .. }) && err.is_contended(),
+        "{err:?}"
+    );
     held.release().await.unwrap();
 }
 

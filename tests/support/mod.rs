@@ -119,16 +119,26 @@ impl RedisNode {
         self.paused = false;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 self.child = None;
-                return Err(format!("redis-server exited with {status}; log:\n{}", self.log()));
+                return Err(format!(
+                    "redis-server exited with {status}; log:\n{}",
+                    self.log()
+                ));
             }
             if ping(self.port) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Err(format!("redis-server did not answer PING; log:\n{}", self.log()))
+        Err(format!(
+            "redis-server did not answer PING; log:\n{}",
+            self.log()
+        ))
     }
 
     fn pid(&self) -> u32 {
@@ -181,7 +191,10 @@ impl RedisNode {
     pub fn restart(&mut self, persistence: Persistence) {
         self.kill();
         if persistence == Persistence::None {
-            for entry in std::fs::read_dir(self.dir.path()).expect("read data dir").flatten() {
+            for entry in std::fs::read_dir(self.dir.path())
+                .expect("read data dir")
+                .flatten()
+            {
                 if entry.file_name() != "redis.log" {
                     let p = entry.path();
                     let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
@@ -210,12 +223,18 @@ impl RedisNode {
 
     /// GET `key` on this node.
     pub fn get(&self, key: &str) -> Option<String> {
-        redis::cmd("GET").arg(key).query(&mut self.conn()).expect("GET")
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("GET")
     }
 
     /// PTTL of `key` on this node in ms (-2 missing, -1 no expiry).
     pub fn pttl(&self, key: &str) -> i64 {
-        redis::cmd("PTTL").arg(key).query(&mut self.conn()).expect("PTTL")
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("PTTL")
     }
 
     /// SET `key` to `value` with a TTL.
@@ -267,7 +286,10 @@ impl Cluster {
             let handles: Vec<_> = (0..n)
                 .map(|_| s.spawn(move || RedisNode::start(persistence)))
                 .collect();
-            handles.into_iter().map(|h| h.join().expect("start node")).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("start node"))
+                .collect()
         });
         Self { nodes }
     }
@@ -306,13 +328,22 @@ impl Cluster {
     pub fn values(&self, key: &str) -> Vec<Option<String>> {
         self.nodes
             .iter()
-            .map(|n| if n.is_running() && !n.paused { n.get(key) } else { None })
+            .map(|n| {
+                if n.is_running() && !n.paused {
+                    n.get(key)
+                } else {
+                    None
+                }
+            })
             .collect()
     }
 
     /// How many nodes hold `key` with `value`.
     pub fn holding(&self, key: &str, value: &str) -> usize {
-        self.values(key).iter().filter(|v| v.as_deref() == Some(value)).count()
+        self.values(key)
+            .iter()
+            .filter(|v| v.as_deref() == Some(value))
+            .count()
     }
 
     /// Resumes every paused node (so Drop and logs behave).
@@ -387,7 +418,10 @@ impl Proxy {
                     s.push(server.try_clone().expect("clone"));
                 }
                 for (from, to) in [
-                    (client.try_clone().expect("clone"), server.try_clone().expect("clone")),
+                    (
+                        client.try_clone().expect("clone"),
+                        server.try_clone().expect("clone"),
+                    ),
                     (server, client),
                 ] {
                     let m = m.clone();

@@ -1,0 +1,37 @@
+# Everything runs against real, local redis-server processes that the tests,
+# the demo and the benchmark start themselves on free loopback ports.
+CARGO ?= cargo
+
+.PHONY: all test lint fmt demo bench docker-demo ensure-redis
+
+all: lint test
+
+ensure-redis:
+	@scripts/ensure-redis.sh
+
+## make test: the whole test suite (unit, integration, doc tests).
+test: ensure-redis
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --all-targets; \
+	else \
+		$(CARGO) test --workspace --all-targets; \
+	fi
+	$(CARGO) test --doc
+
+## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets --all-features -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --all-features
+
+fmt:
+	$(CARGO) fmt
+
+## make demo: five local nodes, several instances contending for a lock.
+demo: ensure-redis
+	$(CARGO) build --release --example demo
+	scripts/with-nodes.sh 5 $(CARGO) run -q --release --example demo
+
+## make bench: ours vs rslock and redlock on five local nodes (it starts them).
+bench: ensure-redis
+	$(CARGO) bench --bench lock

@@ -1,0 +1,241 @@
+//! The quorum counter: ranges of numbers that never overlap, shared by serial
+//! numbers and fencing tokens.
+//!
+//! Every node keeps one record per counter, `(period, n)`: the period stamp
+//! numbers were last issued in and the last number issued in it. No TTL: the
+//! record is the high-water mark. To allocate `k` numbers, a client proposes
+//! `expected -> new` to all nodes with an atomic compare-and-set (see
+//! `scripts::COUNTER_CAS`): a node accepts iff its record is `<= expected`.
+//!
+//! Why this is safe whatever clocks, pauses or the lock do: an allocation is
+//! issued only if a quorum accepted it, any two quorums share a node, and a
+//! node accepts a proposal only if its record is not above the proposal's
+//! start, after which its record is the proposal's end. So of two allocations
+//! that overlap, the shared node would have had to accept the second after the
+//! first, which it refuses.
+//!
+//! Why it also survives a node that forgot its data (restarted without AOF): a
+//! forgetful node accepts anything, so on its own the rule above could let a
+//! stale proposal through it and two lagging nodes. So an allocation is also
+//! refused if *any* node that answered refused it (a refusal proves some node
+//! is ahead of `expected`), and the round waits for every node not known to
+//! be unresponsive, not just the first quorum. The refusals carry the nodes'
+//! records, so the retry proposes from the true maximum without a separate
+//! read: in the steady state an allocation is one round trip.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use redis::Value;
+use tracing::debug;
+
+use crate::error::{Error, NodeErrorKind, Result};
+use crate::lock::Redlock;
+use crate::node::Request;
+use crate::quorum::{all_nodes, Fanout, Tally, Vote};
+use crate::scripts;
+
+/// Most compare-and-set rounds one allocation tries before giving up.
+pub(crate) const MAX_CAS_ATTEMPTS: u32 = 32;
+
+/// A counter's high-water mark: `(period, n)`, ordered by period then n.
+/// Period stamps are fixed-width digit strings (or empty for "never
+/// resets"), so their string order is their time order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// Period stamp, e.g. `20261122`; empty before anything was issued.
+    pub(crate) period: String,
+    /// Last number issued in `period`.
+    pub(crate) n: u64,
+}
+
+impl PartialOrd for Record {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Record {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.period.as_str(), self.n).cmp(&(other.period.as_str(), other.n))
+    }
+}
+
+/// The CAS rule, as the Lua script applies it on a node (kept here for unit
+/// tests of the ordering).
+#[cfg(test)]
+fn node_accepts(current: &Record, expected: &Record) -> bool {
+    current <= expected
+}
+
+/// Outcome of one compare-and-set round.
+enum Round {
+    /// A quorum accepted and nobody refused: the range is ours.
+    Won,
+    /// Somebody is ahead of `expected`: retry from this maximum.
+    Stale(Record),
+}
+
+/// Allocates numbers from the counter at `key`.
+///
+/// `plan` turns the best known high-water mark into the new record to
+/// propose (applying period rollover, the clock rule and the width limit);
+/// it may refuse with an error. Starts from `hint` (the last record this
+/// process saw) to save a round trip. Returns `(expected, new)` of the winning
+/// proposal: the numbers issued are `new.n - k + 1 ..= new.n` in `new.period`.
+///
+/// # Errors
+///
+/// What `plan` returns, [`Error::NoQuorum`] when too few nodes answer, and
+/// [`Error::CounterContention`] after [`MAX_CAS_ATTEMPTS`] lost rounds.
+pub(crate) async fn allocate(
+    redlock: &Redlock,
+    name: &str,
+    key: &str,
+    hint: Option<Record>,
+    plan: &mut (dyn FnMut(&Record) -> Result<Record> + Send),
+) -> Result<(Record, Record)> {
+    let mut expected = hint.unwrap_or_default();
+    for attempt in 1..=MAX_CAS_ATTEMPTS {
+        let new = plan(&expected)?;
+        match cas_round(redlock, name, key, &expected, &new).await? {
+            Round::Won => return Ok((expected, new)),
+            Round::Stale(max) => {
+                debug!(counter = name, attempt, ?max, "counter moved on; retrying");
+                expected = expected.max(max);
+            }
+        }
+    }
+    Err(Error::CounterContention {
+        counter: name.to_owned(),
+        attempts: MAX_CAS_ATTEMPTS,
+    })
+}
+
+/// One compare-and-set round on all nodes.
+async fn cas_round(
+    redlock: &Redlock,
+    name: &str,
+    key: &str,
+    expected: &Record,
+    new: &Record,
+) -> Result<Round> {
+    let nodes = &redlock.inner.nodes;
+    let req: Arc<Request> = Request::script(&scripts::COUNTER_CAS, |cmd| {
+        cmd.arg(1)
+            .arg(key)
+            .arg(&expected.period)
+            .arg(expected.n)
+            .arg(&new.period)
+            .arg(new.n);
+    });
+    let mut fan = Fanout::start(nodes, &req, all_nodes(nodes.len()), redlock.inner.config.node_timeout);
+    let mut tally = Tally::new(nodes.len(), nodes.len());
+    let mut highest: Option<Record> = None;
+    while let Some((i, reply)) = fan.next().await {
+        let vote = match reply.map(|v| parse_cas_reply(&v)) {
+            Ok(Some((true, _))) => Vote::Yes,
+            Ok(Some((false, rec))) => {
+                highest = highest.max(Some(rec));
+                Vote::No
+            }
+            Ok(None) => Vote::Failed(NodeErrorKind::UnexpectedReply),
+            Err(kind) => Vote::Failed(kind),
+        };
+        tally.record(&nodes[i], vote);
+        if tally.no != 0 || tally.failures_prevent_quorum() {
+            break;
+        }
+        // Won once a quorum accepted and every node that still owes an
+        // answer is one we already know to be unresponsive.
+        let owed_by_healthy = nodes
+            .iter()
+            .any(|n| fan.waiting() & (1u64 << n.index) != 0 && n.is_healthy());
+        if tally.yes_count() >= tally.quorum && !owed_by_healthy {
+            break;
+        }
+    }
+    if let Some(max) = highest {
+        return Ok(Round::Stale(max));
+    }
+    if tally.yes_count() >= tally.quorum {
+        // Let the proposal reach slow nodes too: it repairs lagging ones.
+        fan.finish_in_background();
+        return Ok(Round::Won);
+    }
+    Err(redlock.failure(name, tally))
+}
+
+/// Parses the script's `{accepted, period, n}` reply.
+fn parse_cas_reply(v: &Value) -> Option<(bool, Record)> {
+    let Value::Array(items) = v else { return None };
+    let [ok, period, n] = items.as_slice() else {
+        return None;
+    };
+    let ok = match ok {
+        Value::Int(1) => true,
+        Value::Int(0) => false,
+        _ => return None,
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let period = text(period)?;
+    let n = text(n)?.parse().ok()?;
+    Some((ok, Record { period, n }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(p: &str, n: u64) -> Record {
+        Record {
+            period: p.into(),
+            n,
+        }
+    }
+
+    #[test]
+    fn records_order_by_period_then_number() {
+        assert!(rec("", 0) < rec("20261122", 0));
+        assert!(rec("20261122", 9999) < rec("20261123", 1));
+        assert!(rec("20261122", 5) < rec("20261122", 6));
+        assert_eq!(rec("20261122", 5).max(rec("20261121", 9)), rec("20261122", 5));
+    }
+
+    #[test]
+    fn cas_rule_accepts_only_at_or_below_expected() {
+        let expected = rec("20261122", 10);
+        assert!(node_accepts(&rec("", 0), &expected)); // empty / restarted node
+        assert!(node_accepts(&rec("20261122", 3), &expected)); // lagging node
+        assert!(node_accepts(&rec("20261122", 10), &expected));
+        assert!(!node_accepts(&rec("20261122", 11), &expected));
+        assert!(!node_accepts(&rec("20261123", 1), &expected));
+    }
+
+    #[test]
+    fn two_overlapping_proposals_cannot_both_pass_a_shared_node() {
+        // Both start from the same expected; the first one a node accepts
+        // moves its record past the other's start.
+        let expected = rec("20261122", 10);
+        let a_new = rec("20261122", 15);
+        let mut node = rec("20261122", 10);
+        assert!(node_accepts(&node, &expected));
+        node = a_new;
+        assert!(!node_accepts(&node, &expected));
+    }
+
+    #[test]
+    fn parses_replies() {
+        let v = Value::Array(vec![
+            Value::Int(0),
+            Value::BulkString(b"20261122".to_vec()),
+            Value::BulkString(b"42".to_vec()),
+        ]);
+        assert_eq!(parse_cas_reply(&v), Some((false, rec("20261122", 42))));
+        assert_eq!(parse_cas_reply(&Value::Int(1)), None);
+    }
+}
