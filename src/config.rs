@@ -309,7 +309,7 @@ impl RedlockBuilder {
             }
             nodes.push(Node::new(index, client));
         }
-        if nodes.len() % 2 == 0 {
+        if nodes.len().is_multiple_of(2) {
             tracing::warn!(
                 nodes = nodes.len(),
                 "even number of redis nodes: it tolerates no more failures than {} nodes",

@@ -129,7 +129,7 @@ async fn cas_round(
             .arg(&new.period)
             .arg(new.n);
     });
-    let mut fan = Fanout::start(nodes, &req, all_nodes(nodes.len()), redlock.inner.config.node_timeout);
+    let mut fan = Fanout::start(&redlock.inner, &req, all_nodes(nodes.len()));
     let mut tally = Tally::new(nodes.len(), nodes.len());
     let mut highest: Option<Record> = None;
     while let Some((i, reply)) = fan.next().await {
@@ -203,7 +203,10 @@ mod tests {
         assert!(rec("", 0) < rec("20261122", 0));
         assert!(rec("20261122", 9999) < rec("20261123", 1));
         assert!(rec("20261122", 5) < rec("20261122", 6));
-        assert_eq!(rec("20261122", 5).max(rec("20261121", 9)), rec("20261122", 5));
+        assert_eq!(
+            rec("20261122", 5).max(rec("20261121", 9)),
+            rec("20261122", 5)
+        );
     }
 
     #[test]

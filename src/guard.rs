@@ -252,9 +252,11 @@ impl Drop for Lock {
         }
         self.shared.mark_released();
         let shared = Arc::clone(&self.shared);
+        let token = crate::quorum::Background::enter(&shared.redlock.inner.background);
         // Best effort: if the runtime is gone the task is dropped and the key
         // expires by its TTL.
         self.runtime.spawn(async move {
+            let _token = token;
             let tally = shared
                 .redlock
                 .release_round(&shared.key, &shared.value)

@@ -80,6 +80,6 @@ pub use error::{Error, NodeError, NodeErrorKind, Result};
 pub use guard::{Lock, LockHandle};
 pub use lock::Redlock;
 pub use serial::{
-    ClockFn, ResetPeriod, Serial, SerialGenerator, SerialGeneratorBuilder,
-    DEFAULT_CLOCK_TOLERANCE, DEFAULT_WIDTH, MAX_PREFIX_LEN,
+    ClockFn, ResetPeriod, Serial, SerialGenerator, SerialGeneratorBuilder, DEFAULT_CLOCK_TOLERANCE,
+    DEFAULT_WIDTH, MAX_PREFIX_LEN,
 };

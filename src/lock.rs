@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) nodes: Vec<Node>,
     /// Checked configuration.
     pub(crate) config: Config,
+    /// Rounds finishing in the background (stragglers of a release...).
+    pub(crate) background: Arc<crate::quorum::Background>,
 }
 
 /// How long `acquire` keeps trying.
@@ -72,7 +74,11 @@ impl Redlock {
     /// Made by [`RedlockBuilder::build`] after validation.
     pub(crate) fn from_parts(nodes: Vec<Node>, config: Config) -> Self {
         Self {
-            inner: Arc::new(Inner { nodes, config }),
+            inner: Arc::new(Inner {
+                nodes,
+                config,
+                background: Arc::default(),
+            }),
         }
     }
 
@@ -94,6 +100,23 @@ impl Redlock {
     /// The Redis key used for `resource` (prefix + resource).
     pub fn key_for(&self, resource: &str) -> String {
         format!("{}{}", self.inner.config.key_prefix, resource)
+    }
+
+    /// Waits until requests this client left to finish in the background
+    /// (releases and extensions still on their way to slow nodes) are done;
+    /// each is bounded by the node timeout. Call it before a short-lived
+    /// program exits, so no key is left to expire by TTL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+    /// redlock.lock("job", std::time::Duration::from_secs(5)).await?.release().await?;
+    /// redlock.settle().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(&self) {
+        self.inner.background.settled().await;
     }
 
     /// One attempt to take the lock, no retries.
@@ -202,9 +225,9 @@ impl Redlock {
         let lock = self.lock(resource, ttl).await?;
         let key = self.key_for(&format!("fence:{resource}"));
         let mut next = |e: &Record| -> Result<Record> {
-            let n = e.n.checked_add(1).ok_or_else(|| {
-                Error::InvalidConfig("fencing counter is at u64::MAX".into())
-            })?;
+            let n =
+                e.n.checked_add(1)
+                    .ok_or_else(|| Error::InvalidConfig("fencing counter is at u64::MAX".into()))?;
             Ok(Record {
                 period: String::new(),
                 n,
@@ -412,7 +435,7 @@ impl Redlock {
     ) -> (Tally, Fanout<'_>) {
         let nodes = &self.inner.nodes;
         let all = all_nodes(nodes.len());
-        let mut fan = Fanout::start(nodes, req, all, self.inner.config.node_timeout);
+        let mut fan = Fanout::start(&self.inner, req, all);
         let mut tally = Tally::new(nodes.len(), nodes.len());
         while let Some((i, reply)) = fan.next().await {
             let vote = match reply.map(|v| classify(&v)) {
@@ -458,12 +481,7 @@ impl Redlock {
             return;
         }
         let req = release_request(key, value);
-        let mut fan = Fanout::start(
-            &self.inner.nodes,
-            &req,
-            targets,
-            self.inner.config.node_timeout,
-        );
+        let mut fan = Fanout::start(&self.inner, &req, targets);
         fan.kick();
         fan.finish_in_background();
     }

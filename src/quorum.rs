@@ -16,7 +16,54 @@ use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::{NodeError, NodeErrorKind};
+use crate::lock::Inner;
 use crate::node::{Node, Request};
+
+/// Tracks rounds still finishing in the background, so a short-lived program
+/// can wait for them before it exits ([`crate::Redlock::settle`]).
+#[derive(Debug, Default)]
+pub(crate) struct Background {
+    /// Rounds in flight.
+    pending: std::sync::atomic::AtomicUsize,
+    /// Woken when `pending` drops to zero.
+    idle: tokio::sync::Notify,
+}
+
+/// Held by one background round; its drop marks the round done.
+pub(crate) struct BackgroundToken(Arc<Background>);
+
+impl Background {
+    /// Registers one background round.
+    pub(crate) fn enter(this: &Arc<Self>) -> BackgroundToken {
+        this.pending
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        BackgroundToken(Arc::clone(this))
+    }
+
+    /// Waits until no round is pending.
+    pub(crate) async fn settled(&self) {
+        loop {
+            let idle = self.idle.notified();
+            if self.pending.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+impl Drop for BackgroundToken {
+    fn drop(&mut self) {
+        if self
+            .0
+            .pending
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+        {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
 
 /// Bit set of node indexes (a quorum of more than 64 nodes is not a thing).
 pub(crate) type NodeSet = u64;
@@ -124,6 +171,8 @@ type Call = Pin<Box<dyn Future<Output = (usize, RedisResult<Value>)> + Send>>;
 pub(crate) struct Fanout<'a> {
     /// The nodes, to record their health.
     nodes: &'a [Node],
+    /// Counts rounds left to finish in the background.
+    background: &'a Arc<Background>,
     /// Calls not yet answered.
     calls: FuturesUnordered<Call>,
     /// Nodes asked that have not answered yet.
@@ -138,12 +187,9 @@ pub(crate) struct Fanout<'a> {
 
 impl<'a> Fanout<'a> {
     /// Sends `req` to every node in `targets` at once.
-    pub(crate) fn start(
-        nodes: &'a [Node],
-        req: &Arc<Request>,
-        targets: NodeSet,
-        timeout: Duration,
-    ) -> Self {
+    pub(crate) fn start(inner: &'a Inner, req: &Arc<Request>, targets: NodeSet) -> Self {
+        let nodes = &inner.nodes;
+        let timeout = inner.config.node_timeout;
         let calls = FuturesUnordered::new();
         let mut waiting = 0;
         for node in nodes.iter().filter(|n| targets & (1u64 << n.index) != 0) {
@@ -152,6 +198,7 @@ impl<'a> Fanout<'a> {
         }
         Self {
             nodes,
+            background: &inner.background,
             calls,
             waiting,
             deadline: Box::pin(tokio::time::sleep_until(Instant::now() + timeout)),
@@ -211,15 +258,18 @@ impl<'a> Fanout<'a> {
         let Fanout {
             mut calls,
             deadline,
+            background,
             ..
         } = self;
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let token = Background::enter(background);
             handle.spawn(async move {
                 let drain = async { while calls.next().await.is_some() {} };
                 tokio::select! {
                     () = drain => {}
                     () = deadline => {}
                 }
+                drop(token);
             });
         }
     }

@@ -272,11 +272,14 @@ struct CounterState {
     contended_until: Mutex<Option<Instant>>,
 }
 
+/// What one caller gets from a round: the period stamp and its first number.
+type Grant = (Arc<str>, u64);
+
 /// Callers waiting for the next round.
 #[derive(Default)]
 struct Queue {
     /// Each waiter's count and where to send its first number.
-    waiters: Vec<(u64, oneshot::Sender<Result<(Arc<str>, u64)>>)>,
+    waiters: Vec<(u64, oneshot::Sender<Result<Grant>>)>,
     /// A round task is running and will pick up `waiters`.
     running: bool,
 }
@@ -393,6 +396,11 @@ impl SerialGenerator {
         }
     }
 
+    /// The client this generator issues through.
+    pub fn redlock(&self) -> &Redlock {
+        &self.inner.redlock
+    }
+
     /// The largest number a period can hold at this width.
     pub fn max_number(&self) -> u64 {
         10u64.pow(u32::from(self.inner.width)) - 1
@@ -446,7 +454,11 @@ impl SerialGenerator {
         if start_round {
             // The round runs in its own task, so a caller that gives up
             // (drops its future) never strands the others.
-            tokio::spawn(run_rounds(Arc::clone(&self.inner), prefix.to_owned(), state));
+            tokio::spawn(run_rounds(
+                Arc::clone(&self.inner),
+                prefix.to_owned(),
+                state,
+            ));
         }
         let (stamp, first) = rx
             .await
@@ -532,12 +544,7 @@ async fn run_rounds(inner: Arc<GenInner>, prefix: String, state: Arc<CounterStat
 }
 
 /// One allocation of `k` numbers: the stamp and the first number.
-async fn allocate(
-    inner: &GenInner,
-    prefix: &str,
-    state: &CounterState,
-    k: u64,
-) -> Result<(Arc<str>, u64)> {
+async fn allocate(inner: &GenInner, prefix: &str, state: &CounterState, k: u64) -> Result<Grant> {
     let period = inner.period;
     let name = format!("serial:{}:{}", period.name(), prefix);
     let key = inner.redlock.key_for(&name);
@@ -554,7 +561,8 @@ async fn allocate(
                 // it; further behind, refuse: never issue for an earlier
                 // period than the high-water mark.
                 let start = inner.zone.start_of(period, &expected.period);
-                let close = start.is_some_and(|s| (s - now).to_std().unwrap_or_default() <= inner.tolerance);
+                let close = start
+                    .is_some_and(|s| (s - now).to_std().unwrap_or_default() <= inner.tolerance);
                 if !close {
                     return Err(Error::ClockBehind {
                         counter: prefix.to_owned(),
@@ -594,7 +602,10 @@ async fn allocate(
     let (expected, new) = result?;
     if hint.is_some_and(|h| h != expected) {
         // Somebody else allocated since our last round: serialise for a while.
-        debug!(counter = prefix, "counter contended; using its lock for a while");
+        debug!(
+            counter = prefix,
+            "counter contended; using its lock for a while"
+        );
         *lock(&state.contended_until) = Some(Instant::now() + CONTENDED_FOR);
     }
     let first = new.n - k + 1;
@@ -634,7 +645,7 @@ mod tests {
         let z = Zone::Named(chrono_tz::America::Santiago);
         let start = z.start_of(ResetPeriod::Day, "20260906").expect("start");
         assert_eq!(start, utc("2026-09-06T04:00:00Z")); // 01:00 local, UTC-3
-        // The instant before it still belongs to the 5th.
+                                                        // The instant before it still belongs to the 5th.
         let before = start - chrono::Duration::seconds(1);
         assert_eq!(z.stamp(ResetPeriod::Day, before), "20260905");
         assert_eq!(z.stamp(ResetPeriod::Day, start), "20260906");

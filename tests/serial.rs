@@ -38,7 +38,10 @@ impl TestClock {
 
 /// How many times `cmd` ran on a node (INFO commandstats).
 fn command_calls(node: &support::RedisNode, cmd: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut node.conn()).unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .unwrap();
     let prefix = format!("cmdstat_{cmd}:calls=");
     info.lines()
         .find_map(|l| l.strip_prefix(&prefix))
@@ -49,7 +52,10 @@ fn command_calls(node: &support::RedisNode, cmd: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_concurrent_callers_get_distinct_numbers() {
     let c = Cluster::start(5);
-    let serials = SerialGenerator::builder(c.redlock()).width(6).build().unwrap();
+    let serials = SerialGenerator::builder(c.redlock())
+        .width(6)
+        .build()
+        .unwrap();
     let barrier = Arc::new(tokio::sync::Barrier::new(100));
     let mut joins = Vec::new();
     for _ in 0..100 {
@@ -77,7 +83,11 @@ async fn steady_state_is_one_round_trip_per_batch() {
     let c = Cluster::start(5);
     let serials = SerialGenerator::builder(c.redlock()).build().unwrap();
     serials.next("RT").await.unwrap(); // warm: first round learns the record
-    let before: Vec<u64> = c.nodes.iter().map(|n| command_calls(n, "evalsha") + command_calls(n, "eval")).collect();
+    let before: Vec<u64> = c
+        .nodes
+        .iter()
+        .map(|n| command_calls(n, "evalsha") + command_calls(n, "eval"))
+        .collect();
     for _ in 0..50 {
         serials.next("RT").await.unwrap();
     }
@@ -95,8 +105,14 @@ async fn day_rollover_and_clock_behind() {
     let c = Cluster::start(5);
     let clock = TestClock::new("2026-11-22T23:59:59Z");
     let serials = clock.generator(c.redlock(), 4);
-    assert_eq!(serials.next("ORDER").await.unwrap().to_string(), "ORDER202611220001");
-    assert_eq!(serials.next("ORDER").await.unwrap().to_string(), "ORDER202611220002");
+    assert_eq!(
+        serials.next("ORDER").await.unwrap().to_string(),
+        "ORDER202611220001"
+    );
+    assert_eq!(
+        serials.next("ORDER").await.unwrap().to_string(),
+        "ORDER202611220002"
+    );
     clock.set("2026-11-23T00:00:00Z");
     let first = serials.next("ORDER").await.unwrap();
     assert_eq!(first.to_string(), "ORDER202611230001");
@@ -111,13 +127,22 @@ async fn day_rollover_and_clock_behind() {
         }
         other => panic!("expected ClockBehind, got {other:?}"),
     }
-    assert_eq!(serials.next("ORDER").await.unwrap().to_string(), "ORDER202611230002");
+    assert_eq!(
+        serials.next("ORDER").await.unwrap().to_string(),
+        "ORDER202611230002"
+    );
 
     // Two seconds behind midnight is within the 5 s tolerance: it issues in
     // the later period, never in the earlier one.
     behind.set("2026-11-22T23:59:58Z");
-    assert_eq!(behind_gen.next("ORDER").await.unwrap().to_string(), "ORDER202611230003");
-    assert_eq!(serials.next("ORDER").await.unwrap().to_string(), "ORDER202611230004");
+    assert_eq!(
+        behind_gen.next("ORDER").await.unwrap().to_string(),
+        "ORDER202611230003"
+    );
+    assert_eq!(
+        serials.next("ORDER").await.unwrap().to_string(),
+        "ORDER202611230004"
+    );
 }
 
 #[tokio::test]
@@ -129,7 +154,9 @@ async fn overflow_is_exhausted_then_next_period_restarts() {
     assert_eq!(batch.last().unwrap().to_string(), "X2026112298");
     assert_eq!(serials.next("X").await.unwrap().to_string(), "X2026112299");
     match serials.next("X").await {
-        Err(Error::Exhausted { max, period, .. }) => assert_eq!((max, period.as_str()), (99, "20261122")),
+        Err(Error::Exhausted { max, period, .. }) => {
+            assert_eq!((max, period.as_str()), (99, "20261122"))
+        }
         other => panic!("expected Exhausted, got {other:?}"),
     }
     assert!(serials.next("X").await.is_err(), "never wraps");
@@ -176,17 +203,30 @@ async fn bad_serial_input() {
     }
     let s = SerialGenerator::builder(r).build().unwrap();
     for bad in ["ORDER 1", "a/b", &"P".repeat(65)] {
-        assert!(matches!(s.next(bad).await, Err(Error::InvalidConfig(_))), "{bad}");
+        assert!(
+            matches!(s.next(bad).await, Err(Error::InvalidConfig(_))),
+            "{bad}"
+        );
     }
-    assert!(matches!(s.next_batch("OK", 0).await, Err(Error::InvalidConfig(_))));
-    assert!(matches!(s.next_batch("OK", 10_000).await, Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        s.next_batch("OK", 0).await,
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        s.next_batch("OK", 10_000).await,
+        Err(Error::InvalidConfig(_))
+    ));
     assert_eq!(s.next("").await.unwrap().prefix(), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_never_duplicates() {
     let mut c = Cluster::start_with(5, Persistence::Aof);
-    let redlock = c.builder().node_timeout(Duration::from_millis(100)).build().unwrap();
+    let redlock = c
+        .builder()
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
     let serials = SerialGenerator::builder(redlock).width(9).build().unwrap();
     let issued = Arc::new(Mutex::new(Vec::<String>::new()));
 
@@ -216,7 +256,10 @@ async fn failover_never_duplicates() {
     let grows = |from: usize| {
         let issued = issued.clone();
         async move {
-            support::wait_until(Duration::from_secs(10), || issued.lock().unwrap().len() >= from + 50).await
+            support::wait_until(Duration::from_secs(10), || {
+                issued.lock().unwrap().len() >= from + 50
+            })
+            .await
         }
     };
     assert!(grows(0).await);
@@ -244,14 +287,25 @@ async fn failover_never_duplicates() {
     }
     let all = issued.lock().unwrap().clone();
     let distinct: HashSet<&String> = all.iter().collect();
-    assert_eq!(distinct.len(), all.len(), "duplicates among {} numbers", all.len());
+    assert_eq!(
+        distinct.len(),
+        all.len(),
+        "duplicates among {} numbers",
+        all.len()
+    );
 }
 
 #[tokio::test]
 async fn node_restarted_empty_causes_no_duplicate() {
     let mut c = Cluster::start_with(5, Persistence::None);
-    let a = SerialGenerator::builder(c.redlock()).width(9).build().unwrap();
-    let b = SerialGenerator::builder(c.redlock()).width(9).build().unwrap();
+    let a = SerialGenerator::builder(c.redlock())
+        .width(9)
+        .build()
+        .unwrap();
+    let b = SerialGenerator::builder(c.redlock())
+        .width(9)
+        .build()
+        .unwrap();
     let mut seen = HashSet::new();
     for round in 0..6 {
         for _ in 0..20 {
@@ -268,11 +322,21 @@ async fn node_restarted_empty_causes_no_duplicate() {
 #[tokio::test]
 async fn fencing_tokens_strictly_increase() {
     let c = Cluster::start(5);
-    let clients: Vec<Redlock> = (0..3).map(|_| c.builder().retry_delay(Duration::from_millis(5)).build().unwrap()).collect();
+    let clients: Vec<Redlock> = (0..3)
+        .map(|_| {
+            c.builder()
+                .retry_delay(Duration::from_millis(5))
+                .build()
+                .unwrap()
+        })
+        .collect();
     let mut last = 0u64;
     for round in 0..5 {
         for (i, client) in clients.iter().enumerate() {
-            let lock = client.lock_fenced("fenced", Duration::from_millis(300)).await.unwrap();
+            let lock = client
+                .lock_fenced("fenced", Duration::from_millis(300))
+                .await
+                .unwrap();
             let token = lock.fencing_token().expect("fenced lock has a token");
             assert!(token > last, "round {round} client {i}: {token} <= {last}");
             last = token;
@@ -287,7 +351,10 @@ async fn fencing_tokens_strictly_increase() {
             }
         }
     }
-    let plain = clients[0].lock("fenced", Duration::from_millis(300)).await.unwrap();
+    let plain = clients[0]
+        .lock("fenced", Duration::from_millis(300))
+        .await
+        .unwrap();
     assert_eq!(plain.fencing_token(), None);
     plain.release().await.unwrap();
 }

@@ -1,0 +1,265 @@
+//! The `redquorum` binary against real nodes: exit codes, lock loss, signals,
+//! serial output across processes, status.
+
+mod support;
+
+use std::collections::HashSet;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{wait_until, Cluster};
+
+fn cli(c: &Cluster) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redquorum"));
+    cmd.env("REDQUORUM_NODES", c.urls().join(","))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run redquorum")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+#[test]
+fn lock_runs_the_command_and_passes_its_status() {
+    let c = Cluster::start(3);
+    let o = run(cli(&c).args([
+        "lock",
+        "cli_status",
+        "--ttl",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "echo held; exit 7",
+    ]));
+    assert_eq!(code(&o), 7, "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "held\n");
+    // Released afterwards.
+    assert_eq!(c.values("cli_status"), vec![None; 3]);
+}
+
+#[test]
+fn missing_command_is_127() {
+    let c = Cluster::start(3);
+    let o = run(cli(&c).args(["lock", "cli_missing", "--", "/nonexistent/program"]));
+    assert_eq!(code(&o), 127, "{o:?}");
+}
+
+#[tokio::test]
+async fn not_acquired_within_wait_is_75() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let lock = holder
+        .try_lock("cli_busy", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let o = run(cli(&c).args(["lock", "cli_busy", "--wait", "300ms", "--", "true"]));
+    assert_eq!(code(&o), 75, "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("held by another owner"),
+        "{o:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_configuration_is_78() {
+    let c = Cluster::start(3);
+    let o = run(cli(&c).args(["lock", "", "--", "true"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let o = run(cli(&c)
+        .env("REDQUORUM_NODES", "not-a-url")
+        .args(["lock", "x", "--", "true"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let o = run(cli(&c).args(["serial", "next", "BAD PREFIX"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let o = run(cli(&c).args(["serial", "next", "X", "--tz", "Mars/Olympus"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let o = run(cli(&c).args(["lock", "x", "--ttl", "ten", "--", "true"]));
+    assert_eq!(code(&o), 2, "clap usage error: {o:?}");
+}
+
+#[tokio::test]
+async fn lock_lost_terminates_the_command_with_76() {
+    let mut c = Cluster::start(5);
+    let child = cli(&c)
+        .args([
+            "--node-timeout",
+            "50ms",
+            "lock",
+            "cli_lost",
+            "--ttl",
+            "900ms",
+            "--grace",
+            "2s",
+            "--",
+        ])
+        .args([
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 0' TERM; while true; do sleep 0.05; done",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs under the lock, then take the majority away.
+    assert!(
+        wait_until(Duration::from_secs(5), || c
+            .values("cli_lost")
+            .iter()
+            .flatten()
+            .count()
+            >= 3)
+        .await
+    );
+    let t = Instant::now();
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    c.resume_all();
+    assert_eq!(code(&out), 76, "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "got-term\n",
+        "SIGTERM reached the command"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn signals_are_forwarded_and_the_lock_released() {
+    let c = Cluster::start(3);
+    let child = cli(&c)
+        .args(["lock", "cli_signal", "--ttl", "30s", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || c
+            .values("cli_signal")
+            .iter()
+            .flatten()
+            .count()
+            >= 2)
+        .await
+    );
+    let pid = child.id();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        code(&out),
+        128 + 15,
+        "sleep died of the forwarded SIGTERM: {out:?}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(2), || c
+            .values("cli_signal")
+            .iter()
+            .all(Option::is_none))
+        .await
+    );
+}
+
+#[test]
+fn serial_numbers_from_three_processes_are_distinct_and_increasing() {
+    let c = Cluster::start(5);
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            cli(&c)
+                .args([
+                    "serial", "next", "MP", "--count", "150", "--batch", "1", "--width", "6",
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}\n{}", c.logs());
+        let lines: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(lines.len(), 150);
+        // Same length and prefix+date, so string order is number order.
+        assert!(lines.windows(2).all(|w| w[0] < w[1]), "per-process order");
+        for l in lines {
+            assert!(l.starts_with("MP") && l.len() == 2 + 8 + 6, "{l}");
+            assert!(all.insert(l.clone()), "duplicate {l}");
+        }
+    }
+    assert_eq!(all.len(), 450);
+}
+
+#[test]
+fn serial_next_prints_one_per_line() {
+    let c = Cluster::start(3);
+    let o = run(cli(&c).args([
+        "serial",
+        "next",
+        "ORDER",
+        "--count",
+        "3",
+        "--tz",
+        "Asia/Shanghai",
+    ]));
+    assert!(o.status.success(), "{o:?}");
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(
+        lines[2].ends_with("0003") && lines[0].starts_with("ORDER"),
+        "{out}"
+    );
+}
+
+#[test]
+fn status_reports_nodes_and_quorum() {
+    let mut c = Cluster::start(3);
+    let o = run(cli(&c).arg("status"));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 0, "{out}");
+    assert!(out.contains("quorum: OK (3 of 3 reachable"), "{out}");
+    assert!(out.contains("7."), "version column: {out}");
+    // The harness runs nodes without AOF: status must say that is unsafe.
+    assert!(out.contains("warning: no AOF"), "{out}");
+    c.nodes[0].kill();
+    c.nodes[1].kill();
+    let o = run(cli(&c).arg("status"));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 69, "{out}");
+    assert!(out.contains("quorum: UNAVAILABLE (1 of 3"), "{out}");
+}
+
+#[test]
+fn help_has_examples_and_exit_codes() {
+    let o = run(Command::new(env!("CARGO_BIN_EXE_redquorum")).args(["lock", "--help"]));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("75") && out.contains("76") && out.contains("Examples"),
+        "{out}"
+    );
+}
