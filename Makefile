@@ -1,5 +1,5 @@
 # Everything runs against real, local redis-server processes that the tests,
-# the demo and the benchmark start themselves on free loopback ports.
+# the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
 .PHONY: all test lint fmt demo bench docker-demo ensure-redis
@@ -9,7 +9,7 @@ all: lint test
 ensure-redis:
 	@scripts/ensure-redis.sh
 
-## make test: the whole test suite (unit, integration, doc tests).
+## make test: the whole test suite (unit, integration, CLI, doc tests).
 test: ensure-redis
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --all-targets; \
@@ -27,11 +27,16 @@ lint:
 fmt:
 	$(CARGO) fmt
 
-## make demo: five local nodes, several instances contending for a lock.
+## make demo: five local nodes; instances contending for a lock, then issuing serial numbers.
 demo: ensure-redis
-	$(CARGO) build --release --example demo
-	scripts/with-nodes.sh 5 $(CARGO) run -q --release --example demo
+	$(CARGO) build -q --release --examples
+	scripts/with-nodes.sh 5 sh -c '$(CARGO) run -q --release --example demo && $(CARGO) run -q --release --example serial'
 
-## make bench: ours vs rslock and redlock on five local nodes (it starts them).
+## make bench: ours vs rslock and redlock, serial numbers vs INCR; five local nodes.
 bench: ensure-redis
 	$(CARGO) bench --bench lock
+	$(CARGO) bench --bench serial
+
+## make docker-demo: the five-node docker example (see docker/README.md).
+docker-demo:
+	docker/run-demo.sh

@@ -12,128 +12,19 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::future::Future;
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{run_tasks, run_threads, Stats};
 use support::{Cluster, Persistence};
 
 const TTL: Duration = Duration::from_secs(10);
 const TASKS: usize = 32;
 /// Alternating slices per client in (a) and (b).
 const REPS: u32 = 6;
-
-/// Latency samples and counts of one benchmark cell.
-#[derive(Default)]
-struct Stats {
-    ok: usize,
-    failed: usize,
-    lat: Vec<Duration>,
-    elapsed: Duration,
-}
-
-impl Stats {
-    /// Adds a whole cell (counts, samples and time).
-    fn add(&mut self, other: Stats) {
-        self.elapsed += other.elapsed;
-        self.merge(other);
-    }
-    fn merge(&mut self, other: Stats) {
-        self.ok += other.ok;
-        self.failed += other.failed;
-        self.lat.extend(other.lat);
-    }
-    fn pct(&mut self, p: f64) -> Duration {
-        if self.lat.is_empty() {
-            return Duration::ZERO;
-        }
-        self.lat.sort_unstable();
-        let i = ((self.lat.len() as f64 * p).ceil() as usize).clamp(1, self.lat.len()) - 1;
-        self.lat[i]
-    }
-    fn rate(&self) -> f64 {
-        self.ok as f64 / self.elapsed.as_secs_f64()
-    }
-    fn success(&self) -> f64 {
-        100.0 * self.ok as f64 / (self.ok + self.failed).max(1) as f64
-    }
-}
-
-/// Runs `op(task, i)` in `tasks` concurrent tasks until `limit` passes or
-/// each task did `max_ops`.
-async fn run_tasks<F, Fut>(tasks: usize, limit: Duration, max_ops: usize, op: F) -> Stats
-where
-    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = bool> + Send,
-{
-    let start = Instant::now();
-    let deadline = start + limit;
-    let mut joins = Vec::new();
-    for t in 0..tasks {
-        let op = op.clone();
-        joins.push(tokio::spawn(async move {
-            let mut s = Stats::default();
-            for i in 0..max_ops {
-                if Instant::now() >= deadline {
-                    break;
-                }
-                let t0 = Instant::now();
-                if op(t, i).await {
-                    s.ok += 1;
-                    s.lat.push(t0.elapsed());
-                } else {
-                    s.failed += 1;
-                }
-            }
-            s
-        }));
-    }
-    let mut all = Stats::default();
-    for j in joins {
-        all.merge(j.await.expect("bench task"));
-    }
-    all.elapsed = start.elapsed();
-    all
-}
-
-/// The same for a blocking client, on OS threads.
-fn run_threads<F>(threads: usize, limit: Duration, max_ops: usize, op: F) -> Stats
-where
-    F: Fn(usize, usize) -> bool + Sync,
-{
-    let start = Instant::now();
-    let deadline = start + limit;
-    let mut all = Stats::default();
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let op = &op;
-                s.spawn(move || {
-                    let mut st = Stats::default();
-                    for i in 0..max_ops {
-                        if Instant::now() >= deadline {
-                            break;
-                        }
-                        let t0 = Instant::now();
-                        if op(t, i) {
-                            st.ok += 1;
-                            st.lat.push(t0.elapsed());
-                        } else {
-                            st.failed += 1;
-                        }
-                    }
-                    st
-                })
-            })
-            .collect();
-        for h in hs {
-            all.merge(h.join().expect("bench thread"));
-        }
-    });
-    all.elapsed = start.elapsed();
-    all
-}
 
 async fn ours(redlock: &redquorum::Redlock, resource: &str) -> bool {
     let r = match redlock.try_lock(resource, TTL).await {

@@ -510,6 +510,9 @@ fn check_prefix(prefix: &str) -> Result<()> {
 /// for every caller waiting when it starts.
 async fn run_rounds(inner: Arc<GenInner>, prefix: String, state: Arc<CounterState>) {
     loop {
+        // Let callers that were just woken (and callers on other workers)
+        // queue up first: a bigger batch costs the same one round trip.
+        tokio::task::yield_now().await;
         let waiters = {
             let mut q = lock(&state.queue);
             if q.waiters.is_empty() {

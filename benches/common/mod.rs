@@ -1,0 +1,119 @@
+//! Helpers shared by the benchmarks: timed cells of concurrent operations
+//! and their statistics. Every cell is bounded in time and operations.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Latency samples and counts of one benchmark cell.
+#[derive(Default)]
+pub struct Stats {
+    pub ok: usize,
+    pub failed: usize,
+    pub lat: Vec<Duration>,
+    pub elapsed: Duration,
+}
+
+impl Stats {
+    /// Adds a whole cell (counts, samples and time).
+    pub fn add(&mut self, other: Stats) {
+        self.elapsed += other.elapsed;
+        self.merge(other);
+    }
+    pub fn merge(&mut self, other: Stats) {
+        self.ok += other.ok;
+        self.failed += other.failed;
+        self.lat.extend(other.lat);
+    }
+    pub fn pct(&mut self, p: f64) -> Duration {
+        if self.lat.is_empty() {
+            return Duration::ZERO;
+        }
+        self.lat.sort_unstable();
+        let i = ((self.lat.len() as f64 * p).ceil() as usize).clamp(1, self.lat.len()) - 1;
+        self.lat[i]
+    }
+    pub fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+    pub fn success(&self) -> f64 {
+        100.0 * self.ok as f64 / (self.ok + self.failed).max(1) as f64
+    }
+}
+
+/// Runs `op(task, i)` in `tasks` concurrent tasks until `limit` passes or
+/// each task did `max_ops`.
+pub async fn run_tasks<F, Fut>(tasks: usize, limit: Duration, max_ops: usize, op: F) -> Stats
+where
+    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    let start = Instant::now();
+    let deadline = start + limit;
+    let mut joins = Vec::new();
+    for t in 0..tasks {
+        let op = op.clone();
+        joins.push(tokio::spawn(async move {
+            let mut s = Stats::default();
+            for i in 0..max_ops {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                let t0 = Instant::now();
+                if op(t, i).await {
+                    s.ok += 1;
+                    s.lat.push(t0.elapsed());
+                } else {
+                    s.failed += 1;
+                }
+            }
+            s
+        }));
+    }
+    let mut all = Stats::default();
+    for j in joins {
+        all.merge(j.await.expect("bench task"));
+    }
+    all.elapsed = start.elapsed();
+    all
+}
+
+/// The same for a blocking client, on OS threads.
+pub fn run_threads<F>(threads: usize, limit: Duration, max_ops: usize, op: F) -> Stats
+where
+    F: Fn(usize, usize) -> bool + Sync,
+{
+    let start = Instant::now();
+    let deadline = start + limit;
+    let mut all = Stats::default();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let op = &op;
+                s.spawn(move || {
+                    let mut st = Stats::default();
+                    for i in 0..max_ops {
+                        if Instant::now() >= deadline {
+                            break;
+                        }
+                        let t0 = Instant::now();
+                        if op(t, i) {
+                            st.ok += 1;
+                            st.lat.push(t0.elapsed());
+                        } else {
+                            st.failed += 1;
+                        }
+                    }
+                    st
+                })
+            })
+            .collect();
+        for h in hs {
+            all.merge(h.join().expect("bench thread"));
+        }
+    });
+    all.elapsed = start.elapsed();
+    all
+}
+
