@@ -61,11 +61,12 @@ fn redlock_op(r: &redlock::RedLock, resource: &str) -> bool {
 
 fn row(out: &mut Vec<String>, scenario: &str, client: &str, s: &mut Stats) {
     let line = format!(
-        "| {scenario} | {client} | {:.0} | {:.3} | {:.3} | {:.1} % |",
+        "| {scenario} | {client} | {:.0} | {:.3} | {:.3} | {:.1} % | {:.0} |",
         s.rate(),
         s.pct(0.50).as_secs_f64() * 1e3,
         s.pct(0.99).as_secs_f64() * 1e3,
-        s.success()
+        s.success(),
+        s.cpu_per_op_us()
     );
     println!("{line}");
     out.push(line);
@@ -95,8 +96,8 @@ fn main() {
     let rs = Arc::new(rt.block_on(async { rslock::LockManager::new(urls.clone()) }));
     let rl = redlock::RedLock::new(urls.clone());
 
-    println!("| scenario | client | ops/s | p50 ms | p99 ms | success |");
-    println!("|---|---|---:|---:|---:|---:|");
+    println!("| scenario | client | ops/s | p50 ms | p99 ms | success | client CPU µs/op |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     let mut out = Vec::new();
 
     // Warm up connections (and script caches) for both async clients.

@@ -13,12 +13,15 @@ pub struct Stats {
     pub failed: usize,
     pub lat: Vec<Duration>,
     pub elapsed: Duration,
+    /// CPU time this process (client side) spent during the cell.
+    pub cpu: Duration,
 }
 
 impl Stats {
     /// Adds a whole cell (counts, samples and time).
     pub fn add(&mut self, other: Stats) {
         self.elapsed += other.elapsed;
+        self.cpu += other.cpu;
         self.merge(other);
     }
     pub fn merge(&mut self, other: Stats) {
@@ -37,6 +40,10 @@ impl Stats {
     pub fn rate(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64()
     }
+    /// Client CPU microseconds per successful operation.
+    pub fn cpu_per_op_us(&self) -> f64 {
+        self.cpu.as_secs_f64() * 1e6 / self.ok.max(1) as f64
+    }
     pub fn success(&self) -> f64 {
         100.0 * self.ok as f64 / (self.ok + self.failed).max(1) as f64
     }
@@ -50,6 +57,7 @@ where
     Fut: Future<Output = bool> + Send,
 {
     let start = Instant::now();
+    let cpu0 = process_cpu();
     let deadline = start + limit;
     let mut joins = Vec::new();
     for t in 0..tasks {
@@ -76,7 +84,23 @@ where
         all.merge(j.await.expect("bench task"));
     }
     all.elapsed = start.elapsed();
+    all.cpu = process_cpu().saturating_sub(cpu0);
     all
+}
+
+/// User + system CPU time of this process so far (from /proc; zero elsewhere).
+pub fn process_cpu() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the command name (which is in parentheses).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return Duration::ZERO;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
 }
 
 /// The same for a blocking client, on OS threads.
@@ -85,6 +109,7 @@ where
     F: Fn(usize, usize) -> bool + Sync,
 {
     let start = Instant::now();
+    let cpu0 = process_cpu();
     let deadline = start + limit;
     let mut all = Stats::default();
     std::thread::scope(|s| {
@@ -114,6 +139,7 @@ where
         }
     });
     all.elapsed = start.elapsed();
+    all.cpu = process_cpu().saturating_sub(cpu0);
     all
 }
 
