@@ -17,6 +17,12 @@ test: ensure-redis
 		$(CARGO) test --workspace --all-targets; \
 	fi
 	$(CARGO) test --doc
+	@echo "stress test, optimised build (request ordering under load):"
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --release --test lock -E 'test(busy_clients_never_contend_with_themselves)'; \
+	else \
+		$(CARGO) test --release --test lock busy_clients_never_contend_with_themselves; \
+	fi
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:

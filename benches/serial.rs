@@ -43,8 +43,16 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let redlock = Redlock::builder().nodes(cluster.urls()).build().expect("redlock");
-    let serials = Arc::new(SerialGenerator::builder(redlock).width(9).build().expect("serials"));
+    let redlock = Redlock::builder()
+        .nodes(cluster.urls())
+        .build()
+        .expect("redlock");
+    let serials = Arc::new(
+        SerialGenerator::builder(redlock)
+            .width(9)
+            .build()
+            .expect("serials"),
+    );
     let incr_conn = rt.block_on(async {
         redis::Client::open(cluster.nodes[0].url())
             .expect("url")
@@ -98,7 +106,11 @@ fn main() {
     for _ in 0..REPS {
         paused.add(ours_cell(64));
     }
-    row("64 callers, 1 of 5 paused", "redquorum (5 nodes, quorum CAS)", &mut paused);
+    row(
+        "64 callers, 1 of 5 paused",
+        "redquorum (5 nodes, quorum CAS)",
+        &mut paused,
+    );
     cluster.resume_all();
 
     println!();

@@ -39,7 +39,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     mine.push(serials.next("ORDER").await?.to_string());
                 }
                 if caller == 0 {
-                    println!("instance {instance}, caller 0: {} .. {}", mine[0], mine[mine.len() - 1]);
+                    println!(
+                        "instance {instance}, caller 0: {} .. {}",
+                        mine[0],
+                        mine[mine.len() - 1]
+                    );
                 }
                 Ok::<_, redquorum::Error>(mine)
             }));

@@ -59,7 +59,11 @@ async fn run(data: &Path) -> Result<(), BoxError> {
     for i in 0..iterations {
         // (a) the read-modify-write under the lock
         match redlock
-            .lock_timeout("docker-demo:counter", Duration::from_secs(2), Duration::from_secs(30))
+            .lock_timeout(
+                "docker-demo:counter",
+                Duration::from_secs(2),
+                Duration::from_secs(30),
+            )
             .await
         {
             Ok(lock) => {
@@ -92,11 +96,21 @@ async fn run(data: &Path) -> Result<(), BoxError> {
         }
         tokio::time::sleep(pace).await;
         if (i + 1) % 100 == 0 {
-            println!("worker {id}: {} iterations, {increments} increments, {} numbers", i + 1, issued.len());
+            println!(
+                "worker {id}: {} iterations, {increments} increments, {} numbers",
+                i + 1,
+                issued.len()
+            );
         }
     }
-    std::fs::write(data.join(format!("serials-{id}.txt")), issued.join("\n") + "\n")?;
-    std::fs::write(data.join(format!("increments-{id}.txt")), format!("{increments}\n"))?;
+    std::fs::write(
+        data.join(format!("serials-{id}.txt")),
+        issued.join("\n") + "\n",
+    )?;
+    std::fs::write(
+        data.join(format!("increments-{id}.txt")),
+        format!("{increments}\n"),
+    )?;
     redlock.settle().await;
     println!(
         "worker {id}: done: increments={increments} numbers={} lock_failures={lock_failures} serial_failures={serial_failures}",
@@ -125,9 +139,16 @@ fn verify(data: &Path) -> Result<(), BoxError> {
     let (mut numbers, mut seen, mut increments) = (0usize, HashSet::new(), 0u64);
     for entry in std::fs::read_dir(data)? {
         let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
         if name.starts_with("serials-") {
-            for line in std::fs::read_to_string(&path)?.lines().filter(|l| !l.is_empty()) {
+            for line in std::fs::read_to_string(&path)?
+                .lines()
+                .filter(|l| !l.is_empty())
+            {
                 numbers += 1;
                 seen.insert(line.to_owned());
             }

@@ -11,6 +11,10 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::scripts::Lua;
 
+/// Requests that may wait in one connection's queue before its writer
+/// pushes back (redis-rs defaults to 50).
+const PIPELINE_BUFFER: usize = 1024;
+
 /// A request ready to go to every node: built once per round and shared, so a
 /// five-node round encodes its arguments once, not five times.
 #[derive(Debug)]
@@ -124,7 +128,9 @@ impl Node {
             // Do not retry a failed connect inside the manager: the next
             // request triggers a fresh attempt, and a round never waits on a
             // backoff it does not control.
-            .set_number_of_retries(0);
+            .set_number_of_retries(0)
+            // Room for many concurrent rounds before a slow node pushes back.
+            .set_pipeline_buffer_size(PIPELINE_BUFFER);
         let m = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
         Ok(self.conn.get_or_init(|| m).clone())
     }
@@ -144,7 +150,11 @@ impl Node {
         let index = self.index;
         let req = Arc::clone(req);
         let conn = self.manager();
-        async move {
+        // Unconstrained: tokio's cooperative budget must never make the first
+        // poll return before the request is queued on the connection. Rounds
+        // rely on that ordering: a release queued after a SET on one
+        // connection is applied after it, so no stale key of ours survives.
+        tokio::task::unconstrained(async move {
             let mut conn = match conn {
                 Ok(c) => c,
                 Err(e) => return (index, Err(e)),
@@ -154,7 +164,7 @@ impl Node {
                 result = send(&mut conn, &req).await;
             }
             (index, result)
-        }
+        })
     }
 }
 

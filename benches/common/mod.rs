@@ -142,4 +142,3 @@ where
     all.cpu = process_cpu().saturating_sub(cpu0);
     all
 }
-
