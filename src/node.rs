@@ -70,7 +70,7 @@ pub(crate) struct Node {
     /// False after the node failed or timed out, true again after any reply.
     /// Rounds that like to hear from every node (the counter) do not wait
     /// for a node known to be unresponsive.
-    healthy: AtomicBool,
+    healthy: Arc<AtomicBool>,
     /// Made on first use, inside the runtime: the manager spawns a task, so it
     /// cannot be made in the synchronous `build()`. It reconnects by itself
     /// after a failure, so a restarted node is picked up again.
@@ -100,7 +100,7 @@ impl Node {
             index,
             addr,
             client,
-            healthy: AtomicBool::new(true),
+            healthy: Arc::new(AtomicBool::new(true)),
             conn: OnceLock::new(),
         }
     }
@@ -110,11 +110,9 @@ impl Node {
         self.healthy.load(Ordering::Relaxed)
     }
 
-    /// Records whether the node just answered.
-    pub(crate) fn set_healthy(&self, healthy: bool) {
-        if self.is_healthy() != healthy {
-            self.healthy.store(healthy, Ordering::Relaxed);
-        }
+    /// Marks the node unresponsive (it missed a round's deadline).
+    pub(crate) fn mark_unresponsive(&self) {
+        self.healthy.store(false, Ordering::Relaxed);
     }
 
     /// The node's connection manager, created on first use.
@@ -150,6 +148,7 @@ impl Node {
         let index = self.index;
         let req = Arc::clone(req);
         let conn = self.manager();
+        let healthy = Arc::clone(&self.healthy);
         // Unconstrained: tokio's cooperative budget must never make the first
         // poll return before the request is queued on the connection. Rounds
         // rely on that ordering: a release queued after a SET on one
@@ -163,6 +162,14 @@ impl Node {
             if matches!(&result, Err(e) if e.is_connection_dropped() || e.is_connection_refusal()) {
                 result = send(&mut conn, &req).await;
             }
+            // Any answer, a server error included, shows the node is alive;
+            // recorded here so that late replies drained in the background
+            // count too.
+            let alive = match &result {
+                Ok(_) => true,
+                Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
+            };
+            healthy.store(alive, Ordering::Relaxed);
             (index, result)
         })
     }

@@ -218,12 +218,6 @@ impl<'a> Fanout<'a> {
                 biased;
                 Some((i, r)) = self.calls.next() => {
                     self.waiting &= !(1u64 << i);
-                    // A server error is still an answer: the node is alive.
-                    let alive = match &r {
-                        Ok(_) => true,
-                        Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
-                    };
-                    self.nodes[i].set_healthy(alive);
                     return Some((i, r.map_err(NodeErrorKind::Redis)));
                 }
                 () = &mut self.deadline => self.expired = true,
@@ -231,7 +225,7 @@ impl<'a> Fanout<'a> {
         }
         let i = self.waiting.trailing_zeros() as usize;
         self.waiting &= !(1u64 << i);
-        self.nodes[i].set_healthy(false);
+        self.nodes[i].mark_unresponsive();
         Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
     }
 
@@ -252,7 +246,15 @@ impl<'a> Fanout<'a> {
     /// deadline), so requests such as a release reach slow nodes even though
     /// the caller has moved on. Cheap when nothing is pending.
     pub(crate) fn finish_in_background(self) {
-        if self.waiting == 0 || self.expired {
+        // Nodes already known to be unresponsive are not worth a task: their
+        // requests are queued on their connections (see `Node::call`), and
+        // their replies, if any, would only be discarded.
+        let worth_waiting_for = self
+            .nodes
+            .iter()
+            .filter(|n| self.waiting & (1u64 << n.index) != 0 && n.is_healthy())
+            .count();
+        if worth_waiting_for == 0 || self.expired {
             return;
         }
         let Fanout {
