@@ -100,6 +100,11 @@ pub enum Error {
         issued: String,
     },
 
+    /// The runtime is shutting down: a background round was dropped before
+    /// it could answer.
+    #[error("runtime shut down before the operation completed")]
+    Shutdown,
+
     /// Concurrent writers kept winning the compare-and-set, and the bounded
     /// number of retries ran out.
     #[error("counter {counter:?}: too much contention, gave up after {attempts} attempts")]

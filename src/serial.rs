@@ -426,8 +426,8 @@ impl SerialGenerator {
     /// ```
     pub async fn next(&self, prefix: &str) -> Result<Serial> {
         let mut v = self.next_batch(prefix, 1).await?;
-        v.pop()
-            .ok_or_else(|| Error::InvalidConfig("empty allocation".into()))
+        // next_batch returns exactly `count` numbers.
+        v.pop().ok_or(Error::Shutdown)
     }
 
     /// Issues `count` consecutive numbers for `prefix` in one allocation.
@@ -462,7 +462,7 @@ impl SerialGenerator {
         }
         let (stamp, first) = rx
             .await
-            .map_err(|_| Error::InvalidConfig("allocation task ended unexpectedly".into()))??;
+            .map_err(|_| Error::Shutdown)??;
         let prefix: Arc<str> = Arc::from(prefix);
         Ok((first..first + count)
             .map(|number| Serial {
