@@ -17,6 +17,8 @@ test: ensure-redis
 		$(CARGO) test --workspace --all-targets; \
 	fi
 	$(CARGO) test --doc
+	@echo "TLS build: rediss:// fails cleanly, never panics:"
+	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
 	@echo "stress test, optimised build (request ordering under load):"
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --release --test lock -E 'test(busy_clients_never_contend_with_themselves)'; \

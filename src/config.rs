@@ -328,6 +328,16 @@ fn open_client(url: &str) -> Result<redis::Client> {
         // `rediss://` URL works instead of panicking on first connect.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+    #[cfg(not(feature = "tls"))]
+    if url.starts_with("rediss://") {
+        return Err(Error::InvalidUrl {
+            url: redact(url),
+            source: redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "rediss:// needs redquorum's `tls` feature",
+            )),
+        });
+    }
     redis::Client::open(url).map_err(|source| Error::InvalidUrl {
         url: redact(url),
         source,

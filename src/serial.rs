@@ -460,9 +460,7 @@ impl SerialGenerator {
                 state,
             ));
         }
-        let (stamp, first) = rx
-            .await
-            .map_err(|_| Error::Shutdown)??;
+        let (stamp, first) = rx.await.map_err(|_| Error::Shutdown)??;
         let prefix: Arc<str> = Arc::from(prefix);
         Ok((first..first + count)
             .map(|number| Serial {

@@ -599,3 +599,26 @@ async fn busy_clients_never_contend_with_themselves() {
         32 * 100
     );
 }
+
+#[tokio::test]
+async fn tls_urls_never_panic() {
+    let c = Cluster::start(3);
+    // rediss:// against plain-text nodes: a typed error either way, whether
+    // this build has TLS (handshake fails at lock time) or not (bad URL).
+    let urls: Vec<String> = c
+        .nodes
+        .iter()
+        .map(|n| format!("rediss://127.0.0.1:{}", n.port))
+        .collect();
+    let built = Redlock::builder()
+        .nodes(&urls)
+        .node_timeout(ms(300))
+        .build();
+    if cfg!(feature = "tls") {
+        let redlock = built.expect("tls build accepts rediss://");
+        let err = redlock.try_lock("tls", ms(1000)).await.unwrap_err();
+        assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    } else {
+        assert!(matches!(built, Err(Error::InvalidUrl { .. })), "{built:?}");
+    }
+}
