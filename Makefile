@@ -12,9 +12,9 @@ ensure-redis:
 ## make test: the whole test suite (unit, integration, CLI, doc tests).
 test: ensure-redis
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --workspace --all-targets; \
+		$(CARGO) nextest run --workspace --lib --bins --tests; \
 	else \
-		$(CARGO) test --workspace --all-targets; \
+		$(CARGO) test --workspace --lib --bins --tests; \
 	fi
 	$(CARGO) test --doc
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
