@@ -20,11 +20,7 @@ test: ensure-redis
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
 	@echo "stress test, optimised build (request ordering under load):"
-	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --release --test lock -E 'test(busy_clients_never_contend_with_themselves)'; \
-	else \
-		$(CARGO) test --release --test lock busy_clients_never_contend_with_themselves; \
-	fi
+	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:
