@@ -246,15 +246,11 @@ impl<'a> Fanout<'a> {
     /// deadline), so requests such as a release reach slow nodes even though
     /// the caller has moved on. Cheap when nothing is pending.
     pub(crate) fn finish_in_background(self) {
-        // Nodes already known to be unresponsive are not worth a task: their
-        // requests are queued on their connections (see `Node::call`), and
-        // their replies, if any, would only be discarded.
-        let worth_waiting_for = self
-            .nodes
-            .iter()
-            .filter(|n| self.waiting & (1u64 << n.index) != 0 && n.is_healthy())
-            .count();
-        if worth_waiting_for == 0 || self.expired {
+        // Calls are carried to the end (bounded by the round's deadline)
+        // even for nodes that look unresponsive: a dropped call may not have
+        // handed its request to the connection yet, and a release that never
+        // reaches a node that later resumes would leave our key there.
+        if self.waiting == 0 || self.expired {
             return;
         }
         let Fanout {

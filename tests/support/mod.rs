@@ -74,7 +74,7 @@ impl RedisNode {
             };
             match node.spawn() {
                 Ok(()) => return node,
-                Err(e) => last = e, // port taken by a parallel test: try another
+                Err(e) => last = e, // port taken by a parallel test: try another (drop kills ours)
             }
         }
         panic!("could not start redis-server: {last}");
@@ -131,7 +131,13 @@ impl RedisNode {
                 ));
             }
             if ping(self.port) {
-                return Ok(());
+                // Make sure it is our process answering, not another test's
+                // node that took the same port a moment earlier.
+                let pid = self.child.as_ref().map(Child::id);
+                if server_pid(self.port) == pid {
+                    return Ok(());
+                }
+                return Err(format!("port {} answered by another process", self.port));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -266,6 +272,18 @@ fn ping(port: u16) -> bool {
     }
     let mut buf = [0u8; 7];
     s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// The process id of the redis-server answering on `port`.
+fn server_pid(port: u16) -> Option<u32> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .ok()?;
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse().ok())
 }
 
 /// N independent nodes.
