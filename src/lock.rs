@@ -474,8 +474,9 @@ impl Redlock {
     }
 
     /// Sends compare-and-delete to `targets` and returns without waiting for
-    /// replies. The requests are queued on each node's connection before this
-    /// returns, so they reach Redis ahead of anything we send next.
+    /// replies: each call is polled once here (so it is normally queued ahead
+    /// of our next request to that node) and then carried to the end in the
+    /// background.
     pub(crate) fn release_quietly(&self, key: &str, value: &str, targets: NodeSet) {
         if targets == 0 {
             return;

