@@ -73,15 +73,9 @@ fn row(out: &mut Vec<String>, scenario: &str, client: &str, s: &mut Stats) {
 }
 
 fn main() {
-    // Test runners probe every target with `--list`; a benchmark lists nothing.
-    if std::env::args().any(|a| a == "--list") {
+    let Some(limit) = common::time_per_cell() else {
         return;
-    }
-    let secs: f64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3.0);
-    let limit = Duration::from_secs_f64(secs);
+    };
     let mut cluster = Cluster::start_with(5, Persistence::None);
     let urls = cluster.urls();
     let mut builder = if std::env::var("BENCH_RT").as_deref() == Ok("current") {

@@ -33,15 +33,10 @@ fn row(scenario: &str, client: &str, s: &mut Stats) {
 }
 
 fn main() {
-    // Test runners probe every target with `--list`; a benchmark lists nothing.
-    if std::env::args().any(|a| a == "--list") {
+    let Some(limit) = common::time_per_cell() else {
         return;
-    }
-    let secs: f64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3.0);
-    let slice = Duration::from_secs_f64(secs) / REPS;
+    };
+    let slice = limit / REPS;
     let mut cluster = Cluster::start_with(5, Persistence::None);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -142,3 +142,17 @@ where
     all.cpu = process_cpu().saturating_sub(cpu0);
     all
 }
+
+/// Time per benchmark cell from `BENCH_SECS` (default 3 s), or `None` when a
+/// test runner only probes the binary with `--list` (a benchmark lists
+/// nothing).
+pub fn time_per_cell() -> Option<Duration> {
+    if std::env::args().any(|a| a == "--list") {
+        return None;
+    }
+    let secs: f64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    Some(Duration::from_secs_f64(secs))
+}
