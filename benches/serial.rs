@@ -13,7 +13,6 @@ mod support;
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::{run_tasks, Stats};
 use redquorum::{Redlock, SerialGenerator};
