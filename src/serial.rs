@@ -235,6 +235,22 @@ pub struct SerialGenerator {
 struct GenInner {
     /// Nodes and lock.
     redlock: Redlock,
+    /// The settings the builder checked.
+    settings: Settings,
+    /// Per-prefix allocation state.
+    counters: Mutex<HashMap<String, Arc<CounterState>>>,
+}
+
+impl fmt::Debug for GenInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GenInner")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A generator's settings, as the builder collects them.
+struct Settings {
     /// Zone for the stamp.
     zone: Zone,
     /// Counter digits.
@@ -245,13 +261,11 @@ struct GenInner {
     tolerance: Duration,
     /// Where "now" comes from.
     clock: ClockFn,
-    /// Per-prefix allocation state.
-    counters: Mutex<HashMap<String, Arc<CounterState>>>,
 }
 
-impl fmt::Debug for GenInner {
+impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GenInner")
+        f.debug_struct("Settings")
             .field("zone", &self.zone)
             .field("width", &self.width)
             .field("period", &self.period)
@@ -260,9 +274,21 @@ impl fmt::Debug for GenInner {
     }
 }
 
+impl Settings {
+    /// The largest number a period can hold at this width.
+    fn max_number(&self) -> u64 {
+        10u64.pow(u32::from(self.width)) - 1
+    }
+}
+
 /// One prefix's group-commit queue and cached high-water mark.
-#[derive(Default)]
 struct CounterState {
+    /// The business prefix this counter serves.
+    prefix: String,
+    /// Counter name (`serial:<period>:<prefix>`), also the lock's resource stem.
+    name: String,
+    /// The Redis key of the counter record.
+    key: String,
     /// Callers waiting for numbers, and whether a round is running.
     queue: Mutex<Queue>,
     /// The record our last allocation wrote: the next proposal starts here,
@@ -286,43 +312,25 @@ struct Queue {
 
 /// Builds a [`SerialGenerator`]. Get one with [`SerialGenerator::builder`].
 #[must_use]
+#[derive(Debug)]
 pub struct SerialGeneratorBuilder {
     /// Nodes and lock.
     redlock: Redlock,
-    /// Zone for the stamp.
-    zone: Zone,
-    /// Counter digits.
-    width: u8,
-    /// When numbering restarts.
-    period: ResetPeriod,
-    /// Clock-behind tolerance.
-    tolerance: Duration,
-    /// Clock hook.
-    clock: Option<ClockFn>,
-}
-
-impl fmt::Debug for SerialGeneratorBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SerialGeneratorBuilder")
-            .field("zone", &self.zone)
-            .field("width", &self.width)
-            .field("period", &self.period)
-            .field("tolerance", &self.tolerance)
-            .finish_non_exhaustive()
-    }
+    /// The settings being built.
+    settings: Settings,
 }
 
 impl SerialGeneratorBuilder {
     /// The IANA time zone whose local date goes into numbers. Defaults to the
     /// machine's local zone.
     pub fn time_zone(mut self, tz: chrono_tz::Tz) -> Self {
-        self.zone = Zone::Named(tz);
+        self.settings.zone = Zone::Named(tz);
         self
     }
 
     /// Uses the machine's local time zone (the default).
     pub fn local_time_zone(mut self) -> Self {
-        self.zone = Zone::Local;
+        self.settings.zone = Zone::Local;
         self
     }
 
@@ -330,13 +338,13 @@ impl SerialGeneratorBuilder {
     /// When a period's numbers run out, `next` returns [`Error::Exhausted`]:
     /// numbers never wrap and never widen.
     pub fn width(mut self, width: u8) -> Self {
-        self.width = width;
+        self.settings.width = width;
         self
     }
 
     /// When the counter restarts. Defaults to [`ResetPeriod::Day`].
     pub fn reset_period(mut self, period: ResetPeriod) -> Self {
-        self.period = period;
+        self.settings.period = period;
         self
     }
 
@@ -344,7 +352,7 @@ impl SerialGeneratorBuilder {
     /// issued in and still issue (in that period). Defaults to
     /// [`DEFAULT_CLOCK_TOLERANCE`].
     pub fn clock_tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
+        self.settings.tolerance = tolerance;
         self
     }
 
@@ -353,7 +361,7 @@ impl SerialGeneratorBuilder {
     where
         F: Fn() -> DateTime<Utc> + Send + Sync + 'static,
     {
-        self.clock = Some(Arc::new(clock));
+        self.settings.clock = Arc::new(clock);
         self
     }
 
@@ -363,20 +371,16 @@ impl SerialGeneratorBuilder {
     ///
     /// [`Error::InvalidConfig`] for a width outside `1..=18`.
     pub fn build(self) -> Result<SerialGenerator> {
-        if !(1..=18).contains(&self.width) {
+        if !(1..=18).contains(&self.settings.width) {
             return Err(Error::InvalidConfig(format!(
                 "serial width {} is outside 1..=18",
-                self.width
+                self.settings.width
             )));
         }
         Ok(SerialGenerator {
             inner: Arc::new(GenInner {
                 redlock: self.redlock,
-                zone: self.zone,
-                width: self.width,
-                period: self.period,
-                tolerance: self.tolerance,
-                clock: self.clock.unwrap_or_else(|| Arc::new(Utc::now)),
+                settings: self.settings,
                 counters: Mutex::new(HashMap::new()),
             }),
         })
@@ -388,11 +392,13 @@ impl SerialGenerator {
     pub fn builder(redlock: Redlock) -> SerialGeneratorBuilder {
         SerialGeneratorBuilder {
             redlock,
-            zone: Zone::Local,
-            width: DEFAULT_WIDTH,
-            period: ResetPeriod::Day,
-            tolerance: DEFAULT_CLOCK_TOLERANCE,
-            clock: None,
+            settings: Settings {
+                zone: Zone::Local,
+                width: DEFAULT_WIDTH,
+                period: ResetPeriod::Day,
+                tolerance: DEFAULT_CLOCK_TOLERANCE,
+                clock: Arc::new(Utc::now),
+            },
         }
     }
 
@@ -403,7 +409,7 @@ impl SerialGenerator {
 
     /// The largest number a period can hold at this width.
     pub fn max_number(&self) -> u64 {
-        10u64.pow(u32::from(self.inner.width)) - 1
+        self.inner.settings.max_number()
     }
 
     /// Issues one number for `prefix`.
@@ -454,11 +460,7 @@ impl SerialGenerator {
         if start_round {
             // The round runs in its own task, so a caller that gives up
             // (drops its future) never strands the others.
-            tokio::spawn(run_rounds(
-                Arc::clone(&self.inner),
-                prefix.to_owned(),
-                state,
-            ));
+            tokio::spawn(run_rounds(Arc::clone(&self.inner), state));
         }
         let (stamp, first) = rx.await.map_err(|_| Error::Shutdown)??;
         let prefix: Arc<str> = Arc::from(prefix);
@@ -467,7 +469,7 @@ impl SerialGenerator {
                 prefix: Arc::clone(&prefix),
                 stamp: Arc::clone(&stamp),
                 number,
-                width: self.inner.width,
+                width: self.inner.settings.width,
             })
             .collect())
     }
@@ -475,7 +477,18 @@ impl SerialGenerator {
     /// The allocation state of one prefix.
     fn state(&self, prefix: &str) -> Arc<CounterState> {
         let mut map = lock(&self.inner.counters);
-        Arc::clone(map.entry(prefix.to_owned()).or_default())
+        let state = map.entry(prefix.to_owned()).or_insert_with(|| {
+            let name = format!("serial:{}:{}", self.inner.settings.period.name(), prefix);
+            Arc::new(CounterState {
+                prefix: prefix.to_owned(),
+                key: self.inner.redlock.key_for(&name),
+                name,
+                queue: Mutex::default(),
+                hint: Mutex::default(),
+                contended_until: Mutex::default(),
+            })
+        });
+        Arc::clone(state)
     }
 }
 
@@ -506,7 +519,7 @@ fn check_prefix(prefix: &str) -> Result<()> {
 
 /// Serves the queue of one prefix until it is empty: each round allocates
 /// for every caller waiting when it starts.
-async fn run_rounds(inner: Arc<GenInner>, prefix: String, state: Arc<CounterState>) {
+async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
     loop {
         // Let callers that were just woken (and callers on other workers)
         // queue up first: a bigger batch costs the same one round trip.
@@ -520,7 +533,7 @@ async fn run_rounds(inner: Arc<GenInner>, prefix: String, state: Arc<CounterStat
             std::mem::take(&mut q.waiters)
         };
         let total: u64 = waiters.iter().map(|(k, _)| *k).sum();
-        match allocate(&inner, &prefix, &state, total).await {
+        match allocate(&inner, &state, total).await {
             Ok((stamp, first)) => {
                 let mut next = first;
                 for (k, tx) in waiters {
@@ -532,7 +545,7 @@ async fn run_rounds(inner: Arc<GenInner>, prefix: String, state: Arc<CounterStat
             // earlier callers may still fit.
             Err(Error::Exhausted { .. }) if waiters.len() > 1 => {
                 for (k, tx) in waiters {
-                    let _ = tx.send(allocate(&inner, &prefix, &state, k).await);
+                    let _ = tx.send(allocate(&inner, &state, k).await);
                 }
             }
             Err(e) => {
@@ -545,13 +558,13 @@ async fn run_rounds(inner: Arc<GenInner>, prefix: String, state: Arc<CounterStat
 }
 
 /// One allocation of `k` numbers: the stamp and the first number.
-async fn allocate(inner: &GenInner, prefix: &str, state: &CounterState, k: u64) -> Result<Grant> {
-    let period = inner.period;
-    let name = format!("serial:{}:{}", period.name(), prefix);
-    let key = inner.redlock.key_for(&name);
-    let now = (inner.clock)();
-    let today = inner.zone.stamp(period, now);
-    let max = 10u64.pow(u32::from(inner.width)) - 1;
+async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Grant> {
+    let settings = &inner.settings;
+    let (prefix, name, key) = (state.prefix.as_str(), &state.name, &state.key);
+    let period = settings.period;
+    let now = (settings.clock)();
+    let today = settings.zone.stamp(period, now);
+    let max = settings.max_number();
     let mut plan = |expected: &Record| -> Result<Record> {
         let (stamp, base) = match today.as_str().cmp(expected.period.as_str()) {
             std::cmp::Ordering::Greater => (today.clone(), 0),
@@ -561,9 +574,9 @@ async fn allocate(inner: &GenInner, prefix: &str, state: &CounterState, k: u64) 
                 // start (clocks differ a little around midnight) we issue in
                 // it; further behind, refuse: never issue for an earlier
                 // period than the high-water mark.
-                let start = inner.zone.start_of(period, &expected.period);
+                let start = settings.zone.start_of(period, &expected.period);
                 let close = start
-                    .is_some_and(|s| (s - now).to_std().unwrap_or_default() <= inner.tolerance);
+                    .is_some_and(|s| (s - now).to_std().unwrap_or_default() <= settings.tolerance);
                 if !close {
                     return Err(Error::ClockBehind {
                         counter: prefix.to_owned(),
@@ -592,13 +605,13 @@ async fn allocate(inner: &GenInner, prefix: &str, state: &CounterState, k: u64) 
             .redlock
             .lock(&format!("{name}:lock"), COUNTER_LOCK_TTL)
             .await?;
-        let r = counter::allocate(&inner.redlock, prefix, &key, hint.clone(), &mut plan).await;
+        let r = counter::allocate(&inner.redlock, prefix, key, hint.clone(), &mut plan).await;
         if let Err(e) = guard.release().await {
             warn!(error = %e, "releasing the counter lock failed; it expires by itself");
         }
         r
     } else {
-        counter::allocate(&inner.redlock, prefix, &key, hint.clone(), &mut plan).await
+        counter::allocate(&inner.redlock, prefix, key, hint.clone(), &mut plan).await
     };
     let (expected, new) = result?;
     if hint.is_some_and(|h| h != expected) {
