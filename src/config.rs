@@ -46,6 +46,10 @@ pub const DEFAULT_AUTO_EXTEND_FRACTION: f64 = 1.0 / 3.0;
 /// from overflow, and no lock should outlive its holder by that much.
 pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 
+/// Shortest time one connection attempt to a node is given (the node
+/// timeout, if longer). Rounds never wait for it past their deadline.
+const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A hook that makes lock values (tests pin them; the default draws 128 random
 /// bits).
 pub type ValueFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -299,6 +303,9 @@ impl RedlockBuilder {
         }
         let mut seen = HashSet::new();
         let mut nodes = Vec::with_capacity(clients.len());
+        // A connection attempt is never waited for past a round's deadline,
+        // but it may run longer in the background (TLS, AUTH on a far node).
+        let connect_timeout = c.node_timeout.max(MIN_CONNECT_TIMEOUT);
         for (index, client) in clients.into_iter().enumerate() {
             let info = client.get_connection_info();
             let identity = format!("{}/{}", info.addr(), info.redis_settings().db());
@@ -307,7 +314,7 @@ impl RedlockBuilder {
                     "node {index} ({identity}) is listed twice; each node must be independent"
                 )));
             }
-            nodes.push(Node::new(index, client));
+            nodes.push(Node::new(index, client, connect_timeout));
         }
         if nodes.len().is_multiple_of(2) {
             tracing::warn!(

@@ -282,6 +282,7 @@ mod tests {
         Node::new(
             i,
             redis::Client::open(format!("redis://127.0.0.1:{}", 1000 + i)).expect("url"),
+            Duration::from_secs(1),
         )
     }
 

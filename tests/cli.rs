@@ -180,6 +180,48 @@ async fn signals_are_forwarded_and_the_lock_released() {
     );
 }
 
+#[tokio::test]
+async fn a_signal_while_waiting_leaves_nothing_behind() {
+    let c = Cluster::start(3);
+    // A foreign owner holds 2 of 3 nodes: every attempt wins node 2, loses,
+    // releases node 2 and tries again.
+    for n in &c.nodes[..2] {
+        n.set("cli_wait", "someone-else", Duration::from_secs(60));
+    }
+    let child = cli(&c)
+        .args(["lock", "cli_wait", "--wait", "60s", "--", "echo", "ran"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A release on node 2 shows an attempt was made, so the handlers are in.
+    assert!(
+        wait_until(Duration::from_secs(5), || c.nodes[2].command_calls("eval")
+            >= 1)
+        .await
+    );
+    let t = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 128 + 15, "{out:?}");
+    assert!(out.stdout.is_empty(), "the command never ran: {out:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+    // Whatever the interrupted attempt had set is gone; the owner's is not.
+    assert_eq!(c.nodes[2].get("cli_wait"), None);
+    for n in &c.nodes[..2] {
+        assert_eq!(n.get("cli_wait").as_deref(), Some("someone-else"));
+    }
+}
+
 #[test]
 fn serial_numbers_from_three_processes_are_distinct_and_increasing() {
     let c = Cluster::start(5);

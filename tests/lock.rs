@@ -379,6 +379,44 @@ async fn reconnects_after_restart() {
     lock.release().await.unwrap();
 }
 
+/// Requests that wait for a node's connection to open go out in the order
+/// they were made. (They used to race each other once it opened: a release
+/// could land before the `SET` it undoes, leaving our key for a whole TTL.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_for_a_connection_keep_their_order() {
+    let c = Cluster::start(5);
+    // Node 0's connection takes a few round trips of 20 ms to open.
+    let slow = Proxy::start(c.nodes[0].port);
+    slow.set_mode(ProxyMode::Delay(20));
+    let urls: Vec<String> = std::iter::once(slow.url())
+        .chain(c.nodes[1..].iter().map(|n| n.url()))
+        .collect();
+    for i in 0..20u64 {
+        // A fresh client: its first requests to node 0 wait for the
+        // connection, while the other nodes decide.
+        let redlock = Redlock::builder()
+            .nodes(&urls)
+            .node_timeout(ms(1000))
+            .retry_count(0)
+            .build()
+            .unwrap();
+        let key = format!("queued_{i}");
+        let lock = redlock.try_lock(&key, ms(10_000)).await.unwrap();
+        lock.release().await.unwrap();
+        redlock.settle().await;
+        assert_eq!(
+            c.nodes[0].command_calls("set"),
+            i + 1,
+            "the SET reached node 0"
+        );
+        assert_eq!(
+            c.nodes[0].get(&key),
+            None,
+            "round {i}: released key left on node 0"
+        );
+    }
+}
+
 #[tokio::test]
 async fn node_down_at_build_is_fine() {
     let mut c = Cluster::start(5);
@@ -421,6 +459,47 @@ async fn blackholed_and_slow_links() {
     let mut timed_out: Vec<usize> = err.node_failures().iter().map(|f| f.index).collect();
     timed_out.sort();
     assert_eq!(timed_out, vec![0, 1, 2]);
+}
+
+/// A release must reach every node ahead of our next request there, also the
+/// first release on fresh connections (empty script caches). With a
+/// `EVALSHA`→`NOSCRIPT`→`EVAL` fallback the release reached the two slow
+/// nodes a round trip late, behind our next `SET NX`, which they refused:
+/// with two other nodes down that was a spurious `Contended`.
+#[tokio::test]
+async fn first_release_lands_before_the_next_lock() {
+    let mut c = Cluster::start(5);
+    let slow: Vec<Proxy> = c.nodes[3..].iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &slow {
+        p.set_mode(ProxyMode::Delay(30));
+    }
+    let urls = c.nodes[..3]
+        .iter()
+        .map(|n| n.url())
+        .chain(slow.iter().map(Proxy::url));
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(ms(1000))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let key = "first_release";
+    // Won on the three direct nodes; the slow ones get SET, then the release.
+    let lock = redlock.try_lock(key, ms(10_000)).await.unwrap();
+    lock.release().await.unwrap();
+    // Now only nodes 2, 3 and 4 can form a quorum.
+    c.nodes[0].pause();
+    c.nodes[1].pause();
+    let again = redlock.try_lock(key, ms(10_000)).await;
+    c.resume_all();
+    let again = again.unwrap_or_else(|e| panic!("relock: {e:?}\n{}", c.logs()));
+    assert!(again.is_valid());
+    again.release().await.unwrap();
+    // No node answered NOSCRIPT: a release never needs a second trip.
+    for n in &c.nodes {
+        let errors = n.error_stats();
+        assert!(!errors.contains("NOSCRIPT"), "{errors}");
+    }
 }
 
 #[tokio::test]

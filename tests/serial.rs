@@ -36,19 +36,6 @@ impl TestClock {
     }
 }
 
-/// How many times `cmd` ran on a node (INFO commandstats).
-fn command_calls(node: &support::RedisNode, cmd: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut node.conn())
-        .unwrap();
-    let prefix = format!("cmdstat_{cmd}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_concurrent_callers_get_distinct_numbers() {
     let c = Cluster::start(5);
@@ -86,7 +73,7 @@ async fn steady_state_is_one_round_trip_per_batch() {
     let before: Vec<u64> = c
         .nodes
         .iter()
-        .map(|n| command_calls(n, "evalsha") + command_calls(n, "eval"))
+        .map(|n| n.command_calls("evalsha") + n.command_calls("eval"))
         .collect();
     for _ in 0..50 {
         serials.next("RT").await.unwrap();
@@ -94,9 +81,9 @@ async fn steady_state_is_one_round_trip_per_batch() {
     // Every node saw exactly one compare-and-set per batch: no separate reads
     // (a refused CAS carries the record), no locks.
     for (i, n) in c.nodes.iter().enumerate() {
-        let calls = command_calls(n, "evalsha") + command_calls(n, "eval") - before[i];
+        let calls = n.command_calls("evalsha") + n.command_calls("eval") - before[i];
         assert_eq!(calls, 50, "node {i}");
-        assert_eq!(command_calls(n, "set"), 0, "node {i} saw a lock");
+        assert_eq!(n.command_calls("set"), 0, "node {i} saw a lock");
     }
 }
 

@@ -6,14 +6,14 @@
 //! within `--wait`; 76 when the lock was lost while the command ran (it was
 //! sent SIGTERM, then SIGKILL after `--grace`); 127 when the command could not
 //! be started; 78 for bad configuration; 128+N when the command died of
-//! signal N.
+//! signal N, or when redquorum got signal N while waiting for the lock.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use redquorum::{Error, Redlock, ResetPeriod, SerialGenerator};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing_subscriber::EnvFilter;
 
 /// The lock could not be acquired within `--wait`.
@@ -58,7 +58,8 @@ enum Command {
         Exit codes: the command's status; 75 lock not acquired within --wait;\n\
         76 lock lost while the command ran (SIGTERM, then SIGKILL after --grace);\n\
         127 command could not be started; 78 bad configuration; 128+N killed by signal N.\n\
-        SIGINT/SIGTERM/SIGHUP sent to redquorum are forwarded to the command;\n\
+        SIGINT/SIGTERM/SIGHUP sent to redquorum are forwarded to the command\n\
+        (while still waiting for the lock, they end the wait: nothing runs);\n\
         the lock is released when the command exits.")]
     Lock(LockArgs),
     /// Serial numbers (PREFIX + local date + zero-padded counter).
@@ -199,11 +200,57 @@ fn report(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
+/// The signals `lock` forwards to its command. Installed before the first
+/// request, so that from then on none of them can kill us with the default
+/// action while a lock may be held (which would leave it to its TTL).
+struct Forwarded {
+    /// SIGINT.
+    int: Signal,
+    /// SIGTERM.
+    term: Signal,
+    /// SIGHUP.
+    hup: Signal,
+}
+
+impl Forwarded {
+    fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal received.
+    async fn recv(&mut self) -> libc::c_int {
+        tokio::select! {
+            _ = self.int.recv() => libc::SIGINT,
+            _ = self.term.recv() => libc::SIGTERM,
+            _ = self.hup.recv() => libc::SIGHUP,
+        }
+    }
+}
+
 async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
-    let lock = match redlock
-        .lock_timeout(&args.resource, args.ttl, args.wait)
-        .await
-    {
+    let mut signals = match Forwarded::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("redquorum: cannot install signal handlers: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let acquired = tokio::select! {
+        r = redlock.lock_timeout(&args.resource, args.ttl, args.wait) => r,
+        sig = signals.recv() => {
+            // Dropping the attempt releases whatever it had set; wait for
+            // that to reach the nodes, then die of the signal's status.
+            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
+            return ExitCode::from(128 + sig as u8);
+        }
+    };
+    // A signal that arrives from here until the command runs is kept by the
+    // handlers and forwarded to the command as soon as it starts.
+    let lock = match acquired {
         Ok(lock) => lock,
         Err(Error::InvalidConfig(msg)) => {
             eprintln!("redquorum: invalid configuration: {msg}");
@@ -232,27 +279,13 @@ async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
         }
     };
     let pid = child.id().map(|p| p as libc::pid_t);
-    let mut signals = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(i), Ok(t), Ok(h)) => (i, t, h),
-        _ => {
-            eprintln!("redquorum: cannot install signal handlers");
-            let _ = child.start_kill();
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
     let lost = lock.lost();
     tokio::pin!(lost);
     let status = loop {
         tokio::select! {
             status = child.wait() => break Ok(status),
             () = &mut lost => break Err(()),
-            _ = signals.0.recv() => send(pid, libc::SIGINT),
-            _ = signals.1.recv() => send(pid, libc::SIGTERM),
-            _ = signals.2.recv() => send(pid, libc::SIGHUP),
+            sig = signals.recv() => send(pid, sig),
         }
     };
     match status {

@@ -243,6 +243,28 @@ impl RedisNode {
             .expect("PTTL")
     }
 
+    /// How many times `cmd` (lower case) ran on this node, from INFO
+    /// commandstats.
+    pub fn command_calls(&self, cmd: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .expect("INFO commandstats");
+        let prefix = format!("cmdstat_{cmd}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The INFO errorstats section: every error reply the node gave, by kind.
+    pub fn error_stats(&self) -> String {
+        redis::cmd("INFO")
+            .arg("errorstats")
+            .query(&mut self.conn())
+            .expect("INFO errorstats")
+    }
+
     /// SET `key` to `value` with a TTL.
     pub fn set(&self, key: &str, value: &str, ttl: Duration) {
         let _: () = redis::cmd("SET")
