@@ -28,6 +28,8 @@ pub(crate) struct Request {
     /// For scripts, the source to fall back to when a node answers NOSCRIPT
     /// (a restarted node has an empty script cache).
     script_src: Option<&'static str>,
+    /// Sent even if the round stopped waiting for it (a release).
+    cleanup: bool,
 }
 
 impl Request {
@@ -36,13 +38,14 @@ impl Request {
         Arc::new(Self {
             cmd,
             script_src: None,
+            cleanup: false,
         })
     }
 
     /// `EVALSHA` of `script` with its keys and args already added by `fill`,
-    /// or `EVAL` with the full source for an [ordered](Lua::ordered) script.
+    /// or `EVAL` with the full source for a [cleanup](Lua::cleanup) script.
     pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
-        let (mut cmd, script_src) = if script.ordered {
+        let (mut cmd, script_src) = if script.cleanup {
             let mut cmd = redis::cmd("EVAL");
             cmd.arg(script.src);
             (cmd, None)
@@ -52,7 +55,11 @@ impl Request {
             (cmd, Some(script.src))
         };
         fill(&mut cmd);
-        Arc::new(Self { cmd, script_src })
+        Arc::new(Self {
+            cmd,
+            script_src,
+            cleanup: script.cleanup,
+        })
     }
 
     /// The `EVAL` form of a script request: same keys and args, full source.
@@ -86,11 +93,17 @@ pub(crate) struct Node {
 /// A node's connection, opened on first use and again after it breaks.
 ///
 /// The rule that keeps our requests to a node in order: a request is handed
-/// to the connection when its call is made, or it waits in the queue of the
-/// connection being opened and is handed over, in queue order, before the new
-/// connection takes anything newer. Nothing is sent later out of turn. (When
-/// requests waited for a connection each in its own task, a release could go
-/// out before the `SET` it undoes: a stale key of ours for a whole TTL.)
+/// to the connection when its call is made, or it joins a queue that is
+/// handed over in order before anything made after it. Nothing is sent later
+/// out of turn. (When requests waited for a connection each in its own task,
+/// a release could go out before the `SET` it undoes: a stale key of ours for
+/// a whole TTL.)
+///
+/// Requests are also batched: while [`MAX_OUTSTANDING`] requests or batches
+/// are outstanding on the connection, new requests queue, and the queue goes
+/// out as one pipeline (one write for the client and for the server) as soon
+/// as one of them is answered. Requests go out at once while the node keeps
+/// up; under load, many rounds share each write.
 struct Link {
     /// For log fields.
     index: usize,
@@ -125,40 +138,80 @@ enum Conn {
     },
     /// An attempt is running; requests queue here in the order made.
     Connecting(Vec<Waiting>),
-    /// Open. The number tells connections apart, so that a failure seen on
-    /// an old one does not tear down its replacement.
-    Up(MultiplexedConnection, u64),
+    /// Open.
+    Up {
+        /// The connection.
+        conn: MultiplexedConnection,
+        /// Tells connections apart, so that a failure seen on an old one
+        /// does not tear down its replacement.
+        id: u64,
+        /// Requests and batches sent and not yet answered (or given up on).
+        outstanding: usize,
+        /// Requests waiting for one of those to finish, in order.
+        queue: Vec<Waiting>,
+    },
 }
 
-/// A request waiting for the connection.
+/// A request waiting to be sent.
 struct Waiting {
     /// The request.
     req: Arc<Request>,
-    /// Where its reply goes; closed if the round gave up on it, in which
-    /// case it is not sent at all.
+    /// Where its reply goes. Closed if the round gave up on it; it is then
+    /// not sent at all, unless it is a cleanup.
     reply: oneshot::Sender<RedisResult<Value>>,
 }
 
-/// A request in flight: sent, waiting in the connect queue, or already done.
+impl Waiting {
+    /// Whether it still has to be sent.
+    fn wanted(&self) -> bool {
+        self.req.cleanup || !self.reply.is_closed()
+    }
+}
+
+/// A request in flight: sent, waiting in a queue, or already done.
 enum Pending {
-    /// Handed to connection `id` as request number `seq`.
+    /// Handed to the connection on its own.
     Sent {
         /// The rest of the exchange.
         reply: SendFuture,
-        /// Which connection.
-        id: u64,
+        /// Marks the link idle when dropped.
+        outstanding: Outstanding,
         /// [`LinkState::dispatched`] right after it.
         seq: u64,
     },
-    /// Queued until the connection opens.
+    /// Queued, for a batch or for the connection to open.
     Queued(oneshot::Receiver<RedisResult<Value>>),
     /// Decided without a reply.
     Done(RedisResult<Value>),
 }
 
+/// A request or batch outstanding on connection `id`: when it is answered or
+/// given up on (dropped), the requests queued behind it go out.
+struct Outstanding {
+    /// The link.
+    link: Arc<Link>,
+    /// The connection it went out on.
+    id: u64,
+}
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        self.link.finished(self.id);
+    }
+}
+
 /// One request's send, boxed so it can be polled once where it is made and
 /// then moved into the round.
 type SendFuture = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send>>;
+
+/// A batch's send, polled once where it is made, then awaited by a task.
+type BatchFuture = Pin<Box<dyn Future<Output = RedisResult<Vec<Value>>> + Send>>;
+
+/// Requests or batches in flight on one connection before new requests
+/// queue for the next batch. A few, so that a lone client's requests never
+/// wait for each other; under load, the queue fills and goes out in one
+/// write.
+const MAX_OUTSTANDING: usize = 4;
 
 /// How long requests to a node fail at once after a failed connection
 /// attempt, before the next request tries again.
@@ -219,7 +272,8 @@ impl Node {
     /// the connection (or queued for it) before this returns, so requests
     /// reach the node in the order their calls were made. The future owns
     /// everything it needs, so a round can leave it to finish in the
-    /// background; dropping it before it was sent means it is never sent.
+    /// background; dropping it before it was sent means it is never sent
+    /// (unless it is a cleanup).
     ///
     /// A request whose connection turns out to be closed (the node was
     /// restarted) is sent again on a new connection if nothing was sent to
@@ -239,13 +293,22 @@ impl Node {
         // drained in the background should not be held back by the budget.
         tokio::task::unconstrained(async move {
             let result = match pending {
-                Pending::Sent { reply, id, seq } => match reply.await {
-                    Err(e) if link_broken(&e) => match link.resend(id, seq, &req) {
-                        Some(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
-                        None => Err(e),
-                    },
-                    result => result,
-                },
+                Pending::Sent {
+                    reply,
+                    outstanding,
+                    seq,
+                } => {
+                    let result = reply.await;
+                    let id = outstanding.id;
+                    drop(outstanding);
+                    match result {
+                        Err(e) if link_broken(&e) => match link.resend(id, seq, &req) {
+                            Some(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
+                            None => Err(e),
+                        },
+                        result => result,
+                    }
+                }
                 Pending::Queued(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
                 Pending::Done(result) => result,
             };
@@ -269,34 +332,159 @@ impl Link {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Hands `req` to the connection, or queues it for the one being made.
+    /// Hands `req` to the connection, or queues it.
     fn dispatch(self: &Arc<Self>, req: &Arc<Request>) -> Pending {
         let mut st = self.state();
         st.dispatched += 1;
         let seq = st.dispatched;
-        match &st.conn {
-            Conn::Up(conn, id) => {
+        match &mut st.conn {
+            Conn::Up {
+                conn,
+                id,
+                outstanding,
+                queue,
+            } if queue.is_empty() && *outstanding < MAX_OUTSTANDING => {
                 let id = *id;
                 match hand_over(conn.clone(), Arc::clone(req)) {
-                    Ok(reply) => Pending::Sent { reply, id, seq },
+                    Ok(reply) => {
+                        *outstanding += 1;
+                        Pending::Sent {
+                            reply,
+                            outstanding: Outstanding {
+                                link: Arc::clone(self),
+                                id,
+                            },
+                            seq,
+                        }
+                    }
                     // The connection had closed (the node restarted or went
                     // away) and nothing was sent: queue it for a new one.
                     Err(e) if link_broken(&e) => {
                         tracing::debug!(node = self.index, error = %e, "connection closed");
-                        self.connect(&mut st);
-                        queue(&mut st, req)
+                        self.connect(&mut st, Vec::new());
+                        enqueue(&mut st, req)
                     }
                     Err(e) => Pending::Done(Err(e)),
                 }
             }
-            Conn::Connecting(_) => queue(&mut st, req),
+            Conn::Up { .. } | Conn::Connecting(_) => enqueue(&mut st, req),
             Conn::Down {
                 error: Some(e),
                 retry_at,
             } if Instant::now() < *retry_at => Pending::Done(Err(e.clone())),
             Conn::Down { .. } => {
-                self.connect(&mut st);
-                queue(&mut st, req)
+                self.connect(&mut st, Vec::new());
+                enqueue(&mut st, req)
+            }
+        }
+    }
+
+    /// A request or batch on connection `id` is done: send what queued
+    /// behind it as the next batch.
+    fn finished(self: &Arc<Self>, id: u64) {
+        let batch = {
+            let mut st = self.state();
+            match &mut st.conn {
+                Conn::Up {
+                    conn,
+                    id: current,
+                    outstanding,
+                    queue,
+                } if *current == id => {
+                    *outstanding -= 1;
+                    queue.retain(Waiting::wanted);
+                    if queue.is_empty() {
+                        None
+                    } else {
+                        *outstanding += 1;
+                        Some(hand_batch(conn, std::mem::take(queue)))
+                    }
+                }
+                _ => None,
+            }
+        };
+        // Awaited with the lock released: the batch's guard takes it again.
+        if let Some(batch) = batch {
+            self.await_batch(id, batch);
+        }
+    }
+
+    /// Waits, in a task of its own, for the replies to a batch handed over by
+    /// [`hand_batch`], and passes each on.
+    fn await_batch(self: &Arc<Self>, id: u64, (sent, batch): (BatchFuture, Vec<Waiting>)) {
+        let outstanding = Outstanding {
+            link: Arc::clone(self),
+            id,
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime left: nothing will be answered any more.
+            std::mem::forget(outstanding);
+            return;
+        };
+        runtime.spawn(tokio::task::unconstrained(async move {
+            match sent.await {
+                Ok(values) if values.len() == batch.len() => {
+                    for (w, v) in batch.into_iter().zip(values) {
+                        let r = match (v.extract_error(), w.req.script_src) {
+                            (Err(e), Some(src)) if is_noscript(&e) => {
+                                // Rare (the node's script cache was emptied):
+                                // the full script goes out on its own.
+                                match outstanding.link.connection(id) {
+                                    Some(mut c) => c
+                                        .send_packed_command(&w.req.eval_form(src))
+                                        .await
+                                        .and_then(Value::extract_error),
+                                    None => Err(e),
+                                }
+                            }
+                            (r, _) => r,
+                        };
+                        let _ = w.reply.send(r);
+                    }
+                }
+                Ok(_) => {
+                    let e = RedisError::from((
+                        redis::ErrorKind::Parse,
+                        "pipeline answered with the wrong number of replies",
+                    ));
+                    for w in batch {
+                        let _ = w.reply.send(Err(e.clone()));
+                    }
+                }
+                Err(e) => {
+                    for w in batch {
+                        let _ = w.reply.send(Err(e.clone()));
+                    }
+                    if link_broken(&e) {
+                        outstanding.link.lost(id);
+                    }
+                }
+            }
+            drop(outstanding);
+        }));
+    }
+
+    /// Connection `id`, if it is still the current one.
+    fn connection(&self, id: u64) -> Option<MultiplexedConnection> {
+        match &self.state().conn {
+            Conn::Up {
+                conn, id: current, ..
+            } if *current == id => Some(conn.clone()),
+            _ => None,
+        }
+    }
+
+    /// Connection `id` broke: requests queued on it were never sent, so they
+    /// move, in order, to a new connection.
+    fn lost(self: &Arc<Self>, id: u64) {
+        let mut st = self.state();
+        if let Conn::Up {
+            id: current, queue, ..
+        } = &mut st.conn
+        {
+            if *current == id {
+                let queue = std::mem::take(queue);
+                self.connect(&mut st, queue);
             }
         }
     }
@@ -310,39 +498,36 @@ impl Link {
         seq: u64,
         req: &Arc<Request>,
     ) -> Option<oneshot::Receiver<RedisResult<Value>>> {
+        self.lost(id);
         let mut st = self.state();
-        if matches!(&st.conn, Conn::Up(_, current) if *current == id) {
-            st.conn = Conn::Down {
-                error: None,
-                retry_at: Instant::now(),
-            };
-        }
         if st.dispatched != seq {
             return None;
         }
         if !matches!(st.conn, Conn::Connecting(_)) {
-            self.connect(&mut st);
+            self.connect(&mut st, Vec::new());
         }
-        match queue(&mut st, req) {
+        match enqueue(&mut st, req) {
             Pending::Queued(rx) => Some(rx),
             _ => None,
         }
     }
 
-    /// Starts a connection attempt in the background; until it ends,
-    /// requests queue.
-    fn connect(self: &Arc<Self>, st: &mut LinkState) {
+    /// Starts a connection attempt in the background, with `waiting` first
+    /// in its queue.
+    fn connect(self: &Arc<Self>, st: &mut LinkState, waiting: Vec<Waiting>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let e =
+                RedisError::from((redis::ErrorKind::Client, "no tokio runtime to connect from"));
+            for w in waiting {
+                let _ = w.reply.send(Err(e.clone()));
+            }
             st.conn = Conn::Down {
-                error: Some(RedisError::from((
-                    redis::ErrorKind::Client,
-                    "no tokio runtime to connect from",
-                ))),
+                error: Some(e),
                 retry_at: Instant::now(),
             };
             return;
         };
-        st.conn = Conn::Connecting(Vec::new());
+        st.conn = Conn::Connecting(waiting);
         let link = Arc::clone(self);
         runtime.spawn(async move {
             let config = AsyncConnectionConfig::new()
@@ -361,10 +546,11 @@ impl Link {
         });
     }
 
-    /// Ends a connection attempt: hands the queue over in order, or fails it.
-    fn connected(&self, result: RedisResult<MultiplexedConnection>) {
+    /// Ends a connection attempt: sends the queue as the first batch, or
+    /// fails it.
+    fn connected(self: &Arc<Self>, result: RedisResult<MultiplexedConnection>) {
         let mut st = self.state();
-        let waiting = match &mut st.conn {
+        let mut waiting = match &mut st.conn {
             Conn::Connecting(waiting) => std::mem::take(waiting),
             // Only the attempt itself leaves `Connecting`.
             _ => return,
@@ -372,23 +558,21 @@ impl Link {
         match result {
             Ok(conn) => {
                 tracing::debug!(node = self.index, "connected");
-                for w in waiting {
-                    if w.reply.is_closed() {
-                        continue; // its round gave up on it: never send it
-                    }
-                    match hand_over(conn.clone(), w.req) {
-                        Ok(reply) => {
-                            tokio::spawn(async move {
-                                let _ = w.reply.send(reply.await);
-                            });
-                        }
-                        Err(e) => {
-                            let _ = w.reply.send(Err(e));
-                        }
-                    }
-                }
                 let id = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-                st.conn = Conn::Up(conn, id);
+                waiting.retain(Waiting::wanted);
+                // The queue goes out first, before the link is open to
+                // anything newer.
+                let batch = (!waiting.is_empty()).then(|| hand_batch(&conn, waiting));
+                st.conn = Conn::Up {
+                    conn,
+                    id,
+                    outstanding: usize::from(batch.is_some()),
+                    queue: Vec::new(),
+                };
+                drop(st);
+                if let Some(batch) = batch {
+                    self.await_batch(id, batch);
+                }
             }
             Err(e) => {
                 tracing::debug!(node = self.index, error = %e, "connect failed");
@@ -404,21 +588,32 @@ impl Link {
     }
 }
 
-/// Queues `req` on a connecting link.
-fn queue(st: &mut LinkState, req: &Arc<Request>) -> Pending {
-    match &mut st.conn {
-        Conn::Connecting(waiting) => {
-            let (reply, rx) = oneshot::channel();
-            waiting.push(Waiting {
-                req: Arc::clone(req),
-                reply,
-            });
-            Pending::Queued(rx)
-        }
+/// Queues `req` behind the outstanding request, or for the connection being
+/// made. A queue that reaches [`PIPELINE_BUFFER`] first drops what nobody
+/// waits for; if it is still full, the node is not keeping up and the
+/// request fails at once.
+fn enqueue(st: &mut LinkState, req: &Arc<Request>) -> Pending {
+    let queue = match &mut st.conn {
+        Conn::Connecting(queue) | Conn::Up { queue, .. } => queue,
         // The attempt could not start; `connect` left the reason.
-        Conn::Down { error: Some(e), .. } => Pending::Done(Err(e.clone())),
-        _ => Pending::Done(Err(not_sent())),
+        Conn::Down { error: Some(e), .. } => return Pending::Done(Err(e.clone())),
+        Conn::Down { .. } => return Pending::Done(Err(not_sent())),
+    };
+    if queue.len() >= PIPELINE_BUFFER {
+        queue.retain(Waiting::wanted);
+        if queue.len() >= PIPELINE_BUFFER {
+            return Pending::Done(Err(RedisError::from((
+                redis::ErrorKind::Io,
+                "request not sent: the node is not keeping up",
+            ))));
+        }
     }
+    let (reply, rx) = oneshot::channel();
+    queue.push(Waiting {
+        req: Arc::clone(req),
+        reply,
+    });
+    Pending::Queued(rx)
 }
 
 /// Starts sending `req` on `conn` and polls it once, which puts it in the
@@ -440,6 +635,26 @@ fn hand_over(conn: MultiplexedConnection, req: Arc<Request>) -> RedisResult<Send
         Poll::Ready(Ok(v)) => Ok(Box::pin(std::future::ready(Ok(v)))),
         Poll::Pending => Ok(fut),
     }
+}
+
+/// Sends `batch` as one pipeline on `conn`: polls it once, which puts it in
+/// the connection's queue, ordered before anything sent after. The rest of
+/// the exchange is for [`Link::await_batch`].
+fn hand_batch(conn: &MultiplexedConnection, batch: Vec<Waiting>) -> (BatchFuture, Vec<Waiting>) {
+    let mut pipe = redis::Pipeline::with_capacity(batch.len());
+    for w in &batch {
+        pipe.add_command(w.req.cmd.clone());
+    }
+    let (mut conn, n) = (conn.clone(), batch.len());
+    // Unconstrained for the same reason as in `hand_over`.
+    let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
+        conn.send_packed_commands(&pipe, 0, n).await
+    }));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    if let Poll::Ready(result) = sent.as_mut().poll(&mut cx) {
+        sent = Box::pin(std::future::ready(result));
+    }
+    (sent, batch)
 }
 
 /// Whether `e` means the connection is gone (rather than a reply).

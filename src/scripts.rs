@@ -11,13 +11,13 @@ pub(crate) struct Lua {
     pub(crate) src: &'static str,
     /// Hex SHA-1 of `src`, what `EVALSHA` names the script by.
     sha: OnceLock<String>,
-    /// Always sent in full with `EVAL`, never as `EVALSHA`. For scripts
-    /// whose effect must land before the next request we send to the node:
-    /// when a node answers `NOSCRIPT` (first use, or after a restart emptied
+    /// A cleanup (the release): always sent in full with `EVAL`, never as
+    /// `EVALSHA`, and sent even after the round stopped waiting for it.
+    /// When a node answers `NOSCRIPT` (first use, or after a restart emptied
     /// its script cache), the fallback `EVAL` goes out a round trip later,
-    /// behind whatever we sent meanwhile. A release overtaken that way made
+    /// behind whatever we sent meanwhile: a release overtaken that way made
     /// our own next `SET NX` on the key fail against our old value.
-    pub(crate) ordered: bool,
+    pub(crate) cleanup: bool,
 }
 
 impl Lua {
@@ -26,16 +26,16 @@ impl Lua {
         Self {
             src,
             sha: OnceLock::new(),
-            ordered: false,
+            cleanup: false,
         }
     }
 
-    /// Wraps a source that is always sent in full (see [`Lua::ordered`]).
-    const fn ordered(src: &'static str) -> Self {
+    /// Wraps a cleanup script (see [`Lua::cleanup`]).
+    const fn cleanup(src: &'static str) -> Self {
         Self {
             src,
             sha: OnceLock::new(),
-            ordered: true,
+            cleanup: true,
         }
     }
 
@@ -50,7 +50,7 @@ impl Lua {
 /// we never release a lock that expired and was taken by someone else.
 /// Returns 1 if deleted, 0 otherwise. Sent in full every time: a release must
 /// reach the node before our next `SET` there (the source is 101 bytes).
-pub(crate) static RELEASE: Lua = Lua::ordered(
+pub(crate) static RELEASE: Lua = Lua::cleanup(
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("DEL", KEYS[1])
 else

@@ -417,6 +417,59 @@ async fn requests_waiting_for_a_connection_keep_their_order() {
     }
 }
 
+/// A node that lags behind gets our requests in batches (many rounds queue
+/// for it while a few are outstanding). Batches keep the order, and releases
+/// are delivered even after the rounds stopped waiting for them (its round
+/// trip, 120 ms, is longer than the node timeout): nothing of ours is left on
+/// the slow node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_requests_keep_order_and_deliver_releases() {
+    let c = Cluster::start(5);
+    let slow = Proxy::start(c.nodes[0].port);
+    slow.set_mode(ProxyMode::Delay(60));
+    let urls: Vec<String> = std::iter::once(slow.url())
+        .chain(c.nodes[1..].iter().map(|n| n.url()))
+        .collect();
+    let redlock = Redlock::builder()
+        .nodes(&urls)
+        .node_timeout(ms(100))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let (tasks, ops) = (16, 5);
+    let mut joins = Vec::new();
+    for t in 0..tasks {
+        let redlock = redlock.clone();
+        joins.push(tokio::spawn(async move {
+            for i in 0..ops {
+                let lock = redlock
+                    .try_lock(&format!("batch_{t}_{i}"), ms(30_000))
+                    .await
+                    .unwrap();
+                lock.release().await.unwrap();
+            }
+        }));
+    }
+    for j in joins {
+        j.await.unwrap();
+    }
+    // Every release reaches node 0, after its SET if that was sent at all.
+    let all_released = wait_until(Duration::from_secs(5), || {
+        c.nodes[0].command_calls("eval") == tasks * ops
+    })
+    .await;
+    assert!(
+        all_released,
+        "releases on node 0: {}",
+        c.nodes[0].command_calls("eval")
+    );
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("batch_*")
+        .query(&mut c.nodes[0].conn())
+        .unwrap();
+    assert!(keys.is_empty(), "left on the slow node: {keys:?}");
+}
+
 #[tokio::test]
 async fn node_down_at_build_is_fine() {
     let mut c = Cluster::start(5);
