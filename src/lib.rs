@@ -29,7 +29,8 @@
 //!
 //! * `error.rs`: [`Error`], [`Result`], per-node [`NodeError`].
 //! * `config.rs`: [`RedlockBuilder`] and the `DEFAULT_*` constants.
-//! * `node.rs`: one Redis node: lazy, self-healing connection, script calls.
+//! * `node.rs`: one Redis node: lazy, self-healing connection that keeps our
+//!   requests in order and batches them under load, script calls.
 //! * `quorum.rs`: fan-out to all nodes, decide at quorum won / impossible.
 //! * `scripts.rs`: the Lua sources.
 //! * `lock.rs`: [`Redlock`]: acquire (with retries), the shared vote rounds.

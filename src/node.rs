@@ -297,18 +297,19 @@ impl Node {
                     reply,
                     outstanding,
                     seq,
-                } => {
-                    let result = reply.await;
-                    let id = outstanding.id;
-                    drop(outstanding);
-                    match result {
-                        Err(e) if link_broken(&e) => match link.resend(id, seq, &req) {
+                } => match reply.await {
+                    Err(e) if link_broken(&e) => {
+                        // Move what queued behind it to the new connection
+                        // before this one's slot frees up.
+                        let resent = link.resend(outstanding.id, seq, &req);
+                        drop(outstanding);
+                        match resent {
                             Some(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
                             None => Err(e),
-                        },
-                        result => result,
+                        }
                     }
-                }
+                    result => result,
+                },
                 Pending::Queued(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
                 Pending::Done(result) => result,
             };
@@ -396,8 +397,18 @@ impl Link {
                     if queue.is_empty() {
                         None
                     } else {
-                        *outstanding += 1;
-                        Some(hand_batch(conn, std::mem::take(queue)))
+                        match hand_batch(conn, std::mem::take(queue)) {
+                            Ok(batch) => {
+                                *outstanding += 1;
+                                Some(batch)
+                            }
+                            // The connection had closed: nothing was sent,
+                            // the batch goes first on a new one.
+                            Err(batch) => {
+                                self.connect(&mut st, batch);
+                                None
+                            }
+                        }
                     }
                 }
                 _ => None,
@@ -562,7 +573,28 @@ impl Link {
                 waiting.retain(Waiting::wanted);
                 // The queue goes out first, before the link is open to
                 // anything newer.
-                let batch = (!waiting.is_empty()).then(|| hand_batch(&conn, waiting));
+                let batch = if waiting.is_empty() {
+                    None
+                } else {
+                    match hand_batch(&conn, waiting) {
+                        Ok(batch) => Some(batch),
+                        Err(batch) => {
+                            // Closed as soon as it opened: back off.
+                            let e = RedisError::from((
+                                redis::ErrorKind::Io,
+                                "connection closed as soon as it opened",
+                            ));
+                            for w in batch {
+                                let _ = w.reply.send(Err(e.clone()));
+                            }
+                            st.conn = Conn::Down {
+                                error: Some(e),
+                                retry_at: Instant::now() + RECONNECT_BACKOFF,
+                            };
+                            return;
+                        }
+                    }
+                };
                 st.conn = Conn::Up {
                     conn,
                     id,
@@ -639,8 +671,13 @@ fn hand_over(conn: MultiplexedConnection, req: Arc<Request>) -> RedisResult<Send
 
 /// Sends `batch` as one pipeline on `conn`: polls it once, which puts it in
 /// the connection's queue, ordered before anything sent after. The rest of
-/// the exchange is for [`Link::await_batch`].
-fn hand_batch(conn: &MultiplexedConnection, batch: Vec<Waiting>) -> (BatchFuture, Vec<Waiting>) {
+/// the exchange is for [`Link::await_batch`]. Gives the batch back, unsent,
+/// if the connection turns out to be closed.
+#[allow(clippy::type_complexity)]
+fn hand_batch(
+    conn: &MultiplexedConnection,
+    batch: Vec<Waiting>,
+) -> Result<(BatchFuture, Vec<Waiting>), Vec<Waiting>> {
     let mut pipe = redis::Pipeline::with_capacity(batch.len());
     for w in &batch {
         pipe.add_command(w.req.cmd.clone());
@@ -651,10 +688,11 @@ fn hand_batch(conn: &MultiplexedConnection, batch: Vec<Waiting>) -> (BatchFuture
         conn.send_packed_commands(&pipe, 0, n).await
     }));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-    if let Poll::Ready(result) = sent.as_mut().poll(&mut cx) {
-        sent = Box::pin(std::future::ready(result));
+    match sent.as_mut().poll(&mut cx) {
+        Poll::Ready(Err(e)) if link_broken(&e) => Err(batch),
+        Poll::Ready(result) => Ok((Box::pin(std::future::ready(result)), batch)),
+        Poll::Pending => Ok((sent, batch)),
     }
-    (sent, batch)
 }
 
 /// Whether `e` means the connection is gone (rather than a reply).
