@@ -159,6 +159,9 @@ struct Waiting {
     /// Where its reply goes. Closed if the round gave up on it; it is then
     /// not sent at all, unless it is a cleanup.
     reply: oneshot::Sender<RedisResult<Value>>,
+    /// Already sent once on a connection that broke under it: a second
+    /// break fails it instead of sending it yet again.
+    resent: bool,
 }
 
 impl Waiting {
@@ -208,10 +211,13 @@ type SendFuture = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send>>;
 type BatchFuture = Pin<Box<dyn Future<Output = RedisResult<Vec<Value>>> + Send>>;
 
 /// Requests or batches in flight on one connection before new requests
-/// queue for the next batch. A few, so that a lone client's requests never
-/// wait for each other; under load, the queue fills and goes out in one
-/// write.
-const MAX_OUTSTANDING: usize = 4;
+/// queue for the next batch. One (auto-pipelining): a request waits at most
+/// one round trip for the one ahead of it, and under load everything that
+/// arrived meanwhile goes out in one write. Measured against 2 and 4 in
+/// `make bench` (b): 34-44 against 40-53 µs of client CPU per lock+release,
+/// 1.50-1.63 against 1.27-1.44 x rslock's throughput; (a) unchanged within
+/// noise.
+const MAX_OUTSTANDING: usize = 1;
 
 /// How long requests to a node fail at once after a failed connection
 /// attempt, before the next request tries again.
@@ -463,11 +469,13 @@ impl Link {
                     }
                 }
                 Err(e) => {
-                    for w in batch {
+                    let failed = if link_broken(&e) {
+                        outstanding.link.lost_batch(id, batch)
+                    } else {
+                        batch
+                    };
+                    for w in failed {
                         let _ = w.reply.send(Err(e.clone()));
-                    }
-                    if link_broken(&e) {
-                        outstanding.link.lost(id);
                     }
                 }
             }
@@ -483,6 +491,28 @@ impl Link {
             } if *current == id => Some(conn.clone()),
             _ => None,
         }
+    }
+
+    /// Connection `id` broke under a batch: the batch goes out again first
+    /// on a new connection (the commands are safe to repeat), then what
+    /// queued behind it. Returns the requests to fail: those already resent
+    /// once, or all of them if the link had moved on.
+    fn lost_batch(self: &Arc<Self>, id: u64, batch: Vec<Waiting>) -> Vec<Waiting> {
+        let mut st = self.state();
+        let queue = match &mut st.conn {
+            Conn::Up {
+                id: current, queue, ..
+            } if *current == id => std::mem::take(queue),
+            _ => return batch,
+        };
+        let (mut again, failed): (Vec<Waiting>, Vec<Waiting>) =
+            batch.into_iter().partition(|w| !w.resent && w.wanted());
+        for w in &mut again {
+            w.resent = true;
+        }
+        again.extend(queue);
+        self.connect(&mut st, again);
+        failed
     }
 
     /// Connection `id` broke: requests queued on it were never sent, so they
@@ -644,6 +674,7 @@ fn enqueue(st: &mut LinkState, req: &Arc<Request>) -> Pending {
     queue.push(Waiting {
         req: Arc::clone(req),
         reply,
+        resent: false,
     });
     Pending::Queued(rx)
 }
