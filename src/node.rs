@@ -464,9 +464,7 @@ impl Link {
                         redis::ErrorKind::Parse,
                         "pipeline answered with the wrong number of replies",
                     ));
-                    for w in batch {
-                        let _ = w.reply.send(Err(e.clone()));
-                    }
+                    fail_all(batch, &e);
                 }
                 Err(e) => {
                     let failed = if link_broken(&e) {
@@ -474,9 +472,7 @@ impl Link {
                     } else {
                         batch
                     };
-                    for w in failed {
-                        let _ = w.reply.send(Err(e.clone()));
-                    }
+                    fail_all(failed, &e);
                 }
             }
             drop(outstanding);
@@ -559,9 +555,7 @@ impl Link {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let e =
                 RedisError::from((redis::ErrorKind::Client, "no tokio runtime to connect from"));
-            for w in waiting {
-                let _ = w.reply.send(Err(e.clone()));
-            }
+            fail_all(waiting, &e);
             st.conn = Conn::Down {
                 error: Some(e),
                 retry_at: Instant::now(),
@@ -614,9 +608,7 @@ impl Link {
                                 redis::ErrorKind::Io,
                                 "connection closed as soon as it opened",
                             ));
-                            for w in batch {
-                                let _ = w.reply.send(Err(e.clone()));
-                            }
+                            fail_all(batch, &e);
                             st.conn = Conn::Down {
                                 error: Some(e),
                                 retry_at: Instant::now() + RECONNECT_BACKOFF,
@@ -638,9 +630,7 @@ impl Link {
             }
             Err(e) => {
                 tracing::debug!(node = self.index, error = %e, "connect failed");
-                for w in waiting {
-                    let _ = w.reply.send(Err(e.clone()));
-                }
+                fail_all(waiting, &e);
                 st.conn = Conn::Down {
                     error: Some(e),
                     retry_at: Instant::now() + RECONNECT_BACKOFF,
@@ -723,6 +713,13 @@ fn hand_batch(
         Poll::Ready(Err(e)) if link_broken(&e) => Err(batch),
         Poll::Ready(result) => Ok((Box::pin(std::future::ready(result)), batch)),
         Poll::Pending => Ok((sent, batch)),
+    }
+}
+
+/// Answers every request of `batch` with `e`.
+fn fail_all(batch: Vec<Waiting>, e: &RedisError) {
+    for w in batch {
+        let _ = w.reply.send(Err(e.clone()));
     }
 }
 

@@ -21,6 +21,18 @@ fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run redquorum")
 }
 
+/// Sends SIGTERM to `child` and waits for it to exit.
+async fn terminate(child: std::process::Child) -> Output {
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
@@ -157,15 +169,7 @@ async fn signals_are_forwarded_and_the_lock_released() {
             >= 2)
         .await
     );
-    let pid = child.id();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    let out = terminate(child).await;
     assert_eq!(
         code(&out),
         128 + 15,
@@ -200,14 +204,7 @@ async fn a_signal_while_waiting_leaves_nothing_behind() {
         .await
     );
     let t = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    let out = terminate(child).await;
     assert_eq!(code(&out), 128 + 15, "{out:?}");
     assert!(out.stdout.is_empty(), "the command never ran: {out:?}");
     assert!(

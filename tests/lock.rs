@@ -379,6 +379,17 @@ async fn reconnects_after_restart() {
     lock.release().await.unwrap();
 }
 
+/// Node URLs with node 0 behind a proxy that delays each chunk by
+/// `delay_ms`; keep the proxy alive while the URLs are used.
+fn slow_first_node(c: &Cluster, delay_ms: u64) -> (Proxy, Vec<String>) {
+    let slow = Proxy::start(c.nodes[0].port);
+    slow.set_mode(ProxyMode::Delay(delay_ms));
+    let urls = std::iter::once(slow.url())
+        .chain(c.nodes[1..].iter().map(|n| n.url()))
+        .collect();
+    (slow, urls)
+}
+
 /// Requests that wait for a node's connection to open go out in the order
 /// they were made. (They used to race each other once it opened: a release
 /// could land before the `SET` it undoes, leaving our key for a whole TTL.)
@@ -386,11 +397,7 @@ async fn reconnects_after_restart() {
 async fn requests_waiting_for_a_connection_keep_their_order() {
     let c = Cluster::start(5);
     // Node 0's connection takes a few round trips of 20 ms to open.
-    let slow = Proxy::start(c.nodes[0].port);
-    slow.set_mode(ProxyMode::Delay(20));
-    let urls: Vec<String> = std::iter::once(slow.url())
-        .chain(c.nodes[1..].iter().map(|n| n.url()))
-        .collect();
+    let (_slow, urls) = slow_first_node(&c, 20);
     for i in 0..20u64 {
         // A fresh client: its first requests to node 0 wait for the
         // connection, while the other nodes decide.
@@ -425,11 +432,7 @@ async fn requests_waiting_for_a_connection_keep_their_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_requests_keep_order_and_deliver_releases() {
     let c = Cluster::start(5);
-    let slow = Proxy::start(c.nodes[0].port);
-    slow.set_mode(ProxyMode::Delay(60));
-    let urls: Vec<String> = std::iter::once(slow.url())
-        .chain(c.nodes[1..].iter().map(|n| n.url()))
-        .collect();
+    let (_slow, urls) = slow_first_node(&c, 60);
     let redlock = Redlock::builder()
         .nodes(&urls)
         .node_timeout(ms(100))
