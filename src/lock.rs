@@ -391,10 +391,10 @@ impl Redlock {
                 ));
             }
         }
-        // Failed: drop the SETs still waiting (a SET already handed to its
-        // connection is ordered before our DEL there), and undo on every node
-        // that did not clearly refuse, because a SET may have succeeded where
-        // the reply was lost or late.
+        // Failed: drop the SETs still waiting (one already sent is ordered
+        // before our release there; one still queued is not sent), and undo
+        // on every node that did not clearly refuse, because a SET may have
+        // succeeded where the reply was lost or late.
         drop(stragglers);
         self.release_quietly(key, &value, all_nodes(nodes.len()) & !tally.no);
         Err(if tally.decided() == Some(true) {
@@ -474,17 +474,15 @@ impl Redlock {
     }
 
     /// Sends compare-and-delete to `targets` and returns without waiting for
-    /// replies: each call is polled once here (so it is normally queued ahead
-    /// of our next request to that node) and then carried to the end in the
-    /// background.
+    /// replies: each request is handed to its node (or queued, in order)
+    /// here, ahead of our next request there, and the calls are carried to
+    /// the end in the background.
     pub(crate) fn release_quietly(&self, key: &str, value: &str, targets: NodeSet) {
         if targets == 0 {
             return;
         }
         let req = release_request(key, value);
-        let mut fan = Fanout::start(&self.inner, &req, targets);
-        fan.kick();
-        fan.finish_in_background();
+        Fanout::start(&self.inner, &req, targets).finish_in_background();
     }
 }
 

@@ -234,23 +234,15 @@ impl<'a> Fanout<'a> {
         self.waiting
     }
 
-    /// Polls every call once without waiting, so that requests whose
-    /// connection is ready are handed to it now, ahead of anything the caller
-    /// sends next.
-    pub(crate) fn kick(&mut self) {
-        while let Some(Some((i, _))) = futures::FutureExt::now_or_never(self.calls.next()) {
-            self.waiting &= !(1u64 << i);
-        }
-    }
-
     /// Lets calls still in flight finish on their own (bounded by the round's
     /// deadline), so requests such as a release reach slow nodes even though
     /// the caller has moved on. Cheap when nothing is pending.
     pub(crate) fn finish_in_background(self) {
-        // Calls are carried to the end (bounded by the round's deadline)
-        // even for nodes that look unresponsive: a dropped call may not have
-        // handed its request to the connection yet, and a release that never
-        // reaches a node that later resumes would leave our key there.
+        // Every request was handed to its connection or queued in order when
+        // the call was made. Carrying the calls (bounded by the round's
+        // deadline) keeps queued SETs wanted, so they still go out and the
+        // lock lands on every healthy node, and lets late replies mark
+        // nodes healthy. (Releases go out even if dropped.)
         if self.waiting == 0 || self.expired {
             return;
         }
