@@ -29,10 +29,10 @@ use std::sync::Arc;
 use redis::Value;
 use tracing::debug;
 
-use crate::error::{Error, NodeErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::lock::Redlock;
 use crate::node::Request;
-use crate::quorum::{all_nodes, Fanout, Tally, Vote};
+use crate::quorum::{Fanout, Tally};
 use crate::scripts;
 
 /// Most compare-and-set rounds one allocation tries before giving up.
@@ -129,32 +129,26 @@ async fn cas_round(
             .arg(&new.period)
             .arg(new.n);
     });
-    let mut fan = Fanout::start(&redlock.inner, &req, all_nodes(nodes.len()));
-    let mut tally = Tally::new(nodes.len(), nodes.len());
     let mut highest: Option<Record> = None;
-    while let Some((i, reply)) = fan.next().await {
-        let vote = match reply.map(|v| parse_cas_reply(&v)) {
-            Ok(Some((true, _))) => Vote::Yes,
-            Ok(Some((false, rec))) => {
-                highest = highest.max(Some(rec));
-                Vote::No
-            }
-            Ok(None) => Vote::Failed(NodeErrorKind::UnexpectedReply),
-            Err(kind) => Vote::Failed(kind),
-        };
-        tally.record(&nodes[i], vote);
+    let classify = |v: &Value| {
+        let (accepted, rec) = parse_cas_reply(v)?;
+        if !accepted {
+            highest = highest.take().max(Some(rec));
+        }
+        Some(accepted)
+    };
+    let done = |tally: &Tally, fan: &Fanout<'_>| {
         if tally.no != 0 || tally.failures_prevent_quorum() {
-            break;
+            return true;
         }
         // Won once a quorum accepted and every node that still owes an
         // answer is one we already know to be unresponsive.
         let owed_by_healthy = nodes
             .iter()
             .any(|n| fan.waiting() & (1u64 << n.index) != 0 && n.is_healthy());
-        if tally.yes_count() >= tally.quorum && !owed_by_healthy {
-            break;
-        }
-    }
+        tally.yes_count() >= tally.quorum && !owed_by_healthy
+    };
+    let (tally, fan) = redlock.vote_until(&req, "cas", classify, done).await;
     if let Some(max) = highest {
         return Ok(Round::Stale(max));
     }

@@ -433,6 +433,20 @@ impl Redlock {
         what: &'static str,
         classify: impl Fn(&Value) -> Option<bool>,
     ) -> (Tally, Fanout<'_>) {
+        self.vote_until(req, what, classify, |tally, _| tally.decided().is_some())
+            .await
+    }
+
+    /// [`Redlock::vote_round`] with the caller's own rule for when to stop
+    /// counting: `done` sees the tally and the calls still in flight after
+    /// each vote.
+    pub(crate) async fn vote_until(
+        &self,
+        req: &Arc<Request>,
+        what: &'static str,
+        mut classify: impl FnMut(&Value) -> Option<bool>,
+        done: impl Fn(&Tally, &Fanout<'_>) -> bool,
+    ) -> (Tally, Fanout<'_>) {
         let nodes = &self.inner.nodes;
         let all = all_nodes(nodes.len());
         let mut fan = Fanout::start(&self.inner, req, all);
@@ -446,7 +460,7 @@ impl Redlock {
             };
             log_vote(&nodes[i], what, &vote);
             tally.record(&nodes[i], vote);
-            if tally.decided().is_some() {
+            if done(&tally, &fan) {
                 break;
             }
         }
