@@ -322,7 +322,7 @@ async fn drop_releases_in_background() {
     let c = Cluster::start(5);
     let redlock = c.redlock();
     let lock = redlock.try_lock("drop_release", ms(60_000)).await.unwrap();
-    let on_all = || c.values("drop_release").iter().flatten().count() == 5;
+    let on_all = || c.set_on("drop_release") == 5;
     assert!(wait_until(Duration::from_secs(2), on_all).await);
     drop(lock);
     let gone = wait_until(Duration::from_secs(2), || {
@@ -591,7 +591,7 @@ async fn interoperates_on_plain_keys() {
     // A prefix, when configured, is prepended.
     let prefixed = c.builder().key_prefix("redlock:").build().unwrap();
     let lock = prefixed.try_lock("interop_ours", ms(5000)).await.unwrap();
-    let on_quorum = || c.values("redlock:interop_ours").iter().flatten().count() >= 3;
+    let on_quorum = || c.set_on("redlock:interop_ours") >= 3;
     assert!(wait_until(Duration::from_secs(2), on_quorum).await);
     lock.release().await.unwrap();
 }

@@ -386,6 +386,11 @@ impl Cluster {
             .count()
     }
 
+    /// On how many nodes `key` is set, whatever its value.
+    pub fn set_on(&self, key: &str) -> usize {
+        self.values(key).iter().flatten().count()
+    }
+
     /// Resumes every paused node (so Drop and logs behave).
     pub fn resume_all(&mut self) {
         for n in &mut self.nodes {
