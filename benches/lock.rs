@@ -49,6 +49,46 @@ async fn rslock_op(m: &rslock::LockManager, resource: &str) -> bool {
     }
 }
 
+/// Runs [`ours`] in `tasks` tasks for `limit`, each operation on the
+/// resource `name(task, op)`.
+fn ours_cell(
+    rt: &tokio::runtime::Runtime,
+    client: &Arc<redquorum::Redlock>,
+    tasks: usize,
+    limit: Duration,
+    name: fn(usize, usize) -> String,
+) -> Stats {
+    let c = client.clone();
+    rt.block_on(run_tasks(tasks, limit, usize::MAX, move |t, i| {
+        let c = c.clone();
+        async move { ours(&c, &name(t, i)).await }
+    }))
+}
+
+/// [`ours_cell`] for rslock; with `bound`, each operation is cut off after
+/// it (rslock waits for every node, also a hung one).
+fn rs_cell(
+    rt: &tokio::runtime::Runtime,
+    client: &Arc<rslock::LockManager>,
+    tasks: usize,
+    limit: Duration,
+    name: fn(usize, usize) -> String,
+    bound: Option<Duration>,
+) -> Stats {
+    let c = client.clone();
+    rt.block_on(run_tasks(tasks, limit, usize::MAX, move |t, i| {
+        let c = c.clone();
+        async move {
+            match bound {
+                Some(b) => tokio::time::timeout(b, rslock_op(&c, &name(t, i)))
+                    .await
+                    .unwrap_or(false),
+                None => rslock_op(&c, &name(t, i)).await,
+            }
+        }
+    }))
+}
+
 fn redlock_op(r: &redlock::RedLock, resource: &str) -> bool {
     match r.lock(resource.as_bytes(), TTL.as_millis() as usize) {
         Ok(Some(lock)) => {
@@ -107,30 +147,20 @@ fn main() {
     });
 
     if std::env::var("BENCH_PROFILE").as_deref() == Ok("rs") {
-        let r = rs.clone();
-        let mut s = rt.block_on(run_tasks(TASKS, limit, usize::MAX, move |t, _| {
-            let r = r.clone();
-            async move { rslock_op(&r, &format!("rs-res{t}")).await }
-        }));
+        let mut s = rs_cell(&rt, &rs, TASKS, limit, |t, _| format!("rs-res{t}"), None);
         row(&mut out, "(b) 32 tasks", "rslock", &mut s);
         return;
     }
     if std::env::var_os("BENCH_PROFILE").is_some() {
         // Only our client, for profiling: (a) then (b).
-        let a = ours_client.clone();
-        let mut s = rt.block_on(run_tasks(1, limit, usize::MAX, move |_, i| {
-            let a = a.clone();
-            async move { ours(&a, &format!("seq{}", i % 64)).await }
-        }));
+        let mut s = ours_cell(&rt, &ours_client, 1, limit, |_, i| format!("seq{}", i % 64));
         row(&mut out, "(a) sequential", "redquorum", &mut s);
         if std::env::var("BENCH_PROFILE").as_deref() == Ok("a") {
             return;
         }
-        let a = ours_client.clone();
-        let mut s = rt.block_on(run_tasks(TASKS, limit, usize::MAX, move |t, _| {
-            let a = a.clone();
-            async move { ours(&a, &format!("ours-res{t}")).await }
-        }));
+        let mut s = ours_cell(&rt, &ours_client, TASKS, limit, |t, _| {
+            format!("ours-res{t}")
+        });
         row(&mut out, "(b) 32 tasks", "redquorum", &mut s);
         return;
     }
@@ -143,30 +173,28 @@ fn main() {
     let mut b_ours = Stats::default();
     let mut b_rs = Stats::default();
     for _ in 0..REPS {
-        let a = ours_client.clone();
-        a_ours.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
-            let a = a.clone();
-            async move { ours(&a, &format!("seq{}", i % 64)).await }
-        })));
-        let r = rs.clone();
-        a_rs.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
-            let r = r.clone();
-            async move { rslock_op(&r, &format!("rs-seq{}", i % 64)).await }
-        })));
-        let a = ours_client.clone();
-        b_ours.add(
-            rt.block_on(run_tasks(TASKS, slice, usize::MAX, move |t, _| {
-                let a = a.clone();
-                async move { ours(&a, &format!("ours-res{t}")).await }
-            })),
-        );
-        let r = rs.clone();
-        b_rs.add(
-            rt.block_on(run_tasks(TASKS, slice, usize::MAX, move |t, _| {
-                let r = r.clone();
-                async move { rslock_op(&r, &format!("rs-res{t}")).await }
-            })),
-        );
+        a_ours.add(ours_cell(&rt, &ours_client, 1, slice, |_, i| {
+            format!("seq{}", i % 64)
+        }));
+        a_rs.add(rs_cell(
+            &rt,
+            &rs,
+            1,
+            slice,
+            |_, i| format!("rs-seq{}", i % 64),
+            None,
+        ));
+        b_ours.add(ours_cell(&rt, &ours_client, TASKS, slice, |t, _| {
+            format!("ours-res{t}")
+        }));
+        b_rs.add(rs_cell(
+            &rt,
+            &rs,
+            TASKS,
+            slice,
+            |t, _| format!("rs-res{t}"),
+            None,
+        ));
     }
     let mut a_rl = run_threads(1, limit / 2, 1_000, |_, i| {
         redlock_op(&rl, &format!("rl-seq{}", i % 64))
@@ -180,8 +208,6 @@ fn main() {
     row(&mut out, "(b) 32 tasks", "redquorum", &mut b_ours);
     row(&mut out, "(b) 32 tasks", "rslock", &mut b_rs);
     row(&mut out, "(b) 32 tasks", "redlock", &mut b_rl);
-    let big = usize::MAX;
-    let slice = limit / REPS;
 
     // (c) paused nodes. Our client alternates slices: healthy, 1 paused,
     // 2 paused, so the p99 ratio compares like with like.
@@ -192,11 +218,9 @@ fn main() {
             for p in 0..paused {
                 cluster.nodes[p * 2 + 1].pause();
             }
-            let a = ours_client.clone();
-            stats.add(rt.block_on(run_tasks(TASKS, slice, big, move |t, _| {
-                let a = a.clone();
-                async move { ours(&a, &format!("ours-res{t}")).await }
-            })));
+            stats.add(ours_cell(&rt, &ours_client, TASKS, slice, |t, _| {
+                format!("ours-res{t}")
+            }));
             cluster.resume_all();
             // Let resumed nodes work off the requests queued while they hung
             // before the next slice measures anything.
@@ -219,15 +243,15 @@ fn main() {
             cluster.nodes[p * 2 + 1].pause();
         }
         // rslock waits for every node: bound each operation so the run ends.
-        let r = rs.clone();
-        let mut c_rs = rt.block_on(run_tasks(TASKS, limit / 2, big, move |t, _| {
-            let r = r.clone();
-            async move {
-                tokio::time::timeout(Duration::from_secs(5), rslock_op(&r, &format!("rs-res{t}")))
-                    .await
-                    .unwrap_or(false)
-            }
-        }));
+        let bound = Some(Duration::from_secs(5));
+        let mut c_rs = rs_cell(
+            &rt,
+            &rs,
+            TASKS,
+            limit / 2,
+            |t, _| format!("rs-res{t}"),
+            bound,
+        );
         row(&mut out, &label, "rslock", &mut c_rs);
         // redlock (sync, no timeouts) blocks on a hung node: try one op with
         // a watchdog instead of a full cell.
