@@ -6,6 +6,9 @@
 //! (b) 32 tasks on distinct resources: lock+release throughput
 //! (c) (b) with 1 and with 2 of 5 nodes paused (SIGSTOP): success, p99
 //!
+//! Two floors run in the same slices as (a): the same commands with no lock
+//! logic, through redis-rs and on plain sockets (see `floor/mod.rs`).
+//!
 //! Run: `make bench` (or `cargo bench --bench lock`). Every loop is bounded in
 //! operations and time. `BENCH_SECS` sets the duration per throughput cell.
 
@@ -13,6 +16,7 @@
 mod support;
 
 mod common;
+mod floor;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -133,6 +137,10 @@ fn main() {
     );
     let rs = Arc::new(rt.block_on(async { rslock::LockManager::new(urls.clone()) }));
     let rl = redlock::RedLock::new(urls.clone());
+    let raw = Arc::new(tokio::sync::Mutex::new(
+        rt.block_on(floor::RawSockets::connect(&urls)),
+    ));
+    let via_redis_rs = Arc::new(rt.block_on(floor::RedisRs::connect(&urls)));
 
     println!("| scenario | client | ops/s | p50 ms | p99 ms | success | client CPU µs/op |");
     println!("|---|---|---:|---:|---:|---:|---:|");
@@ -172,6 +180,7 @@ fn main() {
     let mut a_rs = Stats::default();
     let mut b_ours = Stats::default();
     let mut b_rs = Stats::default();
+    let (mut a_raw, mut a_redis_rs) = (Stats::default(), Stats::default());
     for _ in 0..REPS {
         a_ours.add(ours_cell(&rt, &ours_client, 1, slice, |_, i| {
             format!("seq{}", i % 64)
@@ -184,6 +193,16 @@ fn main() {
             |_, i| format!("rs-seq{}", i % 64),
             None,
         ));
+        let c = raw.clone();
+        a_raw.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
+            let c = c.clone();
+            async move { c.lock().await.op(&format!("raw-seq{}", i % 64), TTL).await }
+        })));
+        let c = via_redis_rs.clone();
+        a_redis_rs.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
+            let c = c.clone();
+            async move { c.op(&format!("redis-rs-seq{}", i % 64), TTL).await }
+        })));
         b_ours.add(ours_cell(&rt, &ours_client, TASKS, slice, |t, _| {
             format!("ours-res{t}")
         }));
@@ -205,6 +224,18 @@ fn main() {
     row(&mut out, "(a) sequential", "redquorum", &mut a_ours);
     row(&mut out, "(a) sequential", "rslock", &mut a_rs);
     row(&mut out, "(a) sequential", "redlock", &mut a_rl);
+    row(
+        &mut out,
+        "(a) floor: same commands, no lock logic",
+        "redis-rs fan-out",
+        &mut a_redis_rs,
+    );
+    row(
+        &mut out,
+        "(a) floor: same commands, no lock logic",
+        "raw sockets, no library",
+        &mut a_raw,
+    );
     row(&mut out, "(b) 32 tasks", "redquorum", &mut b_ours);
     row(&mut out, "(b) 32 tasks", "rslock", &mut b_rs);
     row(&mut out, "(b) 32 tasks", "redlock", &mut b_rl);
@@ -279,59 +310,17 @@ fn main() {
         });
     }
 
-    // The floor for (a): with redis-rs's own multiplexed connections and no
-    // lock logic at all, how much sooner does the 3rd of 5 PING replies
-    // arrive than the 5th? A quorum client cannot beat this ratio by waiting
-    // less; only by a cheaper request path than redis-rs itself.
-    let (to3, to5) = rt.block_on(async {
-        use futures::stream::{FuturesUnordered, StreamExt};
-        let mut conns = Vec::new();
-        for u in &urls {
-            let c = redis::Client::open(u.as_str()).expect("url");
-            conns.push(c.get_multiplexed_async_connection().await.expect("connect"));
-        }
-        let (mut t3, mut t5) = (Vec::new(), Vec::new());
-        for _ in 0..2_000 {
-            let t0 = Instant::now();
-            let mut f: FuturesUnordered<_> = conns
-                .iter()
-                .map(|c| {
-                    let mut c = c.clone();
-                    async move { redis::cmd("PING").query_async::<String>(&mut c).await }
-                })
-                .collect();
-            let mut k = 0;
-            while let Some(r) = f.next().await {
-                r.expect("ping");
-                k += 1;
-                if k == 3 {
-                    t3.push(t0.elapsed());
-                }
-            }
-            t5.push(t0.elapsed());
-        }
-        t3.sort();
-        t5.sort();
-        (t3[t3.len() / 2], t5[t5.len() / 2])
-    });
-    println!(
-        "| (a) floor: raw redis-rs PING fan-out | 3rd of 5 replies | | {:.3} | | | |",
-        to3.as_secs_f64() * 1e3
-    );
-    println!(
-        "| (a) floor: raw redis-rs PING fan-out | 5th of 5 replies | | {:.3} | | | |",
-        to5.as_secs_f64() * 1e3
-    );
-
     println!();
     println!("ratios (same run):");
     println!(
         "  (a) p50 redquorum / rslock = {:.2}  (target <= 0.6)",
         a_ours.pct(0.5).as_secs_f64() / a_rs.pct(0.5).as_secs_f64()
     );
+    let rs_p50 = a_rs.pct(0.5).as_secs_f64();
     println!(
-        "  (a) floor: p50 of 3rd / 5th reply of a raw PING fan-out = {:.2}",
-        to3.as_secs_f64() / to5.as_secs_f64()
+        "  (a) floor: redis-rs fan-out / rslock = {:.2}; raw sockets / rslock = {:.2}",
+        a_redis_rs.pct(0.5).as_secs_f64() / rs_p50,
+        a_raw.pct(0.5).as_secs_f64() / rs_p50
     );
     println!(
         "  (b) throughput redquorum / rslock = {:.2}  (target >= 1.5); / redlock = {:.2}",
