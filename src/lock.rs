@@ -363,8 +363,13 @@ impl Redlock {
             armed: true,
         };
         let start = Instant::now();
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(key).arg(&value).arg("NX").arg("PX").arg(ttl_ms);
+        let mut cmd = redis::Cmd::with_capacity(6, key.len() + value.len() + 32);
+        cmd.arg("SET")
+            .arg(key)
+            .arg(&value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms);
         let req = Request::plain(cmd);
         let set_vote = |v: &Value| match v {
             Value::Okay => Some(true),

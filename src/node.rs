@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
+use tokio::task::Unconstrained;
 
 use crate::scripts::Lua;
 
@@ -45,13 +46,15 @@ impl Request {
     /// `EVALSHA` of `script` with its keys and args already added by `fill`,
     /// or `EVAL` with the full source for a [cleanup](Lua::cleanup) script.
     pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
+        // Sized for the script and a few short keys and args, so building
+        // it does not grow the buffers step by step.
         let (mut cmd, script_src) = if script.cleanup {
-            let mut cmd = redis::cmd("EVAL");
-            cmd.arg(script.src);
+            let mut cmd = Cmd::with_capacity(8, script.src.len() + 128);
+            cmd.arg("EVAL").arg(script.src);
             (cmd, None)
         } else {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(script.sha());
+            let mut cmd = Cmd::with_capacity(8, 40 + 128);
+            cmd.arg("EVALSHA").arg(script.sha());
             (cmd, Some(script.src))
         };
         fill(&mut cmd);
@@ -81,10 +84,6 @@ pub(crate) struct Node {
     pub(crate) index: usize,
     /// `host:port` for messages; never contains the password.
     pub(crate) addr: String,
-    /// False after the node failed or timed out, true again after any reply.
-    /// Rounds that like to hear from every node (the counter) do not wait
-    /// for a node known to be unresponsive.
-    healthy: Arc<AtomicBool>,
     /// The connection, shared with the calls in flight and the task that
     /// connects.
     link: Arc<Link>,
@@ -107,6 +106,10 @@ pub(crate) struct Node {
 struct Link {
     /// For log fields.
     index: usize,
+    /// False after the node failed or timed out, true again after any reply.
+    /// Rounds that like to hear from every node (the counter) do not wait
+    /// for a node known to be unresponsive.
+    healthy: AtomicBool,
     /// How to connect.
     client: redis::Client,
     /// Limit on one connection attempt.
@@ -183,9 +186,9 @@ enum Pending {
         seq: u64,
     },
     /// Queued, for a batch or for the connection to open.
-    Queued(oneshot::Receiver<RedisResult<Value>>),
-    /// Decided without a reply.
-    Done(RedisResult<Value>),
+    Queued(Unconstrained<oneshot::Receiver<RedisResult<Value>>>),
+    /// Decided without a reply (taken once).
+    Done(Option<RedisResult<Value>>),
 }
 
 /// A request or batch outstanding on connection `id`: when it is answered or
@@ -248,9 +251,9 @@ impl Node {
         Self {
             index,
             addr,
-            healthy: Arc::new(AtomicBool::new(true)),
             link: Arc::new(Link {
                 index,
+                healthy: AtomicBool::new(true),
                 client,
                 connect_timeout,
                 state: Mutex::new(LinkState {
@@ -266,18 +269,18 @@ impl Node {
 
     /// Whether the node answered its last request.
     pub(crate) fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        self.link.healthy.load(Ordering::Relaxed)
     }
 
     /// Marks the node unresponsive (it missed a round's deadline).
     pub(crate) fn mark_unresponsive(&self) {
-        self.healthy.store(false, Ordering::Relaxed);
+        self.link.healthy.store(false, Ordering::Relaxed);
     }
 
-    /// Sends `req` and returns the node's reply. The request is handed to
-    /// the connection (or queued for it) before this returns, so requests
-    /// reach the node in the order their calls were made. The future owns
-    /// everything it needs, so a round can leave it to finish in the
+    /// Sends `req`: the request is handed to the connection (or queued for
+    /// it) before this returns, so requests reach the node in the order their
+    /// calls were made. [`Call::poll_reply`] then yields the node's reply.
+    /// The call owns everything it needs, so a round can carry it on in the
     /// background; dropping it before it was sent means it is never sent
     /// (unless it is a cleanup).
     ///
@@ -286,49 +289,82 @@ impl Node {
     /// the node after it, so a restart is usually invisible. Every command we
     /// send is safe to repeat: `SET NX` and the scripts are idempotent for
     /// the same value.
-    pub(crate) fn call(
-        &self,
-        req: &Arc<Request>,
-    ) -> impl Future<Output = (usize, RedisResult<Value>)> + Send + 'static {
-        let index = self.index;
+    pub(crate) fn call(&self, req: &Arc<Request>) -> Call {
         let link = Arc::clone(&self.link);
         let pending = link.dispatch(req);
-        let healthy = Arc::clone(&self.healthy);
-        let req = Arc::clone(req);
-        // Unconstrained: the reply side is plain waiting, and a late reply
-        // drained in the background should not be held back by the budget.
-        tokio::task::unconstrained(async move {
-            let result = match pending {
-                Pending::Sent {
-                    reply,
-                    outstanding,
-                    seq,
-                } => match reply.await {
-                    Err(e) if link_broken(&e) => {
-                        // Move what queued behind it to the new connection
-                        // before this one's slot frees up.
-                        let resent = link.resend(outstanding.id, seq, &req);
-                        drop(outstanding);
-                        match resent {
-                            Some(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
-                            None => Err(e),
+        Call {
+            pending,
+            link,
+            req: Arc::clone(req),
+        }
+    }
+}
+
+/// One request to one node, from hand-over to reply. A plain state machine
+/// (no allocation of its own, `Unpin`), so a round keeps its calls side by
+/// side and polls them directly.
+pub(crate) struct Call {
+    /// Where the request is.
+    pending: Pending,
+    /// The node's link, for a resend after a broken connection and for the
+    /// node's health.
+    link: Arc<Link>,
+    /// The request, for a resend.
+    req: Arc<Request>,
+}
+
+impl Call {
+    /// The node's reply, once it is there. Call again after `Ready` and it
+    /// answers "not sent".
+    ///
+    /// Replies are not subject to tokio's cooperative budget: they are plain
+    /// waiting, and a late reply drained in the background should not be
+    /// held back by it.
+    pub(crate) fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<RedisResult<Value>> {
+        let result = loop {
+            match &mut self.pending {
+                Pending::Sent { reply, .. } => {
+                    let result = match reply.as_mut().poll(cx) {
+                        Poll::Ready(result) => result,
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    let Pending::Sent {
+                        outstanding, seq, ..
+                    } = std::mem::replace(&mut self.pending, Pending::Done(None))
+                    else {
+                        unreachable!("matched above");
+                    };
+                    match result {
+                        Err(e) if link_broken(&e) => {
+                            // Move what queued behind it to the new connection
+                            // before this one's slot frees up.
+                            let resent = self.link.resend(outstanding.id, seq, &self.req);
+                            drop(outstanding);
+                            match resent {
+                                Some(rx) => self.pending = Pending::Queued(rx),
+                                None => break Err(e),
+                            }
                         }
+                        result => break result,
                     }
-                    result => result,
+                }
+                Pending::Queued(rx) => match Pin::new(rx).poll(cx) {
+                    Poll::Ready(result) => break result.unwrap_or_else(|_| Err(not_sent())),
+                    Poll::Pending => return Poll::Pending,
                 },
-                Pending::Queued(rx) => rx.await.unwrap_or_else(|_| Err(not_sent())),
-                Pending::Done(result) => result,
-            };
-            // Any answer, a server error included, shows the node is alive;
-            // recorded here so that late replies drained in the background
-            // count too.
-            let alive = match &result {
-                Ok(_) => true,
-                Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
-            };
-            healthy.store(alive, Ordering::Relaxed);
-            (index, result)
-        })
+                Pending::Done(result) => break result.take().unwrap_or_else(|| Err(not_sent())),
+            }
+        };
+        self.pending = Pending::Done(None);
+        // Any answer, a server error included, shows the node is alive;
+        // recorded here so that late replies drained in the background count
+        // too.
+        let alive = match &result {
+            Ok(_) => true,
+            Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
+        };
+        self.link.healthy.store(alive, Ordering::Relaxed);
+        Poll::Ready(result)
     }
 }
 
@@ -371,14 +407,14 @@ impl Link {
                         self.connect(&mut st, Vec::new());
                         enqueue(&mut st, req)
                     }
-                    Err(e) => Pending::Done(Err(e)),
+                    Err(e) => Pending::Done(Some(Err(e))),
                 }
             }
             Conn::Up { .. } | Conn::Connecting(_) => enqueue(&mut st, req),
             Conn::Down {
                 error: Some(e),
                 retry_at,
-            } if Instant::now() < *retry_at => Pending::Done(Err(e.clone())),
+            } if Instant::now() < *retry_at => Pending::Done(Some(Err(e.clone()))),
             Conn::Down { .. } => {
                 self.connect(&mut st, Vec::new());
                 enqueue(&mut st, req)
@@ -438,15 +474,27 @@ impl Link {
             std::mem::forget(outstanding);
             return;
         };
+        let link = Arc::clone(self);
         runtime.spawn(tokio::task::unconstrained(async move {
+            // Dropped as soon as the replies are in (what queued behind the
+            // batch then goes out), or after a script was sent again.
+            let mut outstanding = Some(outstanding);
             match sent.await {
                 Ok(values) if values.len() == batch.len() => {
+                    let noscript =
+                        |v: &Value| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT");
+                    if !values.iter().any(noscript) {
+                        // Nothing to resend: the next batch goes out before
+                        // these replies are passed on.
+                        outstanding = None;
+                    }
                     for (w, v) in batch.into_iter().zip(values) {
                         let r = match (v.extract_error(), w.req.script_src) {
                             (Err(e), Some(src)) if is_noscript(&e) => {
                                 // Rare (the node's script cache was emptied):
-                                // the full script goes out on its own.
-                                match outstanding.link.connection(id) {
+                                // the full script goes out on its own, before
+                                // anything queued after it.
+                                match link.connection(id) {
                                     Some(mut c) => c
                                         .send_packed_command(&w.req.eval_form(src))
                                         .await
@@ -468,7 +516,7 @@ impl Link {
                 }
                 Err(e) => {
                     let failed = if link_broken(&e) {
-                        outstanding.link.lost_batch(id, batch)
+                        link.lost_batch(id, batch)
                     } else {
                         batch
                     };
@@ -534,7 +582,7 @@ impl Link {
         id: u64,
         seq: u64,
         req: &Arc<Request>,
-    ) -> Option<oneshot::Receiver<RedisResult<Value>>> {
+    ) -> Option<Unconstrained<oneshot::Receiver<RedisResult<Value>>>> {
         self.lost(id);
         let mut st = self.state();
         if st.dispatched != seq {
@@ -648,16 +696,16 @@ fn enqueue(st: &mut LinkState, req: &Arc<Request>) -> Pending {
     let queue = match &mut st.conn {
         Conn::Connecting(queue) | Conn::Up { queue, .. } => queue,
         // The attempt could not start; `connect` left the reason.
-        Conn::Down { error: Some(e), .. } => return Pending::Done(Err(e.clone())),
-        Conn::Down { .. } => return Pending::Done(Err(not_sent())),
+        Conn::Down { error: Some(e), .. } => return Pending::Done(Some(Err(e.clone()))),
+        Conn::Down { .. } => return Pending::Done(Some(Err(not_sent()))),
     };
     if queue.len() >= PIPELINE_BUFFER {
         queue.retain(Waiting::wanted);
         if queue.len() >= PIPELINE_BUFFER {
-            return Pending::Done(Err(RedisError::from((
+            return Pending::Done(Some(Err(RedisError::from((
                 redis::ErrorKind::Io,
                 "request not sent: the node is not keeping up",
-            ))));
+            )))));
         }
     }
     let (reply, rx) = oneshot::channel();
@@ -666,7 +714,7 @@ fn enqueue(st: &mut LinkState, req: &Arc<Request>) -> Pending {
         reply,
         resent: false,
     });
-    Pending::Queued(rx)
+    Pending::Queued(tokio::task::unconstrained(rx))
 }
 
 /// Starts sending `req` on `conn` and polls it once, which puts it in the

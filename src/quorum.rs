@@ -6,18 +6,18 @@
 //! counts votes and says when the outcome is known: a quorum won, or so many
 //! nodes refused or failed that a quorum is impossible.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::stream::{FuturesUnordered, StreamExt};
 use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::lock::Inner;
-use crate::node::{Node, Request};
+use crate::node::{Call, Node, Request};
 
 /// Tracks rounds still finishing in the background, so a short-lived program
 /// can wait for them before it exits ([`crate::Redlock::settle`]).
@@ -164,17 +164,16 @@ impl Tally {
     }
 }
 
-/// The future a node call returns.
-type Call = Pin<Box<dyn Future<Output = (usize, RedisResult<Value>)> + Send>>;
-
 /// One request in flight to a set of nodes.
 pub(crate) struct Fanout<'a> {
     /// The nodes, to record their health.
     nodes: &'a [Node],
     /// Counts rounds left to finish in the background.
     background: &'a Arc<Background>,
-    /// Calls not yet answered.
-    calls: FuturesUnordered<Call>,
+    /// One call per node asked, with the node's index. Rounds are small (a
+    /// handful of nodes), so every unanswered call is polled on each wake-up:
+    /// one allocation per round instead of one per call.
+    calls: Vec<(usize, Call)>,
     /// Nodes asked that have not answered yet.
     waiting: NodeSet,
     /// When unanswered nodes count as timed out.
@@ -190,10 +189,11 @@ impl<'a> Fanout<'a> {
     pub(crate) fn start(inner: &'a Inner, req: &Arc<Request>, targets: NodeSet) -> Self {
         let nodes = &inner.nodes;
         let timeout = inner.config.node_timeout;
-        let calls = FuturesUnordered::new();
+        let asked = nodes.iter().filter(|n| targets & (1u64 << n.index) != 0);
+        let mut calls = Vec::with_capacity((targets.count_ones() as usize).min(nodes.len()));
         let mut waiting = 0;
-        for node in nodes.iter().filter(|n| targets & (1u64 << n.index) != 0) {
-            calls.push(Box::pin(node.call(req)) as Call);
+        for node in asked {
+            calls.push((node.index, node.call(req)));
             waiting |= 1u64 << node.index;
         }
         Self {
@@ -214,13 +214,21 @@ impl<'a> Fanout<'a> {
             return None;
         }
         if !self.expired {
-            tokio::select! {
-                biased;
-                Some((i, r)) = self.calls.next() => {
+            let (calls, waiting, deadline) = (&mut self.calls, self.waiting, &mut self.deadline);
+            let polled = poll_fn(|cx| {
+                // Replies first: one that is in counts even at the deadline.
+                if let Poll::Ready(reply) = poll_calls(calls, waiting, cx) {
+                    return Poll::Ready(Some(reply));
+                }
+                deadline.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            match polled {
+                Some((i, r)) => {
                     self.waiting &= !(1u64 << i);
                     return Some((i, r.map_err(NodeErrorKind::Redis)));
                 }
-                () = &mut self.deadline => self.expired = true,
+                None => self.expired = true,
             }
         }
         let i = self.waiting.trailing_zeros() as usize;
@@ -248,6 +256,7 @@ impl<'a> Fanout<'a> {
         }
         let Fanout {
             mut calls,
+            mut waiting,
             deadline,
             background,
             ..
@@ -255,7 +264,16 @@ impl<'a> Fanout<'a> {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let token = Background::enter(background);
             handle.spawn(async move {
-                let drain = async { while calls.next().await.is_some() {} };
+                let drain = poll_fn(|cx| {
+                    while let Poll::Ready((i, _)) = poll_calls(&mut calls, waiting, cx) {
+                        waiting &= !(1u64 << i);
+                    }
+                    if waiting == 0 {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                });
                 tokio::select! {
                     () = drain => {}
                     () = deadline => {}
@@ -264,6 +282,22 @@ impl<'a> Fanout<'a> {
             });
         }
     }
+}
+
+/// Polls the calls of the nodes in `waiting`; returns the first reply found.
+fn poll_calls(
+    calls: &mut [(usize, Call)],
+    waiting: NodeSet,
+    cx: &mut Context<'_>,
+) -> Poll<(usize, RedisResult<Value>)> {
+    for (i, call) in calls.iter_mut() {
+        if waiting & (1u64 << *i) != 0 {
+            if let Poll::Ready(reply) = call.poll_reply(cx) {
+                return Poll::Ready((*i, reply));
+            }
+        }
+    }
+    Poll::Pending
 }
 
 #[cfg(test)]
