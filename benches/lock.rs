@@ -105,12 +105,13 @@ fn redlock_op(r: &redlock::RedLock, resource: &str) -> bool {
 
 fn row(out: &mut Vec<String>, scenario: &str, client: &str, s: &mut Stats) {
     let line = format!(
-        "| {scenario} | {client} | {:.0} | {:.3} | {:.3} | {:.1} % | {:.0} |",
+        "| {scenario} | {client} | {:.0} | {:.3} | {:.3} | {:.1} % | {:.0} | {:.0} |",
         s.rate(),
         s.pct(0.50).as_secs_f64() * 1e3,
         s.pct(0.99).as_secs_f64() * 1e3,
         s.success(),
-        s.cpu_per_op_us()
+        s.cpu_per_op_us(),
+        s.node_cpu_per_op_us()
     );
     println!("{line}");
     out.push(line);
@@ -142,8 +143,11 @@ fn main() {
     ));
     let via_redis_rs = Arc::new(rt.block_on(floor::RedisRs::connect(&urls)));
 
-    println!("| scenario | client | ops/s | p50 ms | p99 ms | success | client CPU µs/op |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    common::watch_nodes(cluster.nodes.iter().map(|n| n.pid()));
+    println!(
+        "| scenario | client | ops/s | p50 ms | p99 ms | success | client CPU µs/op | nodes CPU µs/op |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut out = Vec::new();
 
     // Warm up connections (and script caches) for both async clients.
@@ -302,7 +306,7 @@ fn main() {
                     t0.elapsed()
                 )
             } else {
-                format!("| {label} | redlock | blocked > 3 s on one op (no timeout) | | | | |")
+                format!("| {label} | redlock | blocked > 3 s on one op (no timeout) | | | | | |")
             };
             println!("{line}");
             out.push(line);

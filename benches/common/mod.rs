@@ -15,6 +15,8 @@ pub struct Stats {
     pub elapsed: Duration,
     /// CPU time this process (client side) spent during the cell.
     pub cpu: Duration,
+    /// CPU time the nodes (the processes given to [`watch_nodes`]) spent.
+    pub node_cpu: Duration,
 }
 
 impl Stats {
@@ -22,6 +24,7 @@ impl Stats {
     pub fn add(&mut self, other: Stats) {
         self.elapsed += other.elapsed;
         self.cpu += other.cpu;
+        self.node_cpu += other.node_cpu;
         self.merge(other);
     }
     pub fn merge(&mut self, other: Stats) {
@@ -44,6 +47,10 @@ impl Stats {
     pub fn cpu_per_op_us(&self) -> f64 {
         self.cpu.as_secs_f64() * 1e6 / self.ok.max(1) as f64
     }
+    /// Nodes' CPU microseconds per successful operation.
+    pub fn node_cpu_per_op_us(&self) -> f64 {
+        self.node_cpu.as_secs_f64() * 1e6 / self.ok.max(1) as f64
+    }
     pub fn success(&self) -> f64 {
         100.0 * self.ok as f64 / (self.ok + self.failed).max(1) as f64
     }
@@ -57,7 +64,7 @@ where
     Fut: Future<Output = bool> + Send,
 {
     let start = Instant::now();
-    let cpu0 = process_cpu();
+    let (cpu0, nodes0) = (process_cpu(), nodes_cpu());
     let deadline = start + limit;
     let mut joins = Vec::new();
     for t in 0..tasks {
@@ -85,12 +92,34 @@ where
     }
     all.elapsed = start.elapsed();
     all.cpu = process_cpu().saturating_sub(cpu0);
+    all.node_cpu = nodes_cpu().saturating_sub(nodes0);
     all
+}
+
+/// Node processes whose CPU time cells record.
+static NODES: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Makes cells record the CPU time of these processes (the nodes).
+pub fn watch_nodes(pids: impl IntoIterator<Item = u32>) {
+    *NODES.lock().expect("nodes") = pids.into_iter().collect();
+}
+
+/// CPU time of the watched nodes so far.
+fn nodes_cpu() -> Duration {
+    let pids = NODES.lock().expect("nodes").clone();
+    pids.iter()
+        .map(|p| cpu_of(&format!("/proc/{p}/stat")))
+        .sum()
 }
 
 /// User + system CPU time of this process so far (from /proc; zero elsewhere).
 pub fn process_cpu() -> Duration {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    cpu_of("/proc/self/stat")
+}
+
+/// User + system CPU time from a `/proc/<pid>/stat` file.
+fn cpu_of(path: &str) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return Duration::ZERO;
     };
     // Fields after the command name (which is in parentheses).
@@ -109,7 +138,7 @@ where
     F: Fn(usize, usize) -> bool + Sync,
 {
     let start = Instant::now();
-    let cpu0 = process_cpu();
+    let (cpu0, nodes0) = (process_cpu(), nodes_cpu());
     let deadline = start + limit;
     let mut all = Stats::default();
     std::thread::scope(|s| {
@@ -140,6 +169,7 @@ where
     });
     all.elapsed = start.elapsed();
     all.cpu = process_cpu().saturating_sub(cpu0);
+    all.node_cpu = nodes_cpu().saturating_sub(nodes0);
     all
 }
 

@@ -147,7 +147,8 @@ impl RedisNode {
         ))
     }
 
-    fn pid(&self) -> u32 {
+    /// The process id of the running server.
+    pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("node is running").id()
     }
 
