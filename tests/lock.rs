@@ -178,6 +178,56 @@ async fn paused_nodes_add_no_latency() {
     c.resume_all();
 }
 
+/// A node whose script cache was emptied (`SCRIPT FLUSH`, or a restart
+/// without persistence of it) answers NOSCRIPT to `EVALSHA`; the script then
+/// goes out in full, also for requests that reached the node in a batch, and
+/// the extension lands on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_go_out_in_full_after_script_flush() {
+    let c = Cluster::start(5);
+    // Node 0 lags, so concurrent extensions reach it in batches.
+    let (_slow, urls) = slow_first_node(&c, 30);
+    let redlock = Redlock::builder()
+        .nodes(&urls)
+        .node_timeout(ms(1000))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..12).map(|i| format!("flushed_{i}")).collect();
+    let mut locks = Vec::new();
+    for key in &keys {
+        locks.push(redlock.try_lock(key, ms(30_000)).await.unwrap());
+    }
+    for node in &c.nodes {
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let joins: Vec<_> = locks
+        .into_iter()
+        .map(|lock| tokio::spawn(async move { lock.extend(ms(60_000)).await.map(|()| lock) }))
+        .collect();
+    let mut locks = Vec::new();
+    for j in joins {
+        locks.push(j.await.unwrap().expect("extend after SCRIPT FLUSH"));
+    }
+    // The slow node's extensions finish in the background.
+    redlock.settle().await;
+    for key in &keys {
+        let pttl: Vec<i64> = c.nodes.iter().map(|n| n.pttl(key)).collect();
+        assert!(pttl.iter().all(|&t| t > 40_000), "{key}: pttl {pttl:?}");
+    }
+    assert!(
+        c.nodes[0].error_stats().contains("NOSCRIPT"),
+        "the fallback was not exercised: {}",
+        c.nodes[0].error_stats()
+    );
+    for lock in locks {
+        lock.release().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn expiry_and_extend_rules() {
     let c = Cluster::start(5);
