@@ -189,10 +189,9 @@ impl<'a> Fanout<'a> {
     pub(crate) fn start(inner: &'a Inner, req: &Arc<Request>, targets: NodeSet) -> Self {
         let nodes = &inner.nodes;
         let timeout = inner.config.node_timeout;
-        let asked = nodes.iter().filter(|n| targets & (1u64 << n.index) != 0);
-        let mut calls = Vec::with_capacity((targets.count_ones() as usize).min(nodes.len()));
+        let mut calls = Vec::with_capacity(targets.count_ones() as usize);
         let mut waiting = 0;
-        for node in asked {
+        for node in nodes.iter().filter(|n| targets & (1u64 << n.index) != 0) {
             calls.push((node.index, node.call(req)));
             waiting |= 1u64 << node.index;
         }
