@@ -187,12 +187,7 @@ async fn scripts_go_out_in_full_after_script_flush() {
     let c = Cluster::start(5);
     // Node 0 lags, so concurrent extensions reach it in batches.
     let (_slow, urls) = slow_first_node(&c, 30);
-    let redlock = Redlock::builder()
-        .nodes(&urls)
-        .node_timeout(ms(1000))
-        .retry_count(0)
-        .build()
-        .unwrap();
+    let redlock = single_try_client(&urls, ms(1000));
     let keys: Vec<String> = (0..12).map(|i| format!("flushed_{i}")).collect();
     let mut locks = Vec::new();
     for key in &keys {
@@ -440,6 +435,16 @@ fn slow_first_node(c: &Cluster, delay_ms: u64) -> (Proxy, Vec<String>) {
     (slow, urls)
 }
 
+/// A client of `urls` that makes one attempt per lock, with `node_timeout`.
+fn single_try_client(urls: &[String], node_timeout: Duration) -> Redlock {
+    Redlock::builder()
+        .nodes(urls)
+        .node_timeout(node_timeout)
+        .retry_count(0)
+        .build()
+        .unwrap()
+}
+
 /// Requests that wait for a node's connection to open go out in the order
 /// they were made. (They used to race each other once it opened: a release
 /// could land before the `SET` it undoes, leaving our key for a whole TTL.)
@@ -451,12 +456,7 @@ async fn requests_waiting_for_a_connection_keep_their_order() {
     for i in 0..20u64 {
         // A fresh client: its first requests to node 0 wait for the
         // connection, while the other nodes decide.
-        let redlock = Redlock::builder()
-            .nodes(&urls)
-            .node_timeout(ms(1000))
-            .retry_count(0)
-            .build()
-            .unwrap();
+        let redlock = single_try_client(&urls, ms(1000));
         let key = format!("queued_{i}");
         let lock = redlock.try_lock(&key, ms(10_000)).await.unwrap();
         lock.release().await.unwrap();
@@ -483,12 +483,7 @@ async fn requests_waiting_for_a_connection_keep_their_order() {
 async fn batched_requests_keep_order_and_deliver_releases() {
     let c = Cluster::start(5);
     let (_slow, urls) = slow_first_node(&c, 60);
-    let redlock = Redlock::builder()
-        .nodes(&urls)
-        .node_timeout(ms(100))
-        .retry_count(0)
-        .build()
-        .unwrap();
+    let redlock = single_try_client(&urls, ms(100));
     let (tasks, ops) = (16, 5);
     let mut joins = Vec::new();
     for t in 0..tasks {
