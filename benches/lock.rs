@@ -18,6 +18,7 @@ mod support;
 mod common;
 mod floor;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,6 +54,25 @@ async fn rslock_op(m: &rslock::LockManager, resource: &str) -> bool {
     }
 }
 
+/// Runs `op(client, task, i)` in `tasks` tasks on `rt` for `limit`.
+fn cell<C, F, Fut>(
+    rt: &tokio::runtime::Runtime,
+    client: &Arc<C>,
+    tasks: usize,
+    limit: Duration,
+    op: F,
+) -> Stats
+where
+    C: Send + Sync + 'static,
+    F: Fn(Arc<C>, usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    let c = client.clone();
+    rt.block_on(run_tasks(tasks, limit, usize::MAX, move |t, i| {
+        op(c.clone(), t, i)
+    }))
+}
+
 /// Runs [`ours`] in `tasks` tasks for `limit`, each operation on the
 /// resource `name(task, op)`.
 fn ours_cell(
@@ -62,11 +82,9 @@ fn ours_cell(
     limit: Duration,
     name: fn(usize, usize) -> String,
 ) -> Stats {
-    let c = client.clone();
-    rt.block_on(run_tasks(tasks, limit, usize::MAX, move |t, i| {
-        let c = c.clone();
-        async move { ours(&c, &name(t, i)).await }
-    }))
+    cell(rt, client, tasks, limit, move |c, t, i| async move {
+        ours(&c, &name(t, i)).await
+    })
 }
 
 /// [`ours_cell`] for rslock; with `bound`, each operation is cut off after
@@ -79,18 +97,14 @@ fn rs_cell(
     name: fn(usize, usize) -> String,
     bound: Option<Duration>,
 ) -> Stats {
-    let c = client.clone();
-    rt.block_on(run_tasks(tasks, limit, usize::MAX, move |t, i| {
-        let c = c.clone();
-        async move {
-            match bound {
-                Some(b) => tokio::time::timeout(b, rslock_op(&c, &name(t, i)))
-                    .await
-                    .unwrap_or(false),
-                None => rslock_op(&c, &name(t, i)).await,
-            }
+    cell(rt, client, tasks, limit, move |c, t, i| async move {
+        match bound {
+            Some(b) => tokio::time::timeout(b, rslock_op(&c, &name(t, i)))
+                .await
+                .unwrap_or(false),
+            None => rslock_op(&c, &name(t, i)).await,
         }
-    }))
+    })
 }
 
 fn redlock_op(r: &redlock::RedLock, resource: &str) -> bool {
@@ -197,16 +211,12 @@ fn main() {
             |_, i| format!("rs-seq{}", i % 64),
             None,
         ));
-        let c = raw.clone();
-        a_raw.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
-            let c = c.clone();
-            async move { c.lock().await.op(&format!("raw-seq{}", i % 64), TTL).await }
-        })));
-        let c = via_redis_rs.clone();
-        a_redis_rs.add(rt.block_on(run_tasks(1, slice, usize::MAX, move |_, i| {
-            let c = c.clone();
-            async move { c.op(&format!("redis-rs-seq{}", i % 64), TTL).await }
-        })));
+        a_raw.add(cell(&rt, &raw, 1, slice, |c, _, i| async move {
+            c.lock().await.op(&format!("raw-seq{}", i % 64), TTL).await
+        }));
+        a_redis_rs.add(cell(&rt, &via_redis_rs, 1, slice, |c, _, i| async move {
+            c.op(&format!("redis-rs-seq{}", i % 64), TTL).await
+        }));
         b_ours.add(ours_cell(&rt, &ours_client, TASKS, slice, |t, _| {
             format!("ours-res{t}")
         }));
