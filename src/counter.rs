@@ -30,9 +30,10 @@ use redis::Value;
 use tracing::debug;
 
 use crate::error::{Error, Result};
-use crate::lock::Redlock;
-use crate::node::Request;
-use crate::quorum::{Fanout, Tally};
+use crate::node::request::Request;
+use crate::quorum::fanout::Fanout;
+use crate::quorum::tally::{node_bit, Tally};
+use crate::quorum::Quorum;
 use crate::scripts;
 
 /// Most compare-and-set rounds one allocation tries before giving up.
@@ -61,13 +62,6 @@ impl Ord for Record {
     }
 }
 
-/// The CAS rule, as the Lua script applies it on a node (kept here for unit
-/// tests of the ordering).
-#[cfg(test)]
-fn node_accepts(current: &Record, expected: &Record) -> bool {
-    current <= expected
-}
-
 /// Outcome of one compare-and-set round.
 enum Round {
     /// A quorum accepted and nobody refused: the range is ours.
@@ -89,7 +83,7 @@ enum Round {
 /// What `plan` returns, [`Error::NoQuorum`] when too few nodes answer, and
 /// [`Error::CounterContention`] after [`MAX_CAS_ATTEMPTS`] lost rounds.
 pub(crate) async fn allocate(
-    redlock: &Redlock,
+    nodes: &Quorum,
     name: &str,
     key: &str,
     hint: Option<Record>,
@@ -98,7 +92,7 @@ pub(crate) async fn allocate(
     let mut expected = hint.unwrap_or_default();
     for attempt in 1..=MAX_CAS_ATTEMPTS {
         let new = plan(&expected)?;
-        match cas_round(redlock, name, key, &expected, &new).await? {
+        match cas_round(nodes, name, key, &expected, &new).await? {
             Round::Won => return Ok((expected, new)),
             Round::Stale(max) => {
                 debug!(counter = name, attempt, ?max, "counter moved on; retrying");
@@ -114,13 +108,13 @@ pub(crate) async fn allocate(
 
 /// One compare-and-set round on all nodes.
 async fn cas_round(
-    redlock: &Redlock,
+    quorum: &Quorum,
     name: &str,
     key: &str,
     expected: &Record,
     new: &Record,
 ) -> Result<Round> {
-    let nodes = &redlock.inner.nodes;
+    let nodes = &quorum.nodes;
     let req: Arc<Request> = Request::script(&scripts::COUNTER_CAS, |cmd| {
         cmd.arg(1)
             .arg(key)
@@ -145,10 +139,10 @@ async fn cas_round(
         // answer is one we already know to be unresponsive.
         let owed_by_healthy = nodes
             .iter()
-            .any(|n| fan.waiting() & (1u64 << n.index) != 0 && n.is_healthy());
+            .any(|n| fan.waiting() & node_bit(n.index) != 0 && n.is_healthy());
         tally.yes_count() >= tally.quorum && !owed_by_healthy
     };
-    let (tally, fan) = redlock.vote_until(&req, "cas", classify, done).await;
+    let (tally, fan) = quorum.vote_until(&req, "cas", classify, done).await;
     if let Some(max) = highest {
         return Ok(Round::Stale(max));
     }
@@ -157,7 +151,7 @@ async fn cas_round(
         fan.finish_in_background();
         return Ok(Round::Won);
     }
-    Err(redlock.failure(name, tally))
+    Err(tally.into_no_quorum(name))
 }
 
 /// Parses the script's `{accepted, period, n}` reply.
@@ -184,6 +178,11 @@ fn parse_cas_reply(v: &Value) -> Option<(bool, Record)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CAS rule, as the Lua script applies it on a node.
+    fn node_accepts(current: &Record, expected: &Record) -> bool {
+        current <= expected
+    }
 
     fn rec(p: &str, n: u64) -> Record {
         Record {

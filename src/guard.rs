@@ -11,15 +11,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use redis::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, error, instrument, warn};
 
 use crate::error::{Error, Result};
-use redis::Value;
-
-use crate::lock::{int_vote, validity, Redlock};
-use crate::node::Request;
+use crate::node::request::Request;
+use crate::quorum::background::Background;
+use crate::redlock::{int_vote, validity, Redlock};
 use crate::scripts;
 
 /// Where a lock stands; published through a `watch` channel.
@@ -224,7 +224,7 @@ impl Lock {
         let interval = self
             .shared
             .ttl
-            .mul_f64(self.shared.redlock.inner.config.auto_extend_fraction);
+            .mul_f64(self.shared.redlock.config().auto_extend_fraction);
         let weak = Arc::downgrade(&self.shared);
         let rx = self.shared.state.subscribe();
         self.runtime.spawn(watchdog(weak, rx, interval));
@@ -252,7 +252,7 @@ impl Drop for Lock {
         }
         self.shared.mark_released();
         let shared = Arc::clone(&self.shared);
-        let token = crate::quorum::Background::enter(&shared.redlock.inner.background);
+        let token = Background::enter(&shared.redlock.nodes().background);
         // Best effort: if the runtime is gone the task is dropped and the key
         // expires by its TTL.
         self.runtime.spawn(async move {
@@ -347,10 +347,10 @@ impl Shared {
         let req = Request::script(&scripts::EXTEND, |cmd| {
             cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
         });
-        let (tally, stragglers) = redlock.vote_round(&req, "extend", int_vote).await;
+        let (tally, stragglers) = redlock.nodes().vote_round(&req, "extend", int_vote).await;
         stragglers.finish_in_background();
         let now = Instant::now();
-        let new_validity = validity(ttl, now - start, redlock.inner.config.drift(ttl));
+        let new_validity = validity(ttl, now - start, redlock.config().drift(ttl));
         match (tally.decided(), new_validity) {
             (Some(true), Some(v)) if now < old.valid_until => {
                 self.state.send_modify(|s| s.valid_until = start + v);
@@ -375,7 +375,7 @@ impl Shared {
             Value::Nil => Some(false),
             _ => None,
         };
-        let (tally, _) = redlock.vote_round(&req, "get", ours).await;
+        let (tally, _) = redlock.nodes().vote_round(&req, "get", ours).await;
         match tally.decided() {
             Some(true) => Ok(true),
             _ if tally.failures_prevent_quorum() => Err(redlock.failure(&self.resource, tally)),

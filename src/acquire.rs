@@ -1,60 +1,26 @@
-//! The Redlock algorithm: acquire, extend and release on a quorum of nodes.
+//! Taking the lock: [`Redlock::try_lock`], [`Redlock::lock`],
+//! [`Redlock::lock_timeout`], [`Redlock::lock_fenced`] and
+//! [`Redlock::with_lock`], one attempt at a time.
 //!
-//! One attempt (see `../shared/DESIGN.md` §1): pick a fresh random value, note a
-//! monotonic start, send `SET key value NX PX ttl` to every node at once, and
-//! decide as soon as a quorum said OK or can no longer say OK. The lock is ours
-//! only with a quorum *and* time left: `validity = ttl - elapsed - drift`.
+//! One attempt: pick a fresh random value, note a monotonic start, send
+//! `SET key value NX PX ttl` to every node at once, and decide as soon as a
+//! quorum said OK or can no longer say OK. The lock is ours only with a
+//! quorum *and* time left ([`validity`]). A failed attempt releases on every
+//! node that did not clearly refuse, because a `SET` may have landed where
+//! the reply was lost; so does an attempt whose future is dropped.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
-use tracing::{debug, instrument, trace, warn};
+use tracing::{debug, instrument, warn};
 
-use crate::config::{Config, RedlockBuilder};
 use crate::counter::{self, Record};
-use crate::error::{Error, NodeErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::guard::{Lock, LockHandle};
-use crate::node::{Node, Request};
-use crate::quorum::{all_nodes, Fanout, NodeSet, Tally, Vote, MAX_NODES};
-use crate::scripts;
-
-/// A client for a set of independent Redis nodes that locks by majority.
-///
-/// Cheap to clone (an `Arc` inside) and `Send + Sync`: make one per process
-/// and share it.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f() -> redquorum::Result<()> {
-/// use std::time::Duration;
-/// let redlock = redquorum::Redlock::builder()
-///     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
-///     .build()?;
-/// let lock = redlock.lock("orders", Duration::from_secs(10)).await?;
-/// // ... exclusive work, within lock.validity() ...
-/// lock.release().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone, Debug)]
-pub struct Redlock {
-    /// Shared state; clones of a `Redlock` are handles to the same nodes.
-    pub(crate) inner: Arc<Inner>,
-}
-
-/// What all clones of one [`Redlock`] share.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    /// The nodes, in configured order (index = position).
-    pub(crate) nodes: Vec<Node>,
-    /// Checked configuration.
-    pub(crate) config: Config,
-    /// Rounds finishing in the background (stragglers of a release...).
-    pub(crate) background: Arc<crate::quorum::Background>,
-}
+use crate::node::request::Request;
+use crate::redlock::{validity, Redlock};
 
 /// How long `acquire` keeps trying.
 #[derive(Clone, Copy, Debug)]
@@ -66,59 +32,6 @@ enum Patience {
 }
 
 impl Redlock {
-    /// Starts configuring a client. See [`RedlockBuilder`].
-    pub fn builder() -> RedlockBuilder {
-        RedlockBuilder::default()
-    }
-
-    /// Made by [`RedlockBuilder::build`] after validation.
-    pub(crate) fn from_parts(nodes: Vec<Node>, config: Config) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                nodes,
-                config,
-                background: Arc::default(),
-            }),
-        }
-    }
-
-    /// Number of configured nodes.
-    pub fn node_count(&self) -> usize {
-        self.inner.nodes.len()
-    }
-
-    /// Number of nodes that must agree: `nodes / 2 + 1`.
-    pub fn quorum(&self) -> usize {
-        crate::quorum::quorum(self.inner.nodes.len())
-    }
-
-    /// The `host:port` of every node, in configured order.
-    pub fn node_addrs(&self) -> impl Iterator<Item = &str> {
-        self.inner.nodes.iter().map(|n| n.addr.as_str())
-    }
-
-    /// The Redis key used for `resource` (prefix + resource).
-    pub fn key_for(&self, resource: &str) -> String {
-        format!("{}{}", self.inner.config.key_prefix, resource)
-    }
-
-    /// Waits until requests this client left to finish in the background
-    /// (releases and extensions still on their way to slow nodes) are done;
-    /// each is bounded by the node timeout. Call it before a short-lived
-    /// program exits, so no key is left to expire by TTL.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// redlock.lock("job", std::time::Duration::from_secs(5)).await?.release().await?;
-    /// redlock.settle().await;
-    /// # Ok(()) }
-    /// ```
-    pub async fn settle(&self) {
-        self.inner.background.settled().await;
-    }
-
     /// One attempt to take the lock, no retries.
     ///
     /// # Errors
@@ -163,7 +76,7 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let retries = self.inner.config.retry_count;
+        let retries = self.config().retry_count;
         self.acquire(resource, ttl, Patience::Retries(retries))
             .await
     }
@@ -233,7 +146,7 @@ impl Redlock {
                 n,
             })
         };
-        match counter::allocate(self, resource, &key, None, &mut next).await {
+        match counter::allocate(self.nodes(), resource, &key, None, &mut next).await {
             Ok((_, new)) => Ok(lock.with_fencing_token(new.n)),
             Err(e) => {
                 if let Err(release) = lock.release().await {
@@ -326,25 +239,17 @@ impl Redlock {
         }
     }
 
-    /// Validates a resource name and TTL; returns the TTL in milliseconds.
-    pub(crate) fn check_resource(&self, resource: &str, ttl: Duration) -> Result<u64> {
-        if resource.is_empty() {
-            return Err(Error::InvalidConfig("resource name is empty".into()));
-        }
-        self.inner.config.check_ttl(ttl)
-    }
-
     /// A random pause of `retry_delay + uniform(0..=retry_jitter)`.
     fn retry_pause(&self) -> Duration {
         use rand::Rng;
-        let c = &self.inner.config;
+        let c = self.config();
         let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
         c.retry_delay + Duration::from_nanos(rand::rng().random_range(0..=jitter))
     }
 
     /// A fresh lock value: 128 random bits in hex, unless a hook is set.
     fn new_value(&self) -> String {
-        match &self.inner.config.value_fn {
+        match &self.config().value_fn {
             Some(f) => f(),
             None => format!("{:032x}", rand::random::<u128>()),
         }
@@ -352,7 +257,6 @@ impl Redlock {
 
     /// One acquisition attempt.
     async fn attempt(&self, resource: &str, key: &str, ttl: Duration, ttl_ms: u64) -> Result<Lock> {
-        let nodes = &self.inner.nodes;
         let value = self.new_value();
         // If this future is dropped mid-round, a SET may already have landed:
         // the guard releases everywhere in the background.
@@ -376,8 +280,8 @@ impl Redlock {
             Value::Nil => Some(false),
             _ => None,
         };
-        let (tally, stragglers) = self.vote_round(&req, "set", set_vote).await;
-        let validity = validity(ttl, start.elapsed(), self.inner.config.drift(ttl));
+        let (tally, stragglers) = self.nodes().vote_round(&req, "set", set_vote).await;
+        let validity = validity(ttl, start.elapsed(), self.config().drift(ttl));
         cleanup.armed = false;
         drop(cleanup);
         if tally.decided() == Some(true) {
@@ -401,7 +305,7 @@ impl Redlock {
         // on every node that did not clearly refuse, because a SET may have
         // succeeded where the reply was lost or late.
         drop(stragglers);
-        self.release_quietly(key, &value, all_nodes(nodes.len()) & !tally.no);
+        self.release_quietly(key, &value, self.nodes().all() & !tally.no);
         Err(if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
             Error::Expired {
@@ -410,98 +314,6 @@ impl Redlock {
         } else {
             self.failure(resource, tally)
         })
-    }
-
-    /// Maps a lost vote to the error that explains it.
-    pub(crate) fn failure(&self, resource: &str, tally: Tally) -> Error {
-        if tally.failures_prevent_quorum() || tally.no == 0 {
-            Error::NoQuorum {
-                resource: resource.to_owned(),
-                needed: tally.quorum,
-                succeeded: tally.yes_count(),
-                failures: tally.failures,
-            }
-        } else {
-            Error::Contended {
-                resource: resource.to_owned(),
-            }
-        }
-    }
-
-    /// Sends `req` to all nodes and counts votes until the outcome is
-    /// decided. `classify` maps a reply to yes (`Some(true)`), no
-    /// (`Some(false)`) or unexpected (`None`). Returns the tally and the calls
-    /// still in flight, for the caller to drop or to finish in the background.
-    pub(crate) async fn vote_round(
-        &self,
-        req: &Arc<Request>,
-        what: &'static str,
-        classify: impl Fn(&Value) -> Option<bool>,
-    ) -> (Tally, Fanout<'_>) {
-        self.vote_until(req, what, classify, |tally, _| tally.decided().is_some())
-            .await
-    }
-
-    /// [`Redlock::vote_round`] with the caller's own rule for when to stop
-    /// counting: `done` sees the tally and the calls still in flight after
-    /// each vote.
-    pub(crate) async fn vote_until(
-        &self,
-        req: &Arc<Request>,
-        what: &'static str,
-        mut classify: impl FnMut(&Value) -> Option<bool>,
-        done: impl Fn(&Tally, &Fanout<'_>) -> bool,
-    ) -> (Tally, Fanout<'_>) {
-        let nodes = &self.inner.nodes;
-        let all = all_nodes(nodes.len());
-        let mut fan = Fanout::start(&self.inner, req, all);
-        let mut tally = Tally::new(nodes.len(), nodes.len());
-        while let Some((i, reply)) = fan.next().await {
-            let vote = match reply.map(|v| classify(&v)) {
-                Ok(Some(true)) => Vote::Yes,
-                Ok(Some(false)) => Vote::No,
-                Ok(None) => Vote::Failed(NodeErrorKind::UnexpectedReply),
-                Err(kind) => Vote::Failed(kind),
-            };
-            log_vote(&nodes[i], what, &vote);
-            tally.record(&nodes[i], vote);
-            if done(&tally, &fan) {
-                break;
-            }
-        }
-        (tally, fan)
-    }
-
-    /// Compare-and-delete on all nodes, until decided.
-    pub(crate) async fn release_round(&self, key: &str, value: &str) -> Tally {
-        let req = release_request(key, value);
-        let (tally, stragglers) = self.vote_round(&req, "release", int_vote).await;
-        stragglers.finish_in_background();
-        tally
-    }
-
-    /// The error for a lost compare-and-X vote: too many nodes failed, or the
-    /// nodes no longer hold our value.
-    pub(crate) fn failure_or_expired(&self, resource: &str, tally: Tally) -> Error {
-        if tally.failures_prevent_quorum() {
-            self.failure(resource, tally)
-        } else {
-            Error::Expired {
-                resource: resource.to_owned(),
-            }
-        }
-    }
-
-    /// Sends compare-and-delete to `targets` and returns without waiting for
-    /// replies: each request is handed to its node (or queued, in order)
-    /// here, ahead of our next request there, and the calls are carried to
-    /// the end in the background.
-    pub(crate) fn release_quietly(&self, key: &str, value: &str, targets: NodeSet) {
-        if targets == 0 {
-            return;
-        }
-        let req = release_request(key, value);
-        Fanout::start(&self.inner, &req, targets).finish_in_background();
     }
 }
 
@@ -520,66 +332,8 @@ struct Cleanup<'a> {
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let all = all_nodes(self.redlock.inner.nodes.len());
+            let all = self.redlock.nodes().all();
             self.redlock.release_quietly(self.key, self.value, all);
         }
-    }
-}
-
-/// The compare-and-delete request.
-fn release_request(key: &str, value: &str) -> Arc<Request> {
-    Request::script(&scripts::RELEASE, |cmd| {
-        cmd.arg(1).arg(key).arg(value);
-    })
-}
-
-/// Classifies a script's integer reply: 1 = done, 0 = not ours.
-pub(crate) fn int_vote(v: &Value) -> Option<bool> {
-    match v {
-        Value::Int(1) => Some(true),
-        Value::Int(0) => Some(false),
-        _ => None,
-    }
-}
-
-/// `ttl - elapsed - drift`, or `None` when nothing is left.
-pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
-    ttl.checked_sub(elapsed)
-        .and_then(|d| d.checked_sub(drift))
-        .filter(|d| !d.is_zero())
-}
-
-/// Per-node outcome at `debug!`; failures a quorum survived show up at `warn!`
-/// only once, in the caller's error.
-fn log_vote(node: &Node, what: &'static str, vote: &Vote) {
-    match vote {
-        Vote::Failed(kind) => {
-            debug!(node = node.index, addr = %node.addr, op = what, ?kind, "node failed")
-        }
-        _ => trace!(node = node.index, op = what, ?vote, "node replied"),
-    }
-}
-
-// The quorum bookkeeping uses bit sets of at most 64 nodes.
-const _: () = assert!(MAX_NODES == 64);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn validity_math() {
-        let ms = Duration::from_millis;
-        assert_eq!(validity(ms(1000), ms(100), ms(12)), Some(ms(888)));
-        // No underflow panic on tiny TTLs or long rounds.
-        assert_eq!(validity(ms(3), ms(5), ms(2)), None);
-        assert_eq!(validity(ms(10), ms(8), ms(2)), None);
-        assert_eq!(validity(ms(10), ms(0), ms(20)), None);
-    }
-
-    #[test]
-    fn redlock_is_clone_send_sync() {
-        fn assert_traits<T: Clone + Send + Sync + 'static>() {}
-        assert_traits::<Redlock>();
     }
 }

@@ -1,25 +1,28 @@
-//! Business serial numbers: `PREFIX` + period stamp + zero-padded counter,
-//! e.g. `ORDER202611220001`, unique across every instance, on the quorum
-//! counter (`counter.rs`).
+//! [`SerialGenerator`]: issues numbers through the quorum counter, one
+//! allocation round for every caller waiting (group commit).
 //!
-//! Concurrent calls in one process share one allocation round (group commit):
-//! the first caller starts a background round for everyone waiting, and while
-//! demand continues each round takes all callers that arrived during the
-//! previous one. In the steady state that is one quorum round trip per batch.
+//! Concurrent calls in one process share one allocation round: the first
+//! caller starts a background round for everyone waiting, and while demand
+//! continues each round takes all callers that arrived during the previous
+//! one. In the steady state that is one quorum round trip per batch. After a
+//! lost compare-and-set, rounds take the counter's Redlock for a while, so
+//! instances contending on one counter take turns.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::counter::{self, Record};
 use crate::error::{Error, Result};
-use crate::lock::Redlock;
+use crate::redlock::Redlock;
+use crate::serial::number::Serial;
+use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
 
 /// Digits of the counter part by default: `0001` .. `9999` per period.
 pub const DEFAULT_WIDTH: u8 = 4;
@@ -44,172 +47,6 @@ const COUNTER_LOCK_TTL: Duration = Duration::from_secs(5);
 
 /// A clock hook (tests inject one to cross midnight at will).
 pub type ClockFn = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
-/// When the counter restarts at 1; the stamp in the number follows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ResetPeriod {
-    /// Stamp `yyyyMMddHHmmss`.
-    Second,
-    /// Stamp `yyyyMMddHHmm`.
-    Minute,
-    /// Stamp `yyyyMMddHH`.
-    Hour,
-    /// Stamp `yyyyMMdd` (the default).
-    Day,
-    /// Stamp `yyyyMM`.
-    Month,
-    /// Stamp `yyyy`.
-    Year,
-    /// No stamp; the counter never restarts.
-    Never,
-}
-
-impl ResetPeriod {
-    /// The chrono format of the stamp.
-    fn format(self) -> &'static str {
-        match self {
-            ResetPeriod::Second => "%Y%m%d%H%M%S",
-            ResetPeriod::Minute => "%Y%m%d%H%M",
-            ResetPeriod::Hour => "%Y%m%d%H",
-            ResetPeriod::Day => "%Y%m%d",
-            ResetPeriod::Month => "%Y%m",
-            ResetPeriod::Year => "%Y",
-            ResetPeriod::Never => "",
-        }
-    }
-
-    /// Short name, part of the counter's key so that periods never mix.
-    fn name(self) -> &'static str {
-        match self {
-            ResetPeriod::Second => "second",
-            ResetPeriod::Minute => "minute",
-            ResetPeriod::Hour => "hour",
-            ResetPeriod::Day => "day",
-            ResetPeriod::Month => "month",
-            ResetPeriod::Year => "year",
-            ResetPeriod::Never => "never",
-        }
-    }
-}
-
-/// The time zone that decides the local date.
-#[derive(Clone, Copy, Debug)]
-enum Zone {
-    /// The machine's local zone.
-    Local,
-    /// A named IANA zone.
-    Named(chrono_tz::Tz),
-}
-
-impl Zone {
-    /// The stamp of `now` for `period`.
-    fn stamp(self, period: ResetPeriod, now: DateTime<Utc>) -> String {
-        let fmt = period.format();
-        match self {
-            Zone::Local => now.with_timezone(&chrono::Local).format(fmt).to_string(),
-            Zone::Named(tz) => now.with_timezone(&tz).format(fmt).to_string(),
-        }
-    }
-
-    /// The first instant of the period a stamp names, in this zone. On a day
-    /// whose midnight does not exist (a DST jump at 00:00) that is the first
-    /// local time that does.
-    fn start_of(self, period: ResetPeriod, stamp: &str) -> Option<DateTime<Utc>> {
-        if period == ResetPeriod::Never || !stamp.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let padded = match stamp.len() {
-            4 => format!("{stamp}0101000000"),
-            6 => format!("{stamp}01000000"),
-            8 => format!("{stamp}000000"),
-            10 => format!("{stamp}0000"),
-            12 => format!("{stamp}00"),
-            14 => stamp.to_owned(),
-            _ => return None,
-        };
-        let naive = NaiveDateTime::parse_from_str(&padded, "%Y%m%d%H%M%S").ok()?;
-        // Walk forward over a DST gap (at most a few hours) to the first
-        // local time that exists.
-        (0..=24 * 60).find_map(|minutes| {
-            let t = naive + chrono::Duration::minutes(minutes);
-            match self {
-                Zone::Local => chrono::Local
-                    .from_local_datetime(&t)
-                    .earliest()
-                    .map(|d| d.with_timezone(&Utc)),
-                Zone::Named(tz) => tz
-                    .from_local_datetime(&t)
-                    .earliest()
-                    .map(|d| d.with_timezone(&Utc)),
-            }
-        })
-    }
-}
-
-/// One issued serial number.
-///
-/// `to_string()` gives `PREFIX` + stamp + zero-padded number, e.g.
-/// `ORDER202611220001`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Serial {
-    /// The business prefix.
-    prefix: Arc<str>,
-    /// The period stamp (`yyyyMMdd` for daily numbers).
-    stamp: Arc<str>,
-    /// The counter value within the period, from 1.
-    number: u64,
-    /// Digits the number is padded to.
-    width: u8,
-}
-
-impl Serial {
-    /// The business prefix, e.g. `ORDER`.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// The period stamp, e.g. `20261122` (empty for [`ResetPeriod::Never`]).
-    pub fn stamp(&self) -> &str {
-        &self.stamp
-    }
-
-    /// The local date of the period, for periods of a day or finer.
-    pub fn date(&self) -> Option<NaiveDate> {
-        let day = self.stamp.get(..8)?;
-        NaiveDate::parse_from_str(day, "%Y%m%d").ok()
-    }
-
-    /// The counter value within the period, from 1.
-    pub fn number(&self) -> u64 {
-        self.number
-    }
-
-    /// The all-digit form (stamp then padded counter) as a number, for
-    /// systems that want numeric, time-ordered IDs. `None` if the prefix is
-    /// not empty or the digits do not fit a `u64`.
-    pub fn as_u64(&self) -> Option<u64> {
-        if !self.prefix.is_empty() {
-            return None;
-        }
-        format!("{}{:0w$}", self.stamp, self.number, w = self.width as usize)
-            .parse()
-            .ok()
-    }
-}
-
-impl fmt::Display for Serial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}{}{:0w$}",
-            self.prefix,
-            self.stamp,
-            self.number,
-            w = self.width as usize
-        )
-    }
-}
 
 /// Issues serial numbers. Cheap to clone; share one per process.
 ///
@@ -278,6 +115,16 @@ impl Settings {
     /// The largest number a period can hold at this width.
     fn max_number(&self) -> u64 {
         10u64.pow(u32::from(self.width)) - 1
+    }
+
+    /// The rules the plan step of an allocation follows.
+    fn rules(&self) -> PeriodRules {
+        PeriodRules {
+            zone: self.zone,
+            period: self.period,
+            tolerance: self.tolerance,
+            max: self.max_number(),
+        }
     }
 }
 
@@ -465,11 +312,13 @@ impl SerialGenerator {
         let (stamp, first) = rx.await.map_err(|_| Error::Shutdown)??;
         let prefix: Arc<str> = Arc::from(prefix);
         Ok((first..first + count)
-            .map(|number| Serial {
-                prefix: Arc::clone(&prefix),
-                stamp: Arc::clone(&stamp),
-                number,
-                width: self.inner.settings.width,
+            .map(|number| {
+                Serial::new(
+                    Arc::clone(&prefix),
+                    Arc::clone(&stamp),
+                    number,
+                    self.inner.settings.width,
+                )
             })
             .collect())
     }
@@ -561,42 +410,10 @@ async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
 async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Grant> {
     let settings = &inner.settings;
     let (prefix, name, key) = (state.prefix.as_str(), &state.name, &state.key);
-    let period = settings.period;
     let now = (settings.clock)();
-    let today = settings.zone.stamp(period, now);
-    let max = settings.max_number();
-    let mut plan = |expected: &Record| -> Result<Record> {
-        let (stamp, base) = match today.as_str().cmp(expected.period.as_str()) {
-            std::cmp::Ordering::Greater => (today.clone(), 0),
-            std::cmp::Ordering::Equal => (today.clone(), expected.n),
-            std::cmp::Ordering::Less => {
-                // Our clock is behind the latest issued period. Close to its
-                // start (clocks differ a little around midnight) we issue in
-                // it; further behind, refuse: never issue for an earlier
-                // period than the high-water mark.
-                let start = settings.zone.start_of(period, &expected.period);
-                let close = start
-                    .is_some_and(|s| (s - now).to_std().unwrap_or_default() <= settings.tolerance);
-                if !close {
-                    return Err(Error::ClockBehind {
-                        counter: prefix.to_owned(),
-                        local: today.clone(),
-                        issued: expected.period.clone(),
-                    });
-                }
-                (expected.period.clone(), expected.n)
-            }
-        };
-        match base.checked_add(k) {
-            Some(n) if n <= max => Ok(Record { period: stamp, n }),
-            _ => Err(Error::Exhausted {
-                counter: prefix.to_owned(),
-                period: stamp,
-                requested: k,
-                max,
-            }),
-        }
-    };
+    let rules = settings.rules();
+    let today = rules.stamp(now);
+    let mut plan = |expected: &Record| rules.plan(prefix, now, &today, expected, k);
     let hint = lock(&state.hint).clone();
     let contended = lock(&state.contended_until).is_some_and(|t| Instant::now() < t);
     let result = if contended {
@@ -605,13 +422,14 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
             .redlock
             .lock(&format!("{name}:lock"), COUNTER_LOCK_TTL)
             .await?;
-        let r = counter::allocate(&inner.redlock, prefix, key, hint.clone(), &mut plan).await;
+        let r =
+            counter::allocate(inner.redlock.nodes(), prefix, key, hint.clone(), &mut plan).await;
         if let Err(e) = guard.release().await {
             warn!(error = %e, "releasing the counter lock failed; it expires by itself");
         }
         r
     } else {
-        counter::allocate(&inner.redlock, prefix, key, hint.clone(), &mut plan).await
+        counter::allocate(inner.redlock.nodes(), prefix, key, hint.clone(), &mut plan).await
     };
     let (expected, new) = result?;
     if hint.is_some_and(|h| h != expected) {
@@ -631,73 +449,6 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn utc(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s)
-            .map(|d| d.with_timezone(&Utc))
-            .expect("valid time")
-    }
-
-    #[test]
-    fn stamps_follow_the_zone_and_period() {
-        let now = utc("2026-11-21T16:30:05Z"); // 00:30:05 on the 22nd in Shanghai
-        let sh = Zone::Named(chrono_tz::Asia::Shanghai);
-        assert_eq!(sh.stamp(ResetPeriod::Day, now), "20261122");
-        assert_eq!(sh.stamp(ResetPeriod::Second, now), "20261122003005");
-        assert_eq!(sh.stamp(ResetPeriod::Minute, now), "202611220030");
-        assert_eq!(sh.stamp(ResetPeriod::Hour, now), "2026112200");
-        assert_eq!(sh.stamp(ResetPeriod::Month, now), "202611");
-        assert_eq!(sh.stamp(ResetPeriod::Year, now), "2026");
-        assert_eq!(sh.stamp(ResetPeriod::Never, now), "");
-        let utc_zone = Zone::Named(chrono_tz::UTC);
-        assert_eq!(utc_zone.stamp(ResetPeriod::Day, now), "20261121");
-    }
-
-    #[test]
-    fn day_starts_at_first_existing_instant() {
-        // America/Santiago skips 00:00-01:00 when DST starts (2026-09-06).
-        let z = Zone::Named(chrono_tz::America::Santiago);
-        let start = z.start_of(ResetPeriod::Day, "20260906").expect("start");
-        assert_eq!(start, utc("2026-09-06T04:00:00Z")); // 01:00 local, UTC-3
-                                                        // The instant before it still belongs to the 5th.
-        let before = start - chrono::Duration::seconds(1);
-        assert_eq!(z.stamp(ResetPeriod::Day, before), "20260905");
-        assert_eq!(z.stamp(ResetPeriod::Day, start), "20260906");
-        let sh = Zone::Named(chrono_tz::Asia::Shanghai);
-        assert_eq!(
-            sh.start_of(ResetPeriod::Month, "202611"),
-            Some(utc("2026-10-31T16:00:00Z"))
-        );
-        assert_eq!(sh.start_of(ResetPeriod::Never, ""), None);
-    }
-
-    #[test]
-    fn serial_formatting() {
-        let s = Serial {
-            prefix: "ORDER".into(),
-            stamp: "20261122".into(),
-            number: 1,
-            width: 4,
-        };
-        assert_eq!(s.to_string(), "ORDER202611220001");
-        assert_eq!(s.date(), NaiveDate::from_ymd_opt(2026, 11, 22));
-        assert_eq!(s.as_u64(), None);
-        let n = Serial {
-            prefix: "".into(),
-            stamp: "20261122".into(),
-            number: 42,
-            width: 9,
-        };
-        assert_eq!(n.to_string(), "20261122000000042");
-        assert_eq!(n.as_u64(), Some(20261122000000042));
-        let too_big = Serial {
-            prefix: "".into(),
-            stamp: "20261122003005".into(),
-            number: 1,
-            width: 9,
-        };
-        assert_eq!(too_big.as_u64(), None); // 23 digits
-    }
 
     #[test]
     fn prefix_rules() {

@@ -1,0 +1,178 @@
+//! The command line: subcommands, their options, and the parsers for
+//! durations and reset periods.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use redquorum::ResetPeriod;
+
+use crate::exit;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "redquorum",
+    version,
+    about = "Quorum locks, serial numbers and node checks over N independent Redis nodes",
+    after_help = "Nodes come from --nodes or REDQUORUM_NODES, comma-separated:\n  \
+        REDQUORUM_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379\n\n\
+        Durations: 500ms, 30s, 2m, 1h.  Logs: RUST_LOG=redquorum=debug."
+)]
+pub struct Cli {
+    /// Redis node URLs, comma-separated (odd count, 5 recommended).
+    #[arg(long, env = "REDQUORUM_NODES", value_delimiter = ',', global = true)]
+    pub nodes: Vec<String>,
+
+    /// Per-node request timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms", global = true)]
+    pub node_timeout: Duration,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command while holding a distributed lock (a distributed flock).
+    #[command(after_help = lock_help())]
+    Lock(LockArgs),
+    /// Serial numbers (PREFIX + local date + zero-padded counter).
+    #[command(subcommand)]
+    Serial(SerialCommand),
+    /// Check every node: reachability, latency, version, clock offset,
+    /// persistence; warn where a node is unsafe for locks and counters.
+    #[command(after_help = status_help())]
+    Status,
+}
+
+/// `redquorum lock --help`: examples, exit codes, signals.
+fn lock_help() -> String {
+    format!(
+        "Examples:\n  \
+         redquorum lock nightly-report --ttl 30s --wait 10s -- ./report.sh\n  \
+         redquorum lock deploy --wait 0s -- make deploy   # fail at once if held\n\n\
+         {}\n\
+         SIGINT/SIGTERM/SIGHUP sent to redquorum are forwarded to the command\n\
+         (while still waiting for the lock, they end the wait: nothing runs);\n\
+         the lock is released when the command exits.",
+        exit::lock_codes()
+    )
+}
+
+/// `redquorum status --help`: examples and exit codes.
+fn status_help() -> String {
+    format!(
+        "Examples:\n  redquorum status\n  \
+         REDQUORUM_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redquorum status\n\n{}",
+        exit::status_codes()
+    )
+}
+
+#[derive(Args, Debug)]
+pub struct LockArgs {
+    /// Resource (lock) name, shared by everyone who must exclude each other.
+    pub resource: String,
+    /// Lock TTL; it is renewed in the background every ttl/3 while the command runs.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub ttl: Duration,
+    /// How long to wait for the lock before giving up with exit code 75.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub wait: Duration,
+    /// After SIGTERM on lock loss, wait this long before SIGKILL.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub grace: Duration,
+    /// Key prefix (e.g. "redlock:" to share keys with pottery).
+    #[arg(long, default_value = "")]
+    pub key_prefix: String,
+    /// The command and its arguments, after `--`.
+    #[arg(required = true, last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SerialCommand {
+    /// Issue numbers and print them, one per line.
+    #[command(after_help = "Examples:\n  redquorum serial next ORDER\n  \
+        redquorum serial next ORDER --count 50 --width 6 --tz Asia/Shanghai\n  \
+        redquorum serial next INV --period never --width 9")]
+    Next(SerialArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SerialArgs {
+    /// Business prefix: up to 64 of A-Z a-z 0-9 _ - (may be empty: "").
+    pub prefix: String,
+    /// How many numbers to issue.
+    #[arg(long, default_value_t = 1)]
+    pub count: u64,
+    /// Numbers per allocation (default: all of --count in one allocation).
+    #[arg(long)]
+    pub batch: Option<u64>,
+    /// Counter digits (1..=18).
+    #[arg(long, default_value_t = redquorum::DEFAULT_WIDTH)]
+    pub width: u8,
+    /// IANA time zone for the date (default: the machine's local zone).
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// When the counter restarts: second, minute, hour, day, month, year, never.
+    #[arg(long, default_value = "day", value_parser = parse_period)]
+    pub period: ResetPeriod,
+}
+
+/// Parses `500ms`, `30s`, `2m`, `1h` (and a bare number of seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 30s, 2m or 1h"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {s:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"))
+}
+
+/// Parses a reset period name.
+fn parse_period(s: &str) -> Result<ResetPeriod, String> {
+    Ok(match s {
+        "second" => ResetPeriod::Second,
+        "minute" => ResetPeriod::Minute,
+        "hour" => ResetPeriod::Hour,
+        "day" => ResetPeriod::Day,
+        "month" => ResetPeriod::Month,
+        "year" => ResetPeriod::Year,
+        "never" => ResetPeriod::Never,
+        _ => {
+            return Err(format!(
+                "unknown period {s:?}: second, minute, hour, day, month, year or never"
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

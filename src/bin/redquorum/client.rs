@@ -1,0 +1,22 @@
+//! The library client, made from the command line's node list.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use redquorum::Redlock;
+
+use crate::exit::{self, report};
+
+/// Makes the client, reporting configuration errors (exit code
+/// [`exit::CONFIG`]).
+pub fn build(nodes: &[String], node_timeout: Duration, prefix: &str) -> Result<Redlock, ExitCode> {
+    Redlock::builder()
+        .nodes(nodes)
+        .node_timeout(node_timeout)
+        .key_prefix(prefix)
+        .build()
+        .map_err(|e| {
+            eprintln!("redquorum: {}", report(&e));
+            exit::code(exit::CONFIG)
+        })
+}

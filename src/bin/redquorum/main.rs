@@ -1,0 +1,64 @@
+//! `redquorum`: a distributed `flock(1)`, serial numbers and a node health
+//! check, from the shell.
+//!
+//! Layout, bottom to top: `exit.rs` (the exit-code table and error
+//! reports), `args.rs` (the command line), `client.rs` (the library client
+//! from `--nodes`), then one file per subcommand: `lock.rs`, `serial.rs`,
+//! `status.rs`, which never import each other; `main.rs` dispatches.
+
+mod args;
+mod client;
+mod exit;
+mod lock;
+mod serial;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::args::{Cli, Command, SerialCommand};
+use crate::client::build;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("redquorum: cannot start the runtime: {e}");
+            return exit::code(exit::CONFIG);
+        }
+    };
+    rt.block_on(run(cli))
+}
+
+/// Runs the subcommand.
+async fn run(cli: Cli) -> ExitCode {
+    if cli.nodes.is_empty() {
+        eprintln!("redquorum: no nodes: pass --nodes or set REDQUORUM_NODES");
+        return exit::code(exit::CONFIG);
+    }
+    match cli.command {
+        Command::Lock(args) => match build(&cli.nodes, cli.node_timeout, &args.key_prefix) {
+            Ok(redlock) => lock::lock_and_run(redlock, args).await,
+            Err(code) => code,
+        },
+        Command::Serial(SerialCommand::Next(args)) => {
+            match build(&cli.nodes, cli.node_timeout, "") {
+                Ok(redlock) => serial::serial_next(redlock, args).await,
+                Err(code) => code,
+            }
+        }
+        Command::Status => status::status(&cli.nodes, cli.node_timeout).await,
+    }
+}

@@ -1,0 +1,273 @@
+//! [`RedlockBuilder`]: checks the settings and the node list, and makes the
+//! [`Redlock`] with its node set.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, DEFAULT_NODE_TIMEOUT};
+use crate::error::{Error, Result};
+use crate::node::Node;
+use crate::quorum::tally::MAX_NODES;
+use crate::quorum::Quorum;
+use crate::redlock::Redlock;
+
+/// Shortest time one connection attempt to a node is given (the node
+/// timeout, if longer). Rounds never wait for it past their deadline.
+const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Redlock {
+    /// Starts configuring a client. See [`RedlockBuilder`].
+    pub fn builder() -> RedlockBuilder {
+        RedlockBuilder::default()
+    }
+}
+
+/// Builds a [`Redlock`]. Get one with [`Redlock::builder`].
+///
+/// # Examples
+///
+/// ```
+/// # fn f() -> redquorum::Result<()> {
+/// use std::time::Duration;
+/// let redlock = redquorum::Redlock::builder()
+///     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
+///     .retry_count(5)
+///     .node_timeout(Duration::from_millis(50))
+///     .build()?; // no connection is made yet
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct RedlockBuilder {
+    /// Node URLs, in order; kept as strings until `build()` so errors can name them.
+    urls: Vec<String>,
+    /// Clients handed in directly (reused connection settings), after the URLs.
+    clients: Vec<redis::Client>,
+    /// Per-node, per-request timeout.
+    node_timeout: Duration,
+    /// Settings being built.
+    config: Config,
+}
+
+impl fmt::Debug for RedlockBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedlockBuilder")
+            .field("nodes", &(self.urls.len() + self.clients.len()))
+            .field("node_timeout", &self.node_timeout)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Default for RedlockBuilder {
+    fn default() -> Self {
+        Self {
+            urls: Vec::new(),
+            clients: Vec::new(),
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            config: Config::default(),
+        }
+    }
+}
+
+impl RedlockBuilder {
+    /// Adds Redis nodes by URL (`redis://[:password@]host:port[/db]`, or
+    /// `rediss://` with the `tls` feature). Use an odd number of independent
+    /// nodes; 5 is the usual choice. May be called more than once.
+    pub fn nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.urls
+            .extend(urls.into_iter().map(|u| u.as_ref().to_owned()));
+        self
+    }
+
+    /// Adds nodes from existing `redis::Client`s (to reuse their connection
+    /// settings, TLS or credentials). They come after any URLs.
+    pub fn clients<I: IntoIterator<Item = redis::Client>>(mut self, clients: I) -> Self {
+        self.clients.extend(clients);
+        self
+    }
+
+    /// Prefix for every key: the key is `prefix + resource`. Defaults to empty,
+    /// which is what redsync, node-redlock and redlock-py use, so their clients
+    /// exclude ours on the same resource name.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.key_prefix = prefix.into();
+        self
+    }
+
+    /// Retries after the first attempt in [`Redlock::lock`]. Defaults to
+    /// [`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).
+    pub fn retry_count(mut self, retries: u32) -> Self {
+        self.config.retry_count = retries;
+        self
+    }
+
+    /// Fixed pause between attempts; zero is allowed. Defaults to
+    /// [`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.config.retry_delay = delay;
+        self
+    }
+
+    /// Random extra pause (uniform in `0..=jitter`) between attempts; zero is
+    /// allowed. Defaults to [`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER).
+    pub fn retry_jitter(mut self, jitter: Duration) -> Self {
+        self.config.retry_jitter = jitter;
+        self
+    }
+
+    /// Clock drift allowance as a fraction of the TTL, in `0.0..0.5`. Defaults
+    /// to [`DEFAULT_DRIFT_FACTOR`](crate::DEFAULT_DRIFT_FACTOR).
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.config.drift_factor = factor;
+        self
+    }
+
+    /// How long each node may take to answer one request. Defaults to
+    /// [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// When auto-extension renews a lock, as a fraction of its TTL, in
+    /// `0.05..=0.9`. Defaults to [`DEFAULT_AUTO_EXTEND_FRACTION`](crate::DEFAULT_AUTO_EXTEND_FRACTION).
+    pub fn auto_extend_fraction(mut self, fraction: f64) -> Self {
+        self.config.auto_extend_fraction = fraction;
+        self
+    }
+
+    /// Replaces the random lock-value generator (the value must be unique per
+    /// attempt and hard to guess; this hook is for tests). Defaults to 128
+    /// random bits in hex.
+    pub fn value_generator<F>(mut self, f: F) -> Self
+    where
+        F: Fn() -> String + Send + Sync + 'static,
+    {
+        self.config.value_fn = Some(Arc::new(f));
+        self
+    }
+
+    /// Checks the configuration and makes the [`Redlock`]. Connects to nothing:
+    /// connections open on first use and reopen after failures, so nodes that
+    /// are down now are fine as long as a quorum is up when locking.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] for a URL that does not parse (or `rediss://`
+    /// without the `tls` feature), [`Error::InvalidConfig`] for no nodes, the
+    /// same node twice, or settings out of range. An even node count is
+    /// allowed but logged as a warning: it tolerates no more failures than one
+    /// node fewer.
+    pub fn build(self) -> Result<Redlock> {
+        let c = &self.config;
+        if !(0.0..0.5).contains(&c.drift_factor) {
+            return Err(Error::InvalidConfig(format!(
+                "drift factor {} is outside 0.0..0.5",
+                c.drift_factor
+            )));
+        }
+        if !(0.05..=0.9).contains(&c.auto_extend_fraction) {
+            return Err(Error::InvalidConfig(format!(
+                "auto-extend fraction {} is outside 0.05..=0.9",
+                c.auto_extend_fraction
+            )));
+        }
+        if self.node_timeout.is_zero() {
+            return Err(Error::InvalidConfig(
+                "node timeout must be above zero".into(),
+            ));
+        }
+        let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
+        for url in &self.urls {
+            clients.push(open_client(url)?);
+        }
+        clients.extend(self.clients);
+        if clients.is_empty() {
+            return Err(Error::InvalidConfig("no redis nodes given".into()));
+        }
+        if clients.len() > MAX_NODES {
+            return Err(Error::InvalidConfig(format!(
+                "{} nodes given; at most {} are supported",
+                clients.len(),
+                MAX_NODES
+            )));
+        }
+        let mut seen = HashSet::new();
+        let mut nodes = Vec::with_capacity(clients.len());
+        // A connection attempt is never waited for past a round's deadline,
+        // but it may run longer in the background (TLS, AUTH on a far node).
+        let connect_timeout = self.node_timeout.max(MIN_CONNECT_TIMEOUT);
+        for (index, client) in clients.into_iter().enumerate() {
+            let info = client.get_connection_info();
+            let identity = format!("{}/{}", info.addr(), info.redis_settings().db());
+            if !seen.insert(identity.clone()) {
+                return Err(Error::InvalidConfig(format!(
+                    "node {index} ({identity}) is listed twice; each node must be independent"
+                )));
+            }
+            nodes.push(Node::new(index, client, connect_timeout));
+        }
+        if nodes.len().is_multiple_of(2) {
+            tracing::warn!(
+                nodes = nodes.len(),
+                "even number of redis nodes: it tolerates no more failures than {} nodes",
+                nodes.len() - 1
+            );
+        }
+        Ok(Redlock::from_parts(
+            Quorum::new(nodes, self.node_timeout),
+            self.config,
+        ))
+    }
+}
+
+/// Parses one node URL, with errors that never echo a password.
+fn open_client(url: &str) -> Result<redis::Client> {
+    #[cfg(feature = "tls")]
+    if url.starts_with("rediss://") {
+        // rustls refuses to guess a crypto provider; install ring once so a
+        // `rediss://` URL works instead of panicking on first connect.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    #[cfg(not(feature = "tls"))]
+    if url.starts_with("rediss://") {
+        return Err(Error::InvalidUrl {
+            url: redact(url),
+            source: redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "rediss:// needs redquorum's `tls` feature",
+            )),
+        });
+    }
+    redis::Client::open(url).map_err(|source| Error::InvalidUrl {
+        url: redact(url),
+        source,
+    })
+}
+
+/// Removes the userinfo part (`user:password@`) of a URL for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("redis://:s3cret@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+    }
+}

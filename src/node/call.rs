@@ -1,0 +1,90 @@
+//! One request to one node, from hand-over to reply: what a round polls.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use redis::{RedisResult, Value};
+
+use crate::node::link::{Link, Pending};
+use crate::node::request::Request;
+use crate::node::wire::{link_broken, not_sent};
+
+/// One request to one node, from hand-over to reply. A plain state machine
+/// (no allocation of its own, `Unpin`), so a round keeps its calls side by
+/// side and polls them directly.
+pub(crate) struct Call {
+    /// Where the request is.
+    pending: Pending,
+    /// The node's link, for a resend after a broken connection and for the
+    /// node's health.
+    link: Arc<Link>,
+    /// The request, for a resend.
+    req: Arc<Request>,
+}
+
+impl Call {
+    /// Hands `req` to `link` (or queues it there) and follows it.
+    pub(crate) fn start(link: &Arc<Link>, req: &Arc<Request>) -> Self {
+        Self {
+            pending: link.dispatch(req),
+            link: Arc::clone(link),
+            req: Arc::clone(req),
+        }
+    }
+
+    /// The node's reply, once it is there. Call again after `Ready` and it
+    /// answers "not sent".
+    ///
+    /// Replies are not subject to tokio's cooperative budget: they are plain
+    /// waiting, and a late reply drained in the background should not be
+    /// held back by it.
+    pub(crate) fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<RedisResult<Value>> {
+        let result = loop {
+            match &mut self.pending {
+                Pending::Sent { reply, .. } => {
+                    let result = match reply.as_mut().poll(cx) {
+                        Poll::Ready(result) => result,
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    let Pending::Sent {
+                        outstanding, seq, ..
+                    } = std::mem::replace(&mut self.pending, Pending::Done(None))
+                    else {
+                        unreachable!("matched above");
+                    };
+                    match result {
+                        Err(e) if link_broken(&e) => {
+                            // Move what queued behind it to the new connection
+                            // before this one's slot frees up.
+                            let resent = self.link.resend(outstanding.id, seq, &self.req);
+                            drop(outstanding);
+                            match resent {
+                                Some(rx) => self.pending = Pending::Queued(rx),
+                                None => break Err(e),
+                            }
+                        }
+                        result => break result,
+                    }
+                }
+                Pending::Queued(rx) => match Pin::new(rx).poll(cx) {
+                    Poll::Ready(result) => break result.unwrap_or_else(|_| Err(not_sent())),
+                    Poll::Pending => return Poll::Pending,
+                },
+                Pending::Done(result) => break result.take().unwrap_or_else(|| Err(not_sent())),
+            }
+        };
+        self.pending = Pending::Done(None);
+        // Any answer, a server error included, shows the node is alive;
+        // recorded here so that late replies drained in the background count
+        // too.
+        let alive = match &result {
+            Ok(_) => true,
+            Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
+        };
+        self.link.healthy.store(alive, Ordering::Relaxed);
+        Poll::Ready(result)
+    }
+}

@@ -1,0 +1,87 @@
+//! One Redis node: its lazily opened, self-healing connection and the way a
+//! single request is sent to it, in order.
+//!
+//! Bottom to top: [`request`] encodes a command once per round; [`wire`]
+//! hands it (or a pipeline) to a redis-rs multiplexed connection; [`queue`]
+//! is the link's state and the requests queued in it; [`link`] is the state
+//! machine that connects, keeps requests in order and batches them; [`call`]
+//! follows one request to its reply for the round that polls it.
+
+pub(crate) mod call;
+pub(crate) mod link;
+pub(crate) mod queue;
+pub(crate) mod request;
+pub(crate) mod wire;
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::node::call::Call;
+use crate::node::link::Link;
+use crate::node::request::Request;
+
+/// One Redis node of the quorum.
+pub(crate) struct Node {
+    /// Position in the configured list; errors and logs name nodes by it.
+    pub(crate) index: usize,
+    /// `host:port` for messages; never contains the password.
+    pub(crate) addr: String,
+    /// The connection, shared with the calls in flight and the task that
+    /// connects.
+    link: Arc<Link>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Wraps a client; connects to nothing yet.
+    pub(crate) fn new(index: usize, client: redis::Client, connect_timeout: Duration) -> Self {
+        let info = client.get_connection_info();
+        let addr = info.addr().to_string();
+        // Lock requests are tiny and latency-bound, and many share one
+        // multiplexed connection: never let Nagle hold one back waiting for
+        // the ACK of another.
+        let tcp = info.tcp_settings().clone().set_nodelay(true);
+        let client = redis::Client::open(info.clone().set_tcp_settings(tcp)).unwrap_or(client);
+        Self {
+            index,
+            addr,
+            link: Arc::new(Link::new(index, client, connect_timeout)),
+        }
+    }
+
+    /// Whether the node answered its last request.
+    pub(crate) fn is_healthy(&self) -> bool {
+        self.link.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Marks the node unresponsive (it missed a round's deadline).
+    pub(crate) fn mark_unresponsive(&self) {
+        self.link.healthy.store(false, Ordering::Relaxed);
+    }
+
+    /// Sends `req`: the request is handed to the connection (or queued for
+    /// it) before this returns, so requests reach the node in the order their
+    /// calls were made. [`Call::poll_reply`] then yields the node's reply.
+    /// The call owns everything it needs, so a round can carry it on in the
+    /// background; dropping it before it was sent means it is never sent
+    /// (unless it is a cleanup).
+    ///
+    /// A request whose connection turns out to be closed (the node was
+    /// restarted) is sent again on a new connection if nothing was sent to
+    /// the node after it, so a restart is usually invisible. Every command we
+    /// send is safe to repeat: `SET NX` and the scripts are idempotent for
+    /// the same value.
+    pub(crate) fn call(&self, req: &Arc<Request>) -> Call {
+        Call::start(&self.link, req)
+    }
+}

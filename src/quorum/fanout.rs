@@ -1,0 +1,160 @@
+//! One request in flight to a set of nodes: replies in the order they
+//! arrive, and every node that has not answered by the round's deadline
+//! turned into a timeout, so one hung node never adds latency once the
+//! others have decided the outcome.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use redis::{RedisResult, Value};
+use tokio::time::{Instant, Sleep};
+
+use crate::error::NodeErrorKind;
+use crate::node::call::Call;
+use crate::node::request::Request;
+use crate::node::Node;
+use crate::quorum::background::Background;
+use crate::quorum::tally::{node_bit, NodeSet};
+
+/// One request in flight to a set of nodes.
+pub(crate) struct Fanout<'a> {
+    /// The nodes, to record their health.
+    nodes: &'a [Node],
+    /// Counts rounds left to finish in the background.
+    background: &'a Arc<Background>,
+    /// One call per node asked, with the node's index. Rounds are small (a
+    /// handful of nodes), so every unanswered call is polled on each wake-up:
+    /// one allocation per round instead of one per call.
+    calls: Vec<(usize, Call)>,
+    /// Nodes asked that have not answered yet.
+    waiting: NodeSet,
+    /// When unanswered nodes count as timed out.
+    deadline: Pin<Box<Sleep>>,
+    /// The per-node timeout, reported in timeout errors.
+    timeout: Duration,
+    /// Set once the deadline has passed.
+    expired: bool,
+}
+
+impl<'a> Fanout<'a> {
+    /// Sends `req` to every node of `nodes` in `targets` at once; nodes that
+    /// have not answered within `timeout` count as timed out.
+    pub(crate) fn start(
+        nodes: &'a [Node],
+        background: &'a Arc<Background>,
+        timeout: Duration,
+        req: &Arc<Request>,
+        targets: NodeSet,
+    ) -> Self {
+        let mut calls = Vec::with_capacity(targets.count_ones() as usize);
+        let mut waiting = 0;
+        for node in nodes.iter().filter(|n| targets & node_bit(n.index) != 0) {
+            calls.push((node.index, node.call(req)));
+            waiting |= node_bit(node.index);
+        }
+        Self {
+            nodes,
+            background,
+            calls,
+            waiting,
+            deadline: Box::pin(tokio::time::sleep_until(Instant::now() + timeout)),
+            timeout,
+            expired: false,
+        }
+    }
+
+    /// The next reply, or a timeout for a node that missed the deadline, or
+    /// `None` when every node asked has been accounted for.
+    pub(crate) async fn next(&mut self) -> Option<(usize, Result<Value, NodeErrorKind>)> {
+        if self.waiting == 0 {
+            return None;
+        }
+        if !self.expired {
+            let (calls, waiting, deadline) = (&mut self.calls, self.waiting, &mut self.deadline);
+            let polled = poll_fn(|cx| {
+                // Replies first: one that is in counts even at the deadline.
+                if let Poll::Ready(reply) = poll_calls(calls, waiting, cx) {
+                    return Poll::Ready(Some(reply));
+                }
+                deadline.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            match polled {
+                Some((i, r)) => {
+                    self.waiting &= !node_bit(i);
+                    return Some((i, r.map_err(NodeErrorKind::Redis)));
+                }
+                None => self.expired = true,
+            }
+        }
+        let i = self.waiting.trailing_zeros() as usize;
+        self.waiting &= !node_bit(i);
+        self.nodes[i].mark_unresponsive();
+        Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
+    }
+
+    /// Nodes asked that have not answered yet.
+    pub(crate) fn waiting(&self) -> NodeSet {
+        self.waiting
+    }
+
+    /// Lets calls still in flight finish on their own (bounded by the round's
+    /// deadline), so requests such as a release reach slow nodes even though
+    /// the caller has moved on. Cheap when nothing is pending.
+    pub(crate) fn finish_in_background(self) {
+        // Every request was handed to its connection or queued in order when
+        // the call was made. Carrying the calls (bounded by the round's
+        // deadline) keeps queued SETs wanted, so they still go out and the
+        // lock lands on every healthy node, and lets late replies mark
+        // nodes healthy. (Releases go out even if dropped.)
+        if self.waiting == 0 || self.expired {
+            return;
+        }
+        let Fanout {
+            mut calls,
+            mut waiting,
+            deadline,
+            background,
+            ..
+        } = self;
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let token = Background::enter(background);
+            handle.spawn(async move {
+                let drain = poll_fn(|cx| {
+                    while let Poll::Ready((i, _)) = poll_calls(&mut calls, waiting, cx) {
+                        waiting &= !node_bit(i);
+                    }
+                    if waiting == 0 {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                });
+                tokio::select! {
+                    () = drain => {}
+                    () = deadline => {}
+                }
+                drop(token);
+            });
+        }
+    }
+}
+
+/// Polls the calls of the nodes in `waiting`; returns the first reply found.
+fn poll_calls(
+    calls: &mut [(usize, Call)],
+    waiting: NodeSet,
+    cx: &mut Context<'_>,
+) -> Poll<(usize, RedisResult<Value>)> {
+    for (i, call) in calls.iter_mut() {
+        if waiting & node_bit(*i) != 0 {
+            if let Poll::Ready(reply) = call.poll_reply(cx) {
+                return Poll::Ready((*i, reply));
+            }
+        }
+    }
+    Poll::Pending
+}

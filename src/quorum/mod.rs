@@ -1,0 +1,138 @@
+//! The node set and the one place that decides "did a quorum agree".
+//!
+//! [`Quorum`] owns the nodes, the per-node timeout and the rounds left to
+//! finish in the background. A vote round sends one request to every node at
+//! once ([`fanout`]), turns each reply into a vote and counts it ([`tally`])
+//! until the outcome is known: a quorum won, or so many nodes refused or
+//! failed that a quorum is impossible. The lock and the counter both build
+//! on it; they differ only in what they send and how a reply votes.
+
+pub(crate) mod background;
+pub(crate) mod fanout;
+pub(crate) mod tally;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use tracing::{debug, trace};
+
+use crate::error::NodeErrorKind;
+use crate::node::request::Request;
+use crate::node::Node;
+use crate::quorum::background::Background;
+use crate::quorum::fanout::Fanout;
+use crate::quorum::tally::{all_nodes, quorum, NodeSet, Tally, Vote};
+
+/// The independent nodes a client agrees through.
+#[derive(Debug)]
+pub(crate) struct Quorum {
+    /// The nodes, in configured order (index = position).
+    pub(crate) nodes: Vec<Node>,
+    /// How long one node may take to answer one request.
+    pub(crate) node_timeout: Duration,
+    /// Rounds finishing in the background (stragglers of a release...).
+    pub(crate) background: Arc<Background>,
+}
+
+impl Quorum {
+    /// The set of `nodes`, each request bounded by `node_timeout`.
+    pub(crate) fn new(nodes: Vec<Node>, node_timeout: Duration) -> Self {
+        Self {
+            nodes,
+            node_timeout,
+            background: Arc::default(),
+        }
+    }
+
+    /// Nodes that must agree: `nodes / 2 + 1`.
+    pub(crate) fn needed(&self) -> usize {
+        quorum(self.nodes.len())
+    }
+
+    /// Every node.
+    pub(crate) fn all(&self) -> NodeSet {
+        all_nodes(self.nodes.len())
+    }
+
+    /// Sends `req` to the nodes in `targets` at once.
+    pub(crate) fn fanout(&self, req: &Arc<Request>, targets: NodeSet) -> Fanout<'_> {
+        Fanout::start(
+            &self.nodes,
+            &self.background,
+            self.node_timeout,
+            req,
+            targets,
+        )
+    }
+
+    /// Sends `req` to `targets` and returns without waiting for replies: each
+    /// request is handed to its node (or queued, in order) here, ahead of our
+    /// next request there, and the calls are carried to the end in the
+    /// background.
+    pub(crate) fn send_quietly(&self, req: &Arc<Request>, targets: NodeSet) {
+        if targets != 0 {
+            self.fanout(req, targets).finish_in_background();
+        }
+    }
+
+    /// Waits until the rounds left to finish in the background are done.
+    pub(crate) async fn settled(&self) {
+        self.background.settled().await;
+    }
+
+    /// Sends `req` to all nodes and counts votes until the outcome is
+    /// decided. `classify` maps a reply to yes (`Some(true)`), no
+    /// (`Some(false)`) or unexpected (`None`). Returns the tally and the calls
+    /// still in flight, for the caller to drop or to finish in the background.
+    pub(crate) async fn vote_round(
+        &self,
+        req: &Arc<Request>,
+        what: &'static str,
+        classify: impl FnMut(&Value) -> Option<bool>,
+    ) -> (Tally, Fanout<'_>) {
+        self.vote_until(req, what, classify, |tally, _| tally.decided().is_some())
+            .await
+    }
+
+    /// [`Quorum::vote_round`] with the caller's own rule for when to stop
+    /// counting: `done` sees the tally and the calls still in flight after
+    /// each vote.
+    pub(crate) async fn vote_until(
+        &self,
+        req: &Arc<Request>,
+        what: &'static str,
+        mut classify: impl FnMut(&Value) -> Option<bool>,
+        done: impl Fn(&Tally, &Fanout<'_>) -> bool,
+    ) -> (Tally, Fanout<'_>) {
+        let n = self.nodes.len();
+        let mut fan = self.fanout(req, self.all());
+        let mut tally = Tally::new(n, n);
+        while let Some((i, reply)) = fan.next().await {
+            let vote = match reply.map(|v| classify(&v)) {
+                Ok(Some(true)) => Vote::Yes,
+                Ok(Some(false)) => Vote::No,
+                Ok(None) => Vote::Failed(NodeErrorKind::UnexpectedReply),
+                Err(kind) => Vote::Failed(kind),
+            };
+            let node = &self.nodes[i];
+            log_vote(node, what, &vote);
+            tally.record(i, &node.addr, vote);
+            if done(&tally, &fan) {
+                break;
+            }
+        }
+        (tally, fan)
+    }
+}
+
+/// Per-node outcome at `debug!`; failures a quorum survived show up at `warn!`
+/// only once, in the caller's error.
+fn log_vote(node: &Node, what: &'static str, vote: &Vote) {
+    match vote {
+        Vote::Failed(kind) => {
+            debug!(node = node.index, addr = %node.addr, op = what, ?kind, "node failed")
+        }
+        _ => trace!(node = node.index, op = what, ?vote, "node replied"),
+    }
+}

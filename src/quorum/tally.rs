@@ -1,0 +1,179 @@
+//! The quorum decision, as pure bookkeeping: which nodes said yes, which
+//! refused, which failed, and whether the outcome is known yet.
+
+use crate::error::{Error, NodeError, NodeErrorKind};
+
+/// Bit set of node indexes (a quorum of more than 64 nodes is not a thing).
+pub(crate) type NodeSet = u64;
+
+/// The largest number of nodes a [`NodeSet`] can hold.
+pub(crate) const MAX_NODES: usize = 64;
+
+/// The set holding nodes `0..n`.
+pub(crate) fn all_nodes(n: usize) -> NodeSet {
+    if n >= MAX_NODES {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// The set holding node `index` alone.
+pub(crate) fn node_bit(index: usize) -> NodeSet {
+    1u64 << index
+}
+
+/// Majority of `n`: the smallest count any two of which overlap.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// What one node's reply means for the decision.
+#[derive(Debug)]
+pub(crate) enum Vote {
+    /// The node did what we asked.
+    Yes,
+    /// The node answered, and refused (the key is someone else's).
+    No,
+    /// The node could not take part.
+    Failed(NodeErrorKind),
+}
+
+/// Counts votes and knows when the outcome is decided.
+#[derive(Debug)]
+pub(crate) struct Tally {
+    /// Votes needed to win.
+    pub(crate) quorum: usize,
+    /// Nodes asked.
+    pub(crate) asked: usize,
+    /// Nodes that said yes.
+    pub(crate) yes: NodeSet,
+    /// Nodes that answered no.
+    pub(crate) no: NodeSet,
+    /// Nodes that failed, and why.
+    pub(crate) failures: Vec<NodeError>,
+}
+
+impl Tally {
+    /// An empty tally for a round that asks `asked` nodes out of `n`.
+    pub(crate) fn new(n: usize, asked: usize) -> Self {
+        Self {
+            quorum: quorum(n),
+            asked,
+            yes: 0,
+            no: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Records the vote of node `index` (at `addr`, for error messages).
+    pub(crate) fn record(&mut self, index: usize, addr: &str, vote: Vote) {
+        match vote {
+            Vote::Yes => self.yes |= node_bit(index),
+            Vote::No => self.no |= node_bit(index),
+            Vote::Failed(kind) => self.failures.push(NodeError {
+                index,
+                addr: addr.to_owned(),
+                kind,
+            }),
+        }
+    }
+
+    /// Number of yes votes.
+    pub(crate) fn yes_count(&self) -> usize {
+        self.yes.count_ones() as usize
+    }
+
+    /// `Some(true)` once a quorum said yes, `Some(false)` once a quorum can no
+    /// longer be reached, `None` while it could still go either way.
+    pub(crate) fn decided(&self) -> Option<bool> {
+        let yes = self.yes_count();
+        let lost = self.no.count_ones() as usize + self.failures.len();
+        if yes >= self.quorum {
+            Some(true)
+        } else if yes + (self.asked - yes - lost) < self.quorum {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Whether enough nodes failed (rather than refused) to make the quorum
+    /// unreachable whatever the others said: the outcome is then a
+    /// connectivity problem, not contention.
+    pub(crate) fn failures_prevent_quorum(&self) -> bool {
+        self.asked.saturating_sub(self.failures.len()) < self.quorum
+    }
+
+    /// The error for a round that did not win: which nodes failed and why.
+    pub(crate) fn into_no_quorum(self, resource: &str) -> Error {
+        Error::NoQuorum {
+            resource: resource.to_owned(),
+            needed: self.quorum,
+            succeeded: self.yes_count(),
+            failures: self.failures,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn vote(t: &mut Tally, i: usize, v: Vote) {
+        t.record(i, "127.0.0.1:1", v);
+    }
+
+    #[test]
+    fn quorum_sizes() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+        assert_eq!(all_nodes(5), 0b11111);
+        assert_eq!(all_nodes(64), u64::MAX);
+    }
+
+    #[test]
+    fn decides_at_quorum_won() {
+        let mut t = Tally::new(5, 5);
+        vote(&mut t, 0, Vote::Yes);
+        vote(&mut t, 1, Vote::Yes);
+        assert_eq!(t.decided(), None);
+        vote(&mut t, 2, Vote::Yes);
+        assert_eq!(t.decided(), Some(true));
+    }
+
+    #[test]
+    fn decides_at_quorum_impossible() {
+        let mut t = Tally::new(5, 5);
+        vote(&mut t, 0, Vote::No);
+        vote(&mut t, 1, Vote::Failed(NodeErrorKind::UnexpectedReply));
+        assert_eq!(t.decided(), None);
+        vote(&mut t, 2, Vote::No);
+        assert_eq!(t.decided(), Some(false));
+        assert!(!t.failures_prevent_quorum());
+    }
+
+    #[test]
+    fn failures_alone_can_prevent_quorum() {
+        let mut t = Tally::new(5, 5);
+        for i in 0..3 {
+            vote(
+                &mut t,
+                i,
+                Vote::Failed(NodeErrorKind::Timeout(Duration::from_millis(1))),
+            );
+        }
+        assert_eq!(t.decided(), Some(false));
+        assert!(t.failures_prevent_quorum());
+    }
+
+    #[test]
+    fn subset_round_is_impossible_when_too_few_asked() {
+        // Asking 2 of 5 nodes can never win a quorum of 3.
+        let t = Tally::new(5, 2);
+        assert_eq!(t.decided(), Some(false));
+    }
+}

@@ -1,0 +1,207 @@
+//! [`Redlock`], the client handle, and the lock rounds that acquiring and
+//! holding a lock share: the key, release, and the error that explains a
+//! lost vote.
+//!
+//! The lock itself is the Redlock algorithm: a key set with `SET key value
+//! NX PX ttl` on a quorum of independent nodes, owned by whoever knows its
+//! random value, and valid for `ttl - elapsed - drift` after the attempt
+//! started (see [`validity`]). Acquiring is in `acquire.rs`, holding
+//! (extend, release, auto-extend) in `guard.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::node::request::Request;
+use crate::quorum::tally::{NodeSet, Tally};
+use crate::quorum::Quorum;
+use crate::scripts;
+
+/// A client for a set of independent Redis nodes that locks by majority.
+///
+/// Cheap to clone (an `Arc` inside) and `Send + Sync`: make one per process
+/// and share it.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> redquorum::Result<()> {
+/// use std::time::Duration;
+/// let redlock = redquorum::Redlock::builder()
+///     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
+///     .build()?;
+/// let lock = redlock.lock("orders", Duration::from_secs(10)).await?;
+/// // ... exclusive work, within lock.validity() ...
+/// lock.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Redlock {
+    /// Shared state; clones of a `Redlock` are handles to the same nodes.
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What all clones of one [`Redlock`] share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    /// The nodes and the rounds still finishing in the background.
+    pub(crate) quorum: Quorum,
+    /// Checked configuration.
+    pub(crate) config: Config,
+}
+
+impl Redlock {
+    /// Made by the builder after validation.
+    pub(crate) fn from_parts(quorum: Quorum, config: Config) -> Self {
+        Self {
+            inner: Arc::new(Inner { quorum, config }),
+        }
+    }
+
+    /// The node set, for the rounds built on it.
+    pub(crate) fn nodes(&self) -> &Quorum {
+        &self.inner.quorum
+    }
+
+    /// The checked settings.
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Number of configured nodes.
+    pub fn node_count(&self) -> usize {
+        self.inner.quorum.nodes.len()
+    }
+
+    /// Number of nodes that must agree: `nodes / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum.needed()
+    }
+
+    /// The `host:port` of every node, in configured order.
+    pub fn node_addrs(&self) -> impl Iterator<Item = &str> {
+        self.inner.quorum.nodes.iter().map(|n| n.addr.as_str())
+    }
+
+    /// The Redis key used for `resource` (prefix + resource).
+    pub fn key_for(&self, resource: &str) -> String {
+        format!("{}{}", self.inner.config.key_prefix, resource)
+    }
+
+    /// Waits until requests this client left to finish in the background
+    /// (releases and extensions still on their way to slow nodes) are done;
+    /// each is bounded by the node timeout. Call it before a short-lived
+    /// program exits, so no key is left to expire by TTL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+    /// redlock.lock("job", std::time::Duration::from_secs(5)).await?.release().await?;
+    /// redlock.settle().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(&self) {
+        self.inner.quorum.settled().await;
+    }
+
+    /// Validates a resource name and TTL; returns the TTL in milliseconds.
+    pub(crate) fn check_resource(&self, resource: &str, ttl: Duration) -> Result<u64> {
+        if resource.is_empty() {
+            return Err(Error::InvalidConfig("resource name is empty".into()));
+        }
+        self.inner.config.check_ttl(ttl)
+    }
+
+    /// Maps a lost vote to the error that explains it: too many nodes failed
+    /// (or nobody refused), or the resource is held by someone else.
+    pub(crate) fn failure(&self, resource: &str, tally: Tally) -> Error {
+        if tally.failures_prevent_quorum() || tally.no == 0 {
+            tally.into_no_quorum(resource)
+        } else {
+            Error::Contended {
+                resource: resource.to_owned(),
+            }
+        }
+    }
+
+    /// The error for a lost compare-and-X vote: too many nodes failed, or the
+    /// nodes no longer hold our value.
+    pub(crate) fn failure_or_expired(&self, resource: &str, tally: Tally) -> Error {
+        if tally.failures_prevent_quorum() {
+            tally.into_no_quorum(resource)
+        } else {
+            Error::Expired {
+                resource: resource.to_owned(),
+            }
+        }
+    }
+
+    /// Compare-and-delete on all nodes, until decided.
+    pub(crate) async fn release_round(&self, key: &str, value: &str) -> Tally {
+        let req = release_request(key, value);
+        let (tally, stragglers) = self.nodes().vote_round(&req, "release", int_vote).await;
+        stragglers.finish_in_background();
+        tally
+    }
+
+    /// Compare-and-delete on `targets`, without waiting for replies (see
+    /// [`Quorum::send_quietly`]).
+    pub(crate) fn release_quietly(&self, key: &str, value: &str, targets: NodeSet) {
+        self.nodes()
+            .send_quietly(&release_request(key, value), targets);
+    }
+}
+
+/// The compare-and-delete request.
+fn release_request(key: &str, value: &str) -> Arc<Request> {
+    Request::script(&scripts::RELEASE, |cmd| {
+        cmd.arg(1).arg(key).arg(value);
+    })
+}
+
+/// Classifies a script's integer reply: 1 = done, 0 = not ours.
+pub(crate) fn int_vote(v: &Value) -> Option<bool> {
+    match v {
+        Value::Int(1) => Some(true),
+        Value::Int(0) => Some(false),
+        _ => None,
+    }
+}
+
+/// `ttl - elapsed - drift`, or `None` when nothing is left: how long a lock
+/// taken (or extended) by a round that started `elapsed` ago is ours.
+///
+/// Why each term: the nodes started counting the TTL somewhere inside the
+/// round, so from the round's start it has at most `ttl` left, minus what
+/// already `elapsed`; and the nodes' clocks may run faster than ours, by up
+/// to the drift allowance. Never underflows.
+pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+    ttl.checked_sub(elapsed)
+        .and_then(|d| d.checked_sub(drift))
+        .filter(|d| !d.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_math() {
+        let ms = Duration::from_millis;
+        assert_eq!(validity(ms(1000), ms(100), ms(12)), Some(ms(888)));
+        // No underflow panic on tiny TTLs or long rounds.
+        assert_eq!(validity(ms(3), ms(5), ms(2)), None);
+        assert_eq!(validity(ms(10), ms(8), ms(2)), None);
+        assert_eq!(validity(ms(10), ms(0), ms(20)), None);
+    }
+
+    #[test]
+    fn redlock_is_clone_send_sync() {
+        fn assert_traits<T: Clone + Send + Sync + 'static>() {}
+        assert_traits::<Redlock>();
+    }
+}

@@ -1,0 +1,331 @@
+//! The shape of the code, checked: the modules under `src/` import each
+//! other without cycles (layers), no source file passes 500 lines before its
+//! unit tests, and every module file is named in the contributors' Layout
+//! list (`src/lib.rs` for the library, `src/bin/redquorum/main.rs` for the
+//! CLI).
+//!
+//! Imports are read from `use crate::…` / `use super::…` statements and from
+//! `crate::…` paths written in code (comments and doc comments are skipped),
+//! up to each file's `#[cfg(test)]`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Most lines a source file may have before its `#[cfg(test)]` module.
+const MAX_LINES: usize = 500;
+
+/// One crate under `src/`: its root file and every module file.
+struct Crate {
+    /// The directory `crate::` paths start from.
+    dir: PathBuf,
+    /// The root file (`lib.rs`, `main.rs`), which holds the Layout list.
+    root: PathBuf,
+    /// Every `.rs` file of the crate.
+    files: Vec<PathBuf>,
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, skip: Option<&Path>, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if Some(p.as_path()) == skip {
+            continue;
+        }
+        if p.is_dir() {
+            rust_files(&p, skip, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn crates() -> Vec<Crate> {
+    let src = src();
+    let mut lib = Vec::new();
+    rust_files(&src, Some(&src.join("bin")), &mut lib);
+    let mut crates = vec![Crate {
+        dir: src.clone(),
+        root: src.join("lib.rs"),
+        files: lib,
+    }];
+    let bin = src.join("bin/redquorum");
+    let mut files = Vec::new();
+    rust_files(&bin, None, &mut files);
+    crates.push(Crate {
+        dir: bin.clone(),
+        root: bin.join("main.rs"),
+        files,
+    });
+    crates
+}
+
+/// The part of a file before its unit tests (`#[cfg(test)] mod …`).
+fn code_part(text: &str) -> &str {
+    match text.find("#[cfg(test)]\nmod ") {
+        Some(i) => &text[..i],
+        None => text,
+    }
+}
+
+/// The code of a file with comment lines blanked (doc comments included).
+fn without_comments(text: &str) -> String {
+    code_part(text)
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("//") {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Expands a use tree such as `a::{b::C, d}` into `a::b::C`, `a::d`.
+fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        let path = tree.split(" as ").next().unwrap_or(tree).trim();
+        if !path.is_empty() {
+            out.push(format!("{prefix}{path}"));
+        }
+        return;
+    };
+    let head = &tree[..open];
+    let inner = &tree[open + 1..tree.rfind('}').expect("balanced use tree")];
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                expand(&format!("{prefix}{head}"), &inner[start..i], out);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    expand(&format!("{prefix}{head}"), &inner[start..], out);
+}
+
+/// The module paths a file imports: `crate::…` and `super::…` (resolved
+/// against the file's own module path) from use statements and code.
+fn imports(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    // Code with the use statements taken out, for the paths written inline.
+    let mut other = String::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("use ") {
+        let before = rest[..i].chars().last();
+        let after = &rest[i + 4..];
+        let Some(end) = after.find(';') else { break };
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            other.push_str(&rest[..i + 4]);
+            rest = after;
+            continue;
+        }
+        other.push_str(&rest[..i]);
+        let tree: String = after[..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if tree.starts_with("crate::") || tree.starts_with("super::") {
+            expand("", &tree, &mut paths);
+        }
+        rest = &after[end + 1..];
+    }
+    other.push_str(rest);
+    for (i, _) in other.match_indices("crate::") {
+        let code = &other;
+        let tail: String = code[i..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        paths.push(tail);
+    }
+    paths
+        .into_iter()
+        .map(|p| {
+            let segs: Vec<String> = p.split("::").map(str::to_owned).collect();
+            match segs.first().map(String::as_str) {
+                Some("super") => {
+                    let mut base = module[..module.len().saturating_sub(1)].to_vec();
+                    base.extend(segs[1..].iter().cloned());
+                    base
+                }
+                _ => segs[1..].to_vec(),
+            }
+        })
+        .collect()
+}
+
+/// The file a module path lands in: the deepest module file along it.
+fn resolve(dir: &Path, root: &Path, path: &[String]) -> PathBuf {
+    let (mut file, mut cur) = (root.to_path_buf(), dir.to_path_buf());
+    for seg in path {
+        let (flat, nested) = (cur.join(format!("{seg}.rs")), cur.join(seg).join("mod.rs"));
+        if flat.exists() {
+            file = flat;
+        } else if nested.exists() {
+            file = nested;
+        } else {
+            break;
+        }
+        cur = cur.join(seg);
+    }
+    file
+}
+
+/// A file's module path (`node/link.rs` → `["node", "link"]`).
+fn module_of(dir: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(dir).expect("file under its crate");
+    let mut segs: Vec<String> = rel
+        .with_extension("")
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    if segs
+        .last()
+        .is_some_and(|s| s == "mod" || s == "lib" || s == "main")
+    {
+        segs.pop();
+    }
+    segs
+}
+
+/// Every file's imports, as edges between files.
+fn graph(c: &Crate) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let mut g = BTreeMap::new();
+    for file in &c.files {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let module = module_of(&c.dir, file);
+        let edges = imports(&without_comments(&text), &module)
+            .iter()
+            .map(|p| resolve(&c.dir, &c.root, p))
+            .filter(|target| target != file)
+            .collect();
+        g.insert(file.clone(), edges);
+    }
+    g
+}
+
+/// A cycle in `g`, as the files along it, if there is one.
+fn find_cycle(g: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Option<Vec<PathBuf>> {
+    fn visit(
+        n: &PathBuf,
+        g: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        state: &mut BTreeMap<PathBuf, u8>,
+        stack: &mut Vec<PathBuf>,
+    ) -> Option<Vec<PathBuf>> {
+        match state.get(n) {
+            Some(2) => return None,
+            Some(1) => {
+                let at = stack.iter().position(|s| s == n).unwrap_or(0);
+                let mut cycle = stack[at..].to_vec();
+                cycle.push(n.clone());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(n.clone(), 1);
+        stack.push(n.clone());
+        for m in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, g, state, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        state.insert(n.clone(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in g.keys() {
+        if let Some(c) = visit(n, g, &mut state, &mut Vec::new()) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+fn show(dir: &Path, files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| f.strip_prefix(dir).unwrap_or(f).display().to_string())
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
+#[test]
+fn layout_modules_import_without_cycles() {
+    for c in crates() {
+        let g = graph(&c);
+        let edges: usize = g.values().map(BTreeSet::len).sum();
+        assert!(
+            edges >= c.files.len(),
+            "the import reader found only {edges} imports in {} files; it is broken",
+            c.files.len()
+        );
+        if let Some(cycle) = find_cycle(&g) {
+            panic!("import cycle: {}", show(&c.dir, &cycle));
+        }
+    }
+}
+
+#[test]
+fn layout_cycle_finder_sees_a_cycle() {
+    // The checker itself must be able to fail: two files importing each
+    // other, and a child importing its parent through `super`.
+    let code = "use crate::{a::{B, c::D}, e};\nfn f() { crate::g::h(); }\n";
+    let paths = imports(code, &["x".into()]);
+    let flat: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert_eq!(flat, ["a::B", "a::c::D", "e", "g::h"]);
+    let up = imports("use super::Thing;", &["node".into(), "link".into()]);
+    assert_eq!(up, [vec!["node".to_owned(), "Thing".to_owned()]]);
+    let (a, b) = (PathBuf::from("a.rs"), PathBuf::from("b.rs"));
+    let mut g = BTreeMap::new();
+    g.insert(a.clone(), BTreeSet::from([b.clone()]));
+    g.insert(b.clone(), BTreeSet::from([a.clone()]));
+    assert!(find_cycle(&g).is_some());
+    g.insert(b, BTreeSet::new());
+    assert!(find_cycle(&g).is_none());
+}
+
+#[test]
+fn layout_files_stay_under_500_lines_before_their_tests() {
+    for c in crates() {
+        for file in &c.files {
+            let text = std::fs::read_to_string(file).expect("read source");
+            let n = code_part(&text).lines().count();
+            assert!(
+                n <= MAX_LINES,
+                "{} has {n} lines before #[cfg(test)] (at most {MAX_LINES}): split it along a seam",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn layout_list_names_every_module_file() {
+    for c in crates() {
+        let root = std::fs::read_to_string(&c.root).expect("read root");
+        for file in c.files.iter().filter(|f| **f != c.root) {
+            let rel = file.strip_prefix(&c.dir).expect("under the crate");
+            let name = rel.display().to_string();
+            assert!(
+                root.contains(&name),
+                "{name} is not named in the Layout list of {}",
+                c.root.display()
+            );
+        }
+    }
+}
