@@ -1,34 +1,48 @@
 //! Taking the lock: [`Redlock::try_lock`], [`Redlock::lock`],
 //! [`Redlock::lock_timeout`], [`Redlock::lock_fenced`] and
-//! [`Redlock::with_lock`], one attempt at a time.
+//! [`Redlock::with_lock`].
 //!
-//! One attempt: pick a fresh random value, note a monotonic start, send
-//! `SET key value NX PX ttl` to every node at once, and decide as soon as a
-//! quorum said OK or can no longer say OK. The lock is ours only with a
-//! quorum *and* time left ([`validity`]). A failed attempt releases on every
-//! node that did not clearly refuse, because a `SET` may have landed where
-//! the reply was lost; so does an attempt whose future is dropped.
+//! `try_lock` is one attempt (`attempt.rs`). The others wait: callers of this
+//! client line up per resource, the front one makes a plain attempt, then
+//! registers in the resource's waiting list on the nodes and tries again
+//! whenever a quorum of nodes may have the lock free (`wait/`), until its
+//! patience runs out.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use redis::Value;
 use tokio::time::Instant;
 use tracing::{debug, instrument, warn};
 
+use crate::attempt::{Ask, Failed, Waiter};
 use crate::counter::{self, Record};
 use crate::error::{Error, Result};
 use crate::guard::{Lock, LockHandle};
-use crate::node::request::Request;
-use crate::redlock::{validity, Redlock};
+use crate::redlock::Redlock;
 
-/// How long `acquire` keeps trying.
+/// How long `acquire` keeps trying, and what it says when it gives up.
 #[derive(Clone, Copy, Debug)]
-enum Patience {
-    /// At most this many retries after the first attempt.
-    Retries(u32),
-    /// Retry until this instant; never sleep past it.
-    Until(Instant),
+struct Patience {
+    /// No attempt starts after this instant (one always does).
+    until: Instant,
+    /// Give up with [`Error::Timeout`] (`lock_timeout`) rather than the last
+    /// attempt's error (`lock`).
+    timeout: bool,
+}
+
+impl Patience {
+    /// The error to give up with, after `last`.
+    fn give_up(self, resource: &str, started: Instant, last: Error) -> Error {
+        if self.timeout {
+            Error::Timeout {
+                resource: resource.to_owned(),
+                waited: started.elapsed(),
+                last: Box::new(last),
+            }
+        } else {
+            last
+        }
+    }
 }
 
 impl Redlock {
@@ -54,7 +68,12 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(resource, ttl, Patience::Retries(0)).await
+        tracing::Span::current().record("resource", resource);
+        let ttl_ms = self.check_resource(resource, ttl)?;
+        let key = self.key_for(resource);
+        self.attempt(resource, &key, ttl, ttl_ms, Ask::Plain)
+            .await
+            .map_err(|failed| failed.error)
     }
 
     /// Takes the lock, retrying with a random pause per the builder's retry
@@ -76,9 +95,12 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let retries = self.config().retry_count;
-        self.acquire(resource, ttl, Patience::Retries(retries))
-            .await
+        let until = Instant::now() + self.config().lock_patience();
+        let patience = Patience {
+            until,
+            timeout: false,
+        };
+        self.acquire(resource, ttl, patience).await
     }
 
     /// Takes the lock, retrying for at most `wait` (the retry count does not
@@ -106,7 +128,11 @@ impl Redlock {
         wait: Duration,
     ) -> Result<Lock> {
         let until = Instant::now() + wait;
-        self.acquire(resource, ttl, Patience::Until(until)).await
+        let patience = Patience {
+            until,
+            timeout: true,
+        };
+        self.acquire(resource, ttl, patience).await
     }
 
     /// Takes the lock (as [`Redlock::lock`]) and mints a fencing token for it:
@@ -205,37 +231,74 @@ impl Redlock {
         }
     }
 
-    /// The retry loop around [`Redlock::attempt`].
+    /// The waiting loop around [`Redlock::attempt`].
+    ///
+    /// Callers of this client for the same resource line up, and only the
+    /// front one contends. Its first attempt is a plain `SET NX` (the free
+    /// path costs nothing extra), unless this client knows others wait for
+    /// the resource. After a failure it registers in the resource's waiting
+    /// list on the nodes (its place: when it started waiting) and retries
+    /// whenever a quorum of nodes may have the lock free (see `wait/`),
+    /// until `patience` runs out.
     async fn acquire(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
         tracing::Span::current().record("resource", resource);
         let ttl_ms = self.check_resource(resource, ttl)?;
         let key = self.key_for(resource);
-        let started = Instant::now();
-        let mut retries = 0u32;
-        loop {
-            let err = match self.attempt(resource, &key, ttl, ttl_ms).await {
+        let (started, since) = (Instant::now(), SystemTime::now());
+        let give_up = |last: Error| patience.give_up(resource, started, last);
+        let waiting = self.waiting();
+        let place = waiting.queues.join(&key);
+        if !place.turn(patience.until).await {
+            // Still behind this client's other callers for the resource.
+            return Err(give_up(Error::Contended {
+                resource: resource.to_owned(),
+            }));
+        }
+        let mut last = None;
+        if !place.had_company() && !waiting.queues.is_contended(&key) {
+            match self.attempt(resource, &key, ttl, ttl_ms, Ask::Plain).await {
                 Ok(lock) => return Ok(lock),
-                Err(e) => e,
-            };
-            let pause = self.retry_pause();
-            match patience {
-                Patience::Retries(max) if retries >= max => return Err(err),
-                Patience::Until(until) if Instant::now() + pause >= until => {
-                    return Err(Error::Timeout {
-                        resource: resource.to_owned(),
-                        waited: started.elapsed(),
-                        last: Box::new(err),
-                    })
+                Err(failed) => last = Some(failed.error),
+            }
+        }
+        let waiter = Waiter::new(self, &key, since);
+        let signal = place.signal();
+        loop {
+            if let Some(error) = last.take() {
+                if Instant::now() >= patience.until {
+                    return Err(give_up(error));
                 }
-                _ => {}
             }
-            retries += 1;
-            debug!(retry = retries, ?pause, error = %err, "lock attempt failed; retrying");
-            if pause.is_zero() {
-                tokio::task::yield_now().await;
+            // News from here on counts: the reads below arm the nodes'
+            // notifications, and the attempt reads the lock on every node.
+            let round = signal.reset();
+            waiting.arm(&key, signal, round);
+            let Failed { error, seen } = match self
+                .attempt(resource, &key, ttl, ttl_ms, Ask::Queued(&waiter))
+                .await
+            {
+                Ok(lock) => return Ok(lock),
+                Err(failed) => failed,
+            };
+            debug!(error = %error, "lock attempt failed; waiting");
+            if error.is_contended() {
+                waiting
+                    .sleep(signal, &seen, self.quorum(), patience.until)
+                    .await;
             } else {
-                tokio::time::sleep(pause).await;
+                // Nodes failing, or a round too slow to leave validity:
+                // nothing says when to try again, so pause with jitter.
+                let pause = self.retry_pause();
+                if Instant::now() + pause >= patience.until {
+                    return Err(give_up(error));
+                }
+                if pause.is_zero() {
+                    tokio::task::yield_now().await;
+                } else {
+                    tokio::time::sleep(pause).await;
+                }
             }
+            last = Some(error);
         }
     }
 
@@ -245,95 +308,5 @@ impl Redlock {
         let c = self.config();
         let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
         c.retry_delay + Duration::from_nanos(rand::rng().random_range(0..=jitter))
-    }
-
-    /// A fresh lock value: 128 random bits in hex, unless a hook is set.
-    fn new_value(&self) -> String {
-        match &self.config().value_fn {
-            Some(f) => f(),
-            None => format!("{:032x}", rand::random::<u128>()),
-        }
-    }
-
-    /// One acquisition attempt.
-    async fn attempt(&self, resource: &str, key: &str, ttl: Duration, ttl_ms: u64) -> Result<Lock> {
-        let value = self.new_value();
-        // If this future is dropped mid-round, a SET may already have landed:
-        // the guard releases everywhere in the background.
-        let mut cleanup = Cleanup {
-            redlock: self,
-            key,
-            value: &value,
-            armed: true,
-        };
-        let start = Instant::now();
-        let mut cmd = redis::Cmd::with_capacity(6, key.len() + value.len() + 32);
-        cmd.arg("SET")
-            .arg(key)
-            .arg(&value)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms);
-        let req = Request::plain(cmd);
-        let set_vote = |v: &Value| match v {
-            Value::Okay => Some(true),
-            Value::Nil => Some(false),
-            _ => None,
-        };
-        let (tally, stragglers) = self.nodes().vote_round(&req, "set", set_vote).await;
-        let validity = validity(ttl, start.elapsed(), self.config().drift(ttl));
-        cleanup.armed = false;
-        drop(cleanup);
-        if tally.decided() == Some(true) {
-            if let Some(validity) = validity {
-                // Won: let the slower nodes' SETs land too (bounded by the
-                // node timeout), so the lock sits on every healthy node and
-                // survives the loss of a holder node.
-                stragglers.finish_in_background();
-                return Ok(Lock::new(
-                    self.clone(),
-                    resource,
-                    key,
-                    value,
-                    ttl,
-                    start + validity,
-                ));
-            }
-        }
-        // Failed: drop the SETs still waiting (one already sent is ordered
-        // before our release there; one still queued is not sent), and undo
-        // on every node that did not clearly refuse, because a SET may have
-        // succeeded where the reply was lost or late.
-        drop(stragglers);
-        self.release_quietly(key, &value, self.nodes().all() & !tally.no);
-        Err(if tally.decided() == Some(true) {
-            // Won the quorum but took so long the lock would be stale.
-            Error::Expired {
-                resource: resource.to_owned(),
-            }
-        } else {
-            self.failure(resource, tally)
-        })
-    }
-}
-
-/// Releases a half-finished attempt if its future is dropped.
-struct Cleanup<'a> {
-    /// The client the attempt runs on.
-    redlock: &'a Redlock,
-    /// The key being set.
-    key: &'a str,
-    /// Our value for it.
-    value: &'a str,
-    /// False once the attempt finished normally.
-    armed: bool,
-}
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let all = self.redlock.nodes().all();
-            self.redlock.release_quietly(self.key, self.value, all);
-        }
     }
 }

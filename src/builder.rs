@@ -12,6 +12,7 @@ use crate::node::Node;
 use crate::quorum::tally::MAX_NODES;
 use crate::quorum::Quorum;
 use crate::redlock::Redlock;
+use crate::wait::Waiting;
 
 /// Shortest time one connection attempt to a node is given (the node
 /// timeout, if longer). Rounds never wait for it past their deadline.
@@ -142,6 +143,23 @@ impl RedlockBuilder {
         self
     }
 
+    /// Longest a waiter sleeps between attempts when no news comes (must be
+    /// above zero). Defaults to [`DEFAULT_WAIT_CAP`](crate::DEFAULT_WAIT_CAP).
+    pub fn wait_cap(mut self, cap: Duration) -> Self {
+        self.config.wait_cap = cap;
+        self
+    }
+
+    /// Whether waiters are woken by the nodes when the lock they wait for
+    /// changes (one extra connection per node, opened when this client first
+    /// waits). Off, waiters retry on the holder's TTL and on the
+    /// [wait cap](RedlockBuilder::wait_cap). Defaults to
+    /// [`DEFAULT_NOTIFICATIONS`](crate::DEFAULT_NOTIFICATIONS).
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.config.notifications = on;
+        self
+    }
+
     /// Replaces the random lock-value generator (the value must be unique per
     /// attempt and hard to guess; this hook is for tests). Defaults to 128
     /// random bits in hex.
@@ -178,6 +196,9 @@ impl RedlockBuilder {
                 c.auto_extend_fraction
             )));
         }
+        if c.wait_cap.is_zero() {
+            return Err(Error::InvalidConfig("wait cap must be above zero".into()));
+        }
         if self.node_timeout.is_zero() {
             return Err(Error::InvalidConfig(
                 "node timeout must be above zero".into(),
@@ -200,6 +221,7 @@ impl RedlockBuilder {
         }
         let mut seen = HashSet::new();
         let mut nodes = Vec::with_capacity(clients.len());
+        let mut watched = Vec::with_capacity(clients.len());
         // A connection attempt is never waited for past a round's deadline,
         // but it may run longer in the background (TLS, AUTH on a far node).
         let connect_timeout = self.node_timeout.max(MIN_CONNECT_TIMEOUT);
@@ -211,6 +233,7 @@ impl RedlockBuilder {
                     "node {index} ({identity}) is listed twice; each node must be independent"
                 )));
             }
+            watched.push(client.clone());
             nodes.push(Node::new(index, client, connect_timeout));
         }
         if nodes.len().is_multiple_of(2) {
@@ -220,9 +243,17 @@ impl RedlockBuilder {
                 nodes.len() - 1
             );
         }
+        let waiting = Waiting::new(
+            &watched,
+            connect_timeout,
+            self.node_timeout,
+            self.config.wait_cap,
+            self.config.notifications,
+        );
         Ok(Redlock::from_parts(
             Quorum::new(nodes, self.node_timeout),
             self.config,
+            waiting,
         ))
     }
 }

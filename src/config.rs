@@ -42,6 +42,20 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// lock could lapse.
 pub const DEFAULT_AUTO_EXTEND_FRACTION: f64 = 1.0 / 3.0;
 
+/// Longest a waiter sleeps between attempts while the lock is held and no
+/// news comes. With notifications on, news (a release by anyone, the key's
+/// expiry by the nodes' TTLs, a release by this client) wakes it at once and
+/// the cap is only the safety net for a notification that never came; with
+/// notifications off it is how soon a waiter notices a release. Each sleep
+/// is drawn from `cap/2..=cap`, so waiters of several clients spread out.
+pub const DEFAULT_WAIT_CAP: Duration = Duration::from_millis(200);
+
+/// Waiters are woken by the nodes (server-assisted client tracking, Redis
+/// 6+, no server configuration) by default. Turn it off to save the one
+/// extra connection per node and client; waiters then retry on the cap and
+/// on the holder's TTL.
+pub const DEFAULT_NOTIFICATIONS: bool = true;
+
 /// Largest TTL accepted (about 49.7 days): keeps the millisecond arithmetic far
 /// from overflow, and no lock should outlive its holder by that much.
 pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
@@ -68,6 +82,10 @@ pub(crate) struct Config {
     pub(crate) auto_extend_fraction: f64,
     /// Makes the random lock values; overridable for deterministic tests.
     pub(crate) value_fn: Option<ValueFn>,
+    /// Longest sleep between a waiter's attempts without news.
+    pub(crate) wait_cap: Duration,
+    /// Whether waiters are woken by the nodes' notifications.
+    pub(crate) notifications: bool,
 }
 
 impl fmt::Debug for Config {
@@ -80,6 +98,8 @@ impl fmt::Debug for Config {
             .field("drift_factor", &self.drift_factor)
             .field("auto_extend_fraction", &self.auto_extend_fraction)
             .field("value_fn", &self.value_fn.as_ref().map(|_| "custom"))
+            .field("wait_cap", &self.wait_cap)
+            .field("notifications", &self.notifications)
             .finish()
     }
 }
@@ -94,11 +114,20 @@ impl Default for Config {
             drift_factor: DEFAULT_DRIFT_FACTOR,
             auto_extend_fraction: DEFAULT_AUTO_EXTEND_FRACTION,
             value_fn: None,
+            wait_cap: DEFAULT_WAIT_CAP,
+            notifications: DEFAULT_NOTIFICATIONS,
         }
     }
 }
 
 impl Config {
+    /// How long `lock()` keeps trying: `retry_count` pauses of the average
+    /// retry pause (`retry_delay + retry_jitter / 2`), about 2 s with the
+    /// defaults; zero with no retries.
+    pub(crate) fn lock_patience(&self) -> Duration {
+        (self.retry_delay + self.retry_jitter / 2).saturating_mul(self.retry_count)
+    }
+
     /// The drift allowance for a TTL: `ttl * drift_factor + 2 ms`.
     pub(crate) fn drift(&self, ttl: Duration) -> Duration {
         ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
@@ -151,6 +180,14 @@ mod tests {
         assert_eq!(c.check_ttl(Duration::from_millis(3)).ok(), Some(3));
         assert!(c.check_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
         assert!(c.check_ttl(MAX_TTL).is_ok());
+    }
+
+    #[test]
+    fn lock_patience_is_retries_times_the_average_pause() {
+        let mut c = config();
+        assert_eq!(c.lock_patience(), Duration::from_secs(2));
+        c.retry_count = 0;
+        assert_eq!(c.lock_patience(), Duration::ZERO);
     }
 
     #[test]

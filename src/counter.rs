@@ -124,7 +124,7 @@ async fn cas_round(
             .arg(new.n);
     });
     let mut highest: Option<Record> = None;
-    let classify = |v: &Value| {
+    let classify = |_: usize, v: &Value| {
         let (accepted, rec) = parse_cas_reply(v)?;
         if !accepted {
             highest = highest.take().max(Some(rec));

@@ -370,7 +370,7 @@ impl Shared {
         let mut cmd = redis::cmd("GET");
         cmd.arg(&self.key);
         let req = Request::plain(cmd);
-        let ours = |v: &Value| match v {
+        let ours = |_: usize, v: &Value| match v {
             Value::BulkString(b) => Some(b == self.value.as_bytes()),
             Value::Nil => Some(false),
             _ => None,

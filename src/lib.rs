@@ -68,6 +68,8 @@
 //   node/link.rs        The connection state machine: connects, keeps our
 //                       requests in order, batches them under load.
 //   node/call.rs        Follows one request to its reply, for a round.
+//   node/watch.rs       A node's notification connection (client tracking):
+//                       tells waiters when a lock key changes.
 //   node/mod.rs         Node: one Redis node.
 // 3 quorum/tally.rs     The quorum decision, pure: votes, decided, NodeSet.
 //   quorum/background.rs Rounds that finish later; what settle() waits for.
@@ -75,17 +77,23 @@
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
 // 4 config.rs           The lock's settings and DEFAULT_* constants.
 //   counter.rs          The quorum compare-and-set counter (serials, fencing).
+//   wait/plan.rs        When a waiter tries again, as a pure rule.
+//   wait/queue.rs       This client's waiters in line per resource; news.
+//   wait/mod.rs         Waiting: notification reads, the sleep between tries.
 // 5 redlock.rs          Redlock, the client handle: key, release, validity.
 // 6 guard.rs            Lock and LockHandle: extend, release, auto-extend.
-// 7 acquire.rs          try_lock, lock, lock_timeout, lock_fenced, with_lock.
-// 8 builder.rs          RedlockBuilder: checks settings, makes the node set.
-// 9 serial/period.rs    Reset periods, stamps, the plan step of allocation.
+// 7 attempt.rs          One attempt (plain SET NX, or as a queued waiter).
+// 8 acquire.rs          try_lock, lock, lock_timeout, lock_fenced, with_lock:
+//                       the waiting loop around attempts.
+// 9 builder.rs          RedlockBuilder: checks settings, makes the node set.
+// 10 serial/period.rs   Reset periods, stamps, the plan step of allocation.
 //   serial/number.rs    Serial, one issued number.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
 // The CLI (bin/redquorum/, its own map in main.rs) uses the public API only.
 
 mod acquire;
+mod attempt;
 mod builder;
 mod config;
 mod counter;
@@ -96,13 +104,15 @@ mod quorum;
 mod redlock;
 mod scripts;
 mod serial;
+mod wait;
 
 pub use redis;
 
 pub use builder::RedlockBuilder;
 pub use config::{
-    DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT,
-    DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
+    DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_NOTIFICATIONS, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER,
+    DEFAULT_WAIT_CAP, MAX_TTL,
 };
 pub use error::{Error, NodeError, NodeErrorKind, Result};
 pub use guard::{Lock, LockHandle};

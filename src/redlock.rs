@@ -19,6 +19,7 @@ use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::Quorum;
 use crate::scripts;
+use crate::wait::{WaitKeys, Waiting};
 
 /// A client for a set of independent Redis nodes that locks by majority.
 ///
@@ -51,14 +52,25 @@ pub(crate) struct Inner {
     pub(crate) quorum: Quorum,
     /// Checked configuration.
     pub(crate) config: Config,
+    /// This client's waiters and notification connections.
+    pub(crate) waiting: Waiting,
 }
 
 impl Redlock {
     /// Made by the builder after validation.
-    pub(crate) fn from_parts(quorum: Quorum, config: Config) -> Self {
+    pub(crate) fn from_parts(quorum: Quorum, config: Config, waiting: Waiting) -> Self {
         Self {
-            inner: Arc::new(Inner { quorum, config }),
+            inner: Arc::new(Inner {
+                quorum,
+                config,
+                waiting,
+            }),
         }
+    }
+
+    /// How this client waits for held locks.
+    pub(crate) fn waiting(&self) -> &Waiting {
+        &self.inner.waiting
     }
 
     /// The node set, for the rounds built on it.
@@ -141,10 +153,31 @@ impl Redlock {
     }
 
     /// Compare-and-delete on all nodes, until decided.
+    ///
+    /// This client's next waiter for the key goes as soon as the release is
+    /// handed to every node (its attempt is queued behind it there). If any
+    /// node says others wait for the key, this client's next `lock()` on it
+    /// queues behind them instead of racing them.
     pub(crate) async fn release_round(&self, key: &str, value: &str) -> Tally {
         let req = release_request(key, value);
-        let (tally, stragglers) = self.nodes().vote_round(&req, "release", int_vote).await;
+        let nodes = self.nodes();
+        let fan = nodes.fanout(&req, nodes.all());
+        self.waiting().queues.released(key);
+        let mut others_wait = false;
+        let classify = |_: usize, v: &Value| match v {
+            Value::Int(2) => {
+                others_wait = true;
+                Some(true)
+            }
+            v => int_vote(0, v),
+        };
+        let (tally, stragglers) = nodes
+            .count(fan, "release", classify, |t, _| t.decided().is_some())
+            .await;
         stragglers.finish_in_background();
+        if others_wait {
+            self.waiting().queues.mark_contended(key);
+        }
         tally
     }
 
@@ -156,15 +189,17 @@ impl Redlock {
     }
 }
 
-/// The compare-and-delete request.
+/// The compare-and-delete request (it also says whether others wait).
 fn release_request(key: &str, value: &str) -> Arc<Request> {
+    let waiters = WaitKeys::of(key);
     Request::script(&scripts::RELEASE, |cmd| {
-        cmd.arg(1).arg(key).arg(value);
+        cmd.arg(2).arg(key).arg(&waiters.queue).arg(value);
     })
 }
 
-/// Classifies a script's integer reply: 1 = done, 0 = not ours.
-pub(crate) fn int_vote(v: &Value) -> Option<bool> {
+/// Classifies a script's integer reply: 1 = done, 0 = not ours (node
+/// index unused).
+pub(crate) fn int_vote(_: usize, v: &Value) -> Option<bool> {
     match v {
         Value::Int(1) => Some(true),
         Value::Int(0) => Some(false),

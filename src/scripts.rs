@@ -48,14 +48,63 @@ impl Lua {
 
 /// Compare-and-delete: delete the key only while it still holds our value, so
 /// we never release a lock that expired and was taken by someone else.
-/// Returns 1 if deleted, 0 otherwise. Sent in full every time: a release must
-/// reach the node before our next `SET` there (the source is 101 bytes).
+/// KEYS[1] is the lock, KEYS[2] its waiting list ([`QUEUED_SET`]). Returns
+/// 0 if the key was not ours, 1 if deleted, 2 if deleted while clients wait
+/// for it (the releasing client then queues its own next `lock()` for the
+/// resource behind them instead of racing them). Sent in full every time: a
+/// release must reach the node before our next `SET` there.
 pub(crate) static RELEASE: Lua = Lua::cleanup(
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
-  return redis.call("DEL", KEYS[1])
-else
-  return 0
-end"#,
+  redis.call("DEL", KEYS[1])
+  return 1 + redis.call("EXISTS", KEYS[2])
+end
+return 0"#,
+);
+
+/// A waiter's attempt: join (or stay in) the resource's waiting list, and
+/// take the lock only if the key is free and nobody live is ahead.
+///
+/// KEYS[1] is the lock; KEYS[2] the waiting list, a sorted set of waiter ids
+/// scored by ticket (the time the waiter started waiting, so the list is in
+/// arrival order, the same on every node); KEYS[3] the waiters' leases, the
+/// same ids scored by the node-clock instant (ms) their lease ends. ARGV =
+/// lock value, ttl ms, waiter id, ticket, lease ms.
+///
+/// Waiters whose lease ran out (they died or were cut off) are dropped
+/// first, so a dead waiter blocks the others for one lease at most. A waiter
+/// keeps its first ticket (`ZADD NX`) and renews its lease with every call.
+/// Both sets expire when nobody renews them, so they never outlive their
+/// waiters. Safety does not depend on any of this: the lock is still a plain
+/// `SET NX PX` on a quorum. Returns {1, 0, 0} when the lock was taken, else
+/// {0, PTTL of the lock, 1 if someone live is ahead of us}.
+pub(crate) static QUEUED_SET: Lua = Lua::new(
+    r#"local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)
+for _, id in ipairs(dead) do
+  redis.call("ZREM", KEYS[2], id)
+  redis.call("ZREM", KEYS[3], id)
+end
+redis.call("ZADD", KEYS[2], "NX", ARGV[4], ARGV[3])
+redis.call("ZADD", KEYS[3], now + ARGV[5], ARGV[3])
+redis.call("PEXPIRE", KEYS[2], ARGV[5] * 2)
+redis.call("PEXPIRE", KEYS[3], ARGV[5] * 2)
+local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+if head ~= ARGV[3] then
+  return {0, redis.call("PTTL", KEYS[1]), 1}
+end
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  return {1, 0, 0}
+end
+return {0, redis.call("PTTL", KEYS[1]), 0}"#,
+);
+
+/// Leaves a resource's waiting list (after taking the lock, or giving up).
+/// KEYS = the waiting list and the leases of [`QUEUED_SET`]; ARGV[1] = the
+/// waiter id. Always delivered, like a release.
+pub(crate) static UNQUEUE: Lua = Lua::cleanup(
+    r#"redis.call("ZREM", KEYS[2], ARGV[1])
+return redis.call("ZREM", KEYS[1], ARGV[1])"#,
 );
 
 /// Compare-and-pexpire: reset the TTL only while the key still holds our

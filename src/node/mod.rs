@@ -11,6 +11,7 @@ pub(crate) mod call;
 pub(crate) mod link;
 pub(crate) mod queue;
 pub(crate) mod request;
+pub(crate) mod watch;
 pub(crate) mod wire;
 
 use std::fmt;

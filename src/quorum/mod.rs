@@ -82,14 +82,14 @@ impl Quorum {
     }
 
     /// Sends `req` to all nodes and counts votes until the outcome is
-    /// decided. `classify` maps a reply to yes (`Some(true)`), no
+    /// decided. `classify` maps node `i`'s reply to yes (`Some(true)`), no
     /// (`Some(false)`) or unexpected (`None`). Returns the tally and the calls
     /// still in flight, for the caller to drop or to finish in the background.
     pub(crate) async fn vote_round(
         &self,
         req: &Arc<Request>,
         what: &'static str,
-        classify: impl FnMut(&Value) -> Option<bool>,
+        classify: impl FnMut(usize, &Value) -> Option<bool>,
     ) -> (Tally, Fanout<'_>) {
         self.vote_until(req, what, classify, |tally, _| tally.decided().is_some())
             .await
@@ -102,14 +102,26 @@ impl Quorum {
         &self,
         req: &Arc<Request>,
         what: &'static str,
-        mut classify: impl FnMut(&Value) -> Option<bool>,
+        classify: impl FnMut(usize, &Value) -> Option<bool>,
         done: impl Fn(&Tally, &Fanout<'_>) -> bool,
     ) -> (Tally, Fanout<'_>) {
+        self.count(self.fanout(req, self.all()), what, classify, done)
+            .await
+    }
+
+    /// Counts the votes of a fan-out to every node already started (see
+    /// [`Quorum::vote_until`]).
+    pub(crate) async fn count<'a>(
+        &'a self,
+        mut fan: Fanout<'a>,
+        what: &'static str,
+        mut classify: impl FnMut(usize, &Value) -> Option<bool>,
+        done: impl Fn(&Tally, &Fanout<'_>) -> bool,
+    ) -> (Tally, Fanout<'a>) {
         let n = self.nodes.len();
-        let mut fan = self.fanout(req, self.all());
         let mut tally = Tally::new(n, n);
         while let Some((i, reply)) = fan.next().await {
-            let vote = match reply.map(|v| classify(&v)) {
+            let vote = match reply.map(|v| classify(i, &v)) {
                 Ok(Some(true)) => Vote::Yes,
                 Ok(Some(false)) => Vote::No,
                 Ok(None) => Vote::Failed(NodeErrorKind::UnexpectedReply),

@@ -278,6 +278,67 @@ impl RedisNode {
     }
 }
 
+impl RedisNode {
+    /// How many clients wait in `key`'s waiting list on this node.
+    pub fn waiters(&self, key: &str) -> usize {
+        redis::cmd("ZCARD")
+            .arg(format!("{key}:waiters"))
+            .query(&mut self.conn())
+            .expect("ZCARD")
+    }
+
+    /// A foreign client's release: the compare-and-delete every Redlock
+    /// client sends, on a plain connection.
+    pub fn compare_and_delete(&self, key: &str, value: &str) -> i64 {
+        redis::Script::new(
+            r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end"#,
+        )
+        .key(key)
+        .arg(value)
+        .invoke(&mut self.conn())
+        .expect("compare-and-delete")
+    }
+
+    /// The ids of the connections with client tracking on (the
+    /// notification connections).
+    pub fn tracking_client_ids(&self) -> Vec<String> {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut self.conn())
+            .expect("CLIENT LIST");
+        list.lines()
+            .filter_map(|line| {
+                let field = |name: &str| {
+                    line.split(' ')
+                        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                };
+                let tracking = field("flags").is_some_and(|f| f.contains('t'));
+                tracking.then(|| field("id").map(str::to_owned)).flatten()
+            })
+            .collect()
+    }
+
+    /// How many connections have client tracking on.
+    pub fn tracking_clients(&self) -> usize {
+        self.tracking_client_ids().len()
+    }
+
+    /// `CLIENT KILL`s every connection with client tracking on; returns how
+    /// many.
+    pub fn kill_tracking_clients(&self) -> usize {
+        let ids = self.tracking_client_ids();
+        let mut conn = self.conn();
+        for id in &ids {
+            let _: redis::RedisResult<()> = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query(&mut conn);
+        }
+        ids.len()
+    }
+}
+
 impl Drop for RedisNode {
     fn drop(&mut self) {
         self.kill();
@@ -390,6 +451,14 @@ impl Cluster {
     /// On how many nodes `key` is set, whatever its value.
     pub fn set_on(&self, key: &str) -> usize {
         self.values(key).iter().flatten().count()
+    }
+
+    /// On how many nodes somebody waits in `key`'s waiting list.
+    pub fn waiting_on(&self, key: &str) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && !n.paused && n.waiters(key) > 0)
+            .count()
     }
 
     /// Resumes every paused node (so Drop and logs behave).

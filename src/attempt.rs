@@ -1,0 +1,270 @@
+//! One attempt to take the lock, and what it learned when it failed.
+//!
+//! An attempt picks a fresh random value, notes a monotonic start, sends
+//! one request to every node at once and decides as soon as a quorum said
+//! yes or can no longer say yes. The request is a plain `SET key value NX PX
+//! ttl` (the free path, and every other Redlock client's) or, for a caller
+//! that is waiting, `QUEUED_SET`: the same `SET NX` done only if nobody live
+//! waits ahead of it on that node. The lock is ours only with a quorum
+//! *and* time left ([`validity`]). A failed attempt releases on every node
+//! that did not clearly refuse, because a `SET` may have landed where the
+//! reply was lost; so does an attempt whose future is dropped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::guard::Lock;
+use crate::node::request::Request;
+use crate::redlock::{validity, Redlock};
+use crate::scripts;
+use crate::wait::plan::Seen;
+use crate::wait::WaitKeys;
+
+/// How an attempt asks the nodes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ask<'a> {
+    /// A plain `SET NX`.
+    Plain,
+    /// As this registered waiter.
+    Queued(&'a Waiter<'a>),
+}
+
+/// A failed attempt: why, and what each node said about the lock.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    /// The error that explains the failure.
+    pub(crate) error: Error,
+    /// Per node, what frees the lock there.
+    pub(crate) seen: Vec<Seen>,
+}
+
+/// A caller's entry in a resource's waiting list on the nodes. Dropping it
+/// takes the entry out again (sent in the background, ahead of anything the
+/// caller sends to the nodes later).
+#[derive(Debug)]
+pub(crate) struct Waiter<'a> {
+    /// The client.
+    redlock: &'a Redlock,
+    /// The waiting list's keys.
+    keys: WaitKeys,
+    /// This waiter's id in the list (random).
+    id: String,
+    /// When it started waiting, in microseconds of this client's wall clock:
+    /// its place in the list, the same on every node.
+    ticket: u64,
+    /// How long its registration lasts without renewal, in ms.
+    lease_ms: u64,
+    /// Set once a queued attempt was sent: the entry may exist somewhere.
+    registered: AtomicBool,
+}
+
+impl<'a> Waiter<'a> {
+    /// A waiter for the lock at `key` that started waiting at `since`.
+    pub(crate) fn new(redlock: &'a Redlock, key: &str, since: SystemTime) -> Self {
+        let ticket = since
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros().min(u128::from(u64::MAX)) as u64);
+        Self {
+            redlock,
+            keys: WaitKeys::of(key),
+            id: format!("{:016x}", rand::random::<u64>()),
+            ticket,
+            lease_ms: redlock.waiting().lease().as_millis().max(1) as u64,
+            registered: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if self.registered.load(Ordering::Acquire) {
+            let keys = &self.keys;
+            let req = Request::script(&scripts::UNQUEUE, |cmd| {
+                cmd.arg(2).arg(&keys.queue).arg(&keys.leases).arg(&self.id);
+            });
+            let nodes = self.redlock.nodes();
+            nodes.send_quietly(&req, nodes.all());
+        }
+    }
+}
+
+impl Redlock {
+    /// A fresh lock value: 128 random bits in hex, unless a hook is set.
+    fn new_value(&self) -> String {
+        match &self.config().value_fn {
+            Some(f) => f(),
+            None => format!("{:032x}", rand::random::<u128>()),
+        }
+    }
+
+    /// One attempt to take the lock at `key` for `ttl` (`ttl_ms` in ms).
+    pub(crate) async fn attempt(
+        &self,
+        resource: &str,
+        key: &str,
+        ttl: Duration,
+        ttl_ms: u64,
+        ask: Ask<'_>,
+    ) -> Result<Lock, Failed> {
+        let value = self.new_value();
+        // If this future is dropped mid-round, a SET may already have landed:
+        // the guard releases everywhere in the background.
+        let mut cleanup = Cleanup {
+            redlock: self,
+            key,
+            value: &value,
+            armed: true,
+        };
+        let start = Instant::now();
+        let req = set_request(key, &value, ttl_ms, ask);
+        let mut seen = vec![Seen::Unknown; self.node_count()];
+        let classify = |i: usize, v: &Value| {
+            let (won, now_seen) = read_reply(v, Instant::now())?;
+            seen[i] = now_seen;
+            Some(won)
+        };
+        let (tally, stragglers) = self.nodes().vote_round(&req, "set", classify).await;
+        let validity = validity(ttl, start.elapsed(), self.config().drift(ttl));
+        cleanup.armed = false;
+        drop(cleanup);
+        if tally.decided() == Some(true) {
+            if let Some(validity) = validity {
+                // Won: let the slower nodes' SETs land too (bounded by the
+                // node timeout), so the lock sits on every healthy node and
+                // survives the loss of a holder node.
+                stragglers.finish_in_background();
+                return Ok(Lock::new(
+                    self.clone(),
+                    resource,
+                    key,
+                    value,
+                    ttl,
+                    start + validity,
+                ));
+            }
+        }
+        // Failed. A plain attempt drops the SETs still waiting (one already
+        // sent is ordered before our release there; one still queued is not
+        // sent). A waiter's requests go out anyway: they register it in the
+        // waiting list on every node, which keeps the order of waiters the
+        // same everywhere (a SET they make is undone by the release queued
+        // behind them). Then undo on every node that did not clearly
+        // refuse, because a SET may have landed where the reply was lost.
+        match ask {
+            Ask::Plain => drop(stragglers),
+            Ask::Queued(_) => stragglers.finish_in_background(),
+        }
+        self.release_quietly(key, &value, self.nodes().all() & !tally.no);
+        let error = if tally.decided() == Some(true) {
+            // Won the quorum but took so long the lock would be stale.
+            Error::Expired {
+                resource: resource.to_owned(),
+            }
+        } else {
+            self.failure(resource, tally)
+        };
+        Err(Failed { error, seen })
+    }
+}
+
+/// The request of one attempt.
+fn set_request(key: &str, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request> {
+    match ask {
+        Ask::Plain => {
+            let mut cmd = redis::Cmd::with_capacity(6, key.len() + value.len() + 32);
+            cmd.arg("SET")
+                .arg(key)
+                .arg(value)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms);
+            Request::plain(cmd)
+        }
+        Ask::Queued(w) => {
+            w.registered.store(true, Ordering::Release);
+            Request::script(&scripts::QUEUED_SET, |cmd| {
+                cmd.arg(3)
+                    .arg(key)
+                    .arg(&w.keys.queue)
+                    .arg(&w.keys.leases)
+                    .arg(value)
+                    .arg(ttl_ms)
+                    .arg(&w.id)
+                    .arg(w.ticket)
+                    .arg(w.lease_ms);
+            })
+        }
+    }
+}
+
+/// A node's reply to an attempt, read at `now`: whether it set the key, and
+/// what frees the lock there (a node we set is free again once the failed
+/// attempt's release reaches it). `None` for a reply our requests never get.
+fn read_reply(v: &Value, now: Instant) -> Option<(bool, Seen)> {
+    match v {
+        Value::Okay => Some((true, Seen::Free)),
+        Value::Nil => Some((false, Seen::Unknown)),
+        Value::Array(items) => {
+            let [Value::Int(won), Value::Int(pttl), Value::Int(ahead)] = items.as_slice() else {
+                return None;
+            };
+            let seen = match (*won, *pttl, *ahead) {
+                (1, _, _) => Seen::Free,
+                (_, _, 1) => Seen::Ahead,
+                (_, -2, _) => Seen::Free,
+                (_, -1, _) => Seen::Held,
+                // The key's PTTL is rounded to the millisecond.
+                (_, ms, _) => Seen::Expires(now + Duration::from_millis(ms.max(0) as u64 + 1)),
+            };
+            Some((*won == 1, seen))
+        }
+        _ => None,
+    }
+}
+
+/// Releases a half-finished attempt if its future is dropped.
+struct Cleanup<'a> {
+    /// The client the attempt runs on.
+    redlock: &'a Redlock,
+    /// The key being set.
+    key: &'a str,
+    /// Our value for it.
+    value: &'a str,
+    /// False once the attempt finished normally.
+    armed: bool,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let all = self.redlock.nodes().all();
+            self.redlock.release_quietly(self.key, self.value, all);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_frees_the_lock() {
+        let now = Instant::now();
+        let arr = |a, b, c| Value::Array(vec![Value::Int(a), Value::Int(b), Value::Int(c)]);
+        assert_eq!(read_reply(&Value::Okay, now), Some((true, Seen::Free)));
+        assert_eq!(read_reply(&Value::Nil, now), Some((false, Seen::Unknown)));
+        assert_eq!(read_reply(&arr(1, 0, 0), now), Some((true, Seen::Free)));
+        assert_eq!(read_reply(&arr(0, 500, 1), now), Some((false, Seen::Ahead)));
+        assert_eq!(read_reply(&arr(0, -1, 0), now), Some((false, Seen::Held)));
+        assert_eq!(
+            read_reply(&arr(0, 500, 0), now),
+            Some((false, Seen::Expires(now + Duration::from_millis(501))))
+        );
+        assert_eq!(read_reply(&Value::Int(1), now), None);
+    }
+}

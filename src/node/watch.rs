@@ -1,0 +1,255 @@
+//! One node's notification connection: a RESP3 connection with
+//! server-assisted client tracking (`CLIENT TRACKING ON`, Redis 6+), on
+//! which a waiter reads the lock key it waits for. From then on the node
+//! pushes an `invalidate` message the moment anyone changes or deletes that
+//! key: a release by any client (ours, or redsync's plain compare-and-
+//! delete), a new holder's `SET`, an extension, or the server expiring it.
+//!
+//! It needs no server configuration. Tracking is one-shot (a key is tracked
+//! again once read again) and lost with the connection; both are fine,
+//! because a waiter reads the key again before each wait. Notifications are
+//! hints, never a safety input: the `SET NX` quorum still decides. A node
+//! that cannot do this (older than 6, `HELLO 3` refused, connection lost)
+//! just gives no hints, and waiters fall back to timed retries.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
+use tokio::time::Instant;
+
+/// How long a node whose notification connection failed is left alone
+/// before the next waiter tries again (it waits with timed retries
+/// meanwhile).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// What a node told us.
+#[derive(Debug)]
+pub(crate) enum Invalidated<'a> {
+    /// These keys changed.
+    Keys(&'a [Vec<u8>]),
+    /// Anything may have changed: the node flushed, or the connection (and
+    /// with it every tracked key) is gone.
+    All,
+}
+
+/// Where invalidations go: `(node index, what changed)`. Called on the
+/// connection's reader task: it must not block.
+pub(crate) type Sink = Arc<dyn Fn(usize, Invalidated<'_>) + Send + Sync>;
+
+/// One node's notification connection, opened on first use. Cheap to
+/// clone (a handle).
+#[derive(Clone)]
+pub(crate) struct Watch {
+    /// The node's position, passed to the sink.
+    index: usize,
+    /// The shared part, also seen (weakly) by the connection's push handler.
+    inner: Arc<WatchInner>,
+}
+
+/// What the push handler shares with the [`Watch`].
+struct WatchInner {
+    /// A RESP3 client for the node.
+    client: redis::Client,
+    /// Limit on one connection attempt.
+    connect_timeout: Duration,
+    /// Limit on one read.
+    read_timeout: Duration,
+    /// Where invalidations go.
+    sink: Sink,
+    /// The connection and its generation, or when to try again.
+    slot: tokio::sync::Mutex<Slot>,
+    /// The newest generation whose connection is known to be gone.
+    lost: AtomicU64,
+    /// Numbers connections, so a late "disconnected" of an old one does not
+    /// condemn its replacement.
+    generations: AtomicU64,
+}
+
+/// The connection, if any.
+#[derive(Default)]
+struct Slot {
+    /// Open connection and its generation.
+    conn: Option<(MultiplexedConnection, u64)>,
+    /// After a failed attempt: not before this instant.
+    retry_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watch {
+    /// A notification connection to the node `client` points at (opened on
+    /// first use, within `connect_timeout`; reads within `read_timeout`),
+    /// sending what it hears to `sink`.
+    pub(crate) fn new(
+        index: usize,
+        client: &redis::Client,
+        connect_timeout: Duration,
+        read_timeout: Duration,
+        sink: Sink,
+    ) -> Self {
+        let info = client.get_connection_info().clone();
+        let resp3 = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = redis::Client::open(info.set_redis_settings(resp3)).unwrap_or(client.clone());
+        Self {
+            index,
+            inner: Arc::new(WatchInner {
+                client,
+                connect_timeout,
+                read_timeout,
+                sink,
+                slot: tokio::sync::Mutex::default(),
+                lost: AtomicU64::new(0),
+                generations: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The node's position.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Reads `key`'s remaining TTL on the notification connection, which
+    /// makes the node tell us of its next change. Returns the PTTL (-2: no
+    /// key, -1: no expiry); an error means no notification is armed.
+    pub(crate) async fn arm(&self, key: &str) -> RedisResult<i64> {
+        let mut conn = self.connection().await?;
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(key);
+        let read = cmd.query_async::<i64>(&mut conn);
+        match tokio::time::timeout(self.inner.read_timeout, read).await {
+            Ok(result) => result,
+            Err(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "notification connection did not answer in time",
+            ))),
+        }
+    }
+
+    /// The open connection, connecting if there is none (at most once per
+    /// [`RETRY_AFTER`] after a failure).
+    async fn connection(&self) -> RedisResult<MultiplexedConnection> {
+        let inner = &self.inner;
+        let mut slot = inner.slot.lock().await;
+        if let Some((conn, generation)) = &slot.conn {
+            if *generation > inner.lost.load(Ordering::Acquire) {
+                return Ok(conn.clone());
+            }
+            slot.conn = None;
+        }
+        if slot.retry_at.is_some_and(|t| Instant::now() < t) {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "notification connection failed recently",
+            )));
+        }
+        let generation = inner.generations.fetch_add(1, Ordering::AcqRel) + 1;
+        match tokio::time::timeout(inner.connect_timeout, self.connect(generation)).await {
+            Ok(Ok(conn)) => {
+                slot.conn = Some((conn.clone(), generation));
+                slot.retry_at = None;
+                Ok(conn)
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(node = self.index, error = %e, "no notification connection; waiting with timed retries");
+                slot.retry_at = Some(Instant::now() + RETRY_AFTER);
+                Err(e)
+            }
+            Err(_) => {
+                slot.retry_at = Some(Instant::now() + RETRY_AFTER);
+                Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "notification connection timed out",
+                )))
+            }
+        }
+    }
+
+    /// Opens a RESP3 connection with tracking on; its pushes go to the sink.
+    async fn connect(&self, generation: u64) -> RedisResult<MultiplexedConnection> {
+        let index = self.index;
+        let weak: Weak<WatchInner> = Arc::downgrade(&self.inner);
+        let on_push = move |push: PushInfo| -> Result<(), ()> {
+            let Some(inner) = weak.upgrade() else {
+                return Err(());
+            };
+            match push.kind {
+                PushKind::Invalidate => match invalidated_keys(&push.data) {
+                    Some(keys) => (inner.sink)(index, Invalidated::Keys(&keys)),
+                    None => (inner.sink)(index, Invalidated::All),
+                },
+                PushKind::Disconnection => {
+                    inner.lost.fetch_max(generation, Ordering::AcqRel);
+                    (inner.sink)(index, Invalidated::All);
+                }
+                _ => {}
+            }
+            Ok(())
+        };
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.inner.connect_timeout))
+            .set_push_sender(on_push);
+        let mut conn = self
+            .inner
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        redis::cmd("CLIENT")
+            .arg("TRACKING")
+            .arg("ON")
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(conn)
+    }
+}
+
+/// The keys of an `invalidate` push, or `None` for "everything" (the node
+/// sends a null list after a flush).
+fn invalidated_keys(data: &[Value]) -> Option<Vec<Vec<u8>>> {
+    let mut keys = Vec::new();
+    for v in data {
+        match v {
+            Value::Array(items) | Value::Set(items) => {
+                for item in items {
+                    if let Value::BulkString(k) = item {
+                        keys.push(k.clone());
+                    }
+                }
+            }
+            Value::BulkString(k) => keys.push(k.clone()),
+            Value::Nil => return None,
+            _ => {}
+        }
+    }
+    Some(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_invalidation_pushes() {
+        let data = vec![Value::Array(vec![
+            Value::BulkString(b"a".to_vec()),
+            Value::BulkString(b"b".to_vec()),
+        ])];
+        assert_eq!(
+            invalidated_keys(&data),
+            Some(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        assert_eq!(invalidated_keys(&[Value::Nil]), None);
+    }
+}

@@ -1,0 +1,167 @@
+//! Waiting for a held lock.
+//!
+//! Inside one client, callers for the same resource line up and only the
+//! front one contends ([`queue`]). Across clients, a waiter registers in the
+//! resource's waiting list on every node, ordered by ticket (the time it
+//! started waiting), and a waiter's attempt (`QUEUED_SET`) takes the lock
+//! only when nobody live is ahead of it there; so the waiter that waited
+//! longest goes next, and neither newcomers nor the releasing holder can
+//! overtake it. Between attempts it sleeps until a quorum of nodes may have
+//! the lock free ([`plan`]): when the holder's key expires by the nodes'
+//! TTLs, or at once when the nodes report a change to the key (server-
+//! assisted tracking on a notification connection per node,
+//! `node/watch.rs`), or when this client releases it; and never longer than
+//! the retry cap. None of this is a safety input: the `SET NX` quorum still
+//! decides who holds the lock.
+
+pub(crate) mod plan;
+pub(crate) mod queue;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::node::watch::{Sink, Watch};
+use crate::quorum::tally::node_bit;
+use crate::wait::plan::{next_try, Seen};
+use crate::wait::queue::{Queues, Signal};
+
+/// How this client waits.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    /// Lines of this client's waiters, by key.
+    pub(crate) queues: Arc<Queues>,
+    /// One notification connection per node; empty when notifications are
+    /// off.
+    watches: Vec<Watch>,
+    /// Longest sleep between attempts without news.
+    cap: Duration,
+    /// How long a waiter's registration on a node lasts without renewal.
+    lease: Duration,
+}
+
+/// The keys of a resource's waiting list on every node.
+#[derive(Debug)]
+pub(crate) struct WaitKeys {
+    /// Waiter ids by ticket.
+    pub(crate) queue: String,
+    /// Waiter ids by the node-clock instant their lease ends.
+    pub(crate) leases: String,
+}
+
+impl WaitKeys {
+    /// The waiting-list keys for the lock at `key`: beside it, with the
+    /// same prefix, so key-pattern ACLs that allow the lock allow them too.
+    pub(crate) fn of(key: &str) -> Self {
+        Self {
+            queue: format!("{key}:waiters"),
+            leases: format!("{key}:waiters:lease"),
+        }
+    }
+}
+
+impl Waiting {
+    /// Waiting over the nodes `clients` point at: with notification
+    /// connections (opened within `connect_timeout`, each read bounded by
+    /// the node `timeout`) if `notify`, sleeping at most `cap` between
+    /// attempts.
+    pub(crate) fn new(
+        clients: &[redis::Client],
+        connect_timeout: Duration,
+        timeout: Duration,
+        cap: Duration,
+        notify: bool,
+    ) -> Self {
+        let queues = Arc::new(Queues::default());
+        let weak = Arc::downgrade(&queues);
+        let sink: Sink = Arc::new(move |node, what| {
+            if let Some(queues) = weak.upgrade() {
+                queues.invalidated(node, what);
+            }
+        });
+        let watches = if notify {
+            clients
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Watch::new(i, c, connect_timeout, timeout, Arc::clone(&sink)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Self {
+            queues,
+            watches,
+            cap,
+            // The front waiter attempts at least once per cap (each attempt
+            // renews), so three caps and two slow rounds never lapse a live
+            // waiter's registration, and a dead one blocks others that long.
+            lease: cap * 3 + timeout * 2,
+        }
+    }
+
+    /// How long a registration lasts without renewal.
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Reads `key` on every node's notification connection, so that each
+    /// tells us of the key's next change. The reads run on their own (a slow
+    /// or dead notification connection never delays an attempt); a read
+    /// that finds no key reports it to `signal` for `round`.
+    pub(crate) fn arm(&self, key: &str, signal: &Arc<Signal>, round: u64) {
+        for watch in &self.watches {
+            let (watch, key, signal) = (watch.clone(), key.to_owned(), Arc::clone(signal));
+            tokio::spawn(async move {
+                if let Ok(pttl) = watch.arm(&key).await {
+                    signal.armed(round, watch.index(), pttl);
+                }
+            });
+        }
+    }
+
+    /// Sleeps until a quorum of nodes may have the lock free (by `seen` and
+    /// the news on `signal`), this client released it, the retry cap (with
+    /// jitter, so waiters of several clients do not retry together) or
+    /// `deadline`.
+    pub(crate) async fn sleep(
+        &self,
+        signal: &Signal,
+        seen: &[Seen],
+        quorum: usize,
+        deadline: Instant,
+    ) {
+        let cap_at = Instant::now() + jittered(self.cap);
+        loop {
+            let heard = signal.news();
+            if signal.poked() {
+                return;
+            }
+            let now = Instant::now();
+            let absent = seen
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.freed_by_absence())
+                .fold(0, |set, (i, _)| set | node_bit(i));
+            let news = signal.dirty() | (signal.armed_free() & absent);
+            let at = next_try(seen, news, quorum, now)
+                .map_or(cap_at, |t| t.min(cap_at))
+                .min(deadline);
+            if at <= now {
+                return;
+            }
+            tokio::select! {
+                () = heard => {}
+                () = tokio::time::sleep_until(at) => return,
+            }
+        }
+    }
+}
+
+/// A random time in `cap/2..=cap`.
+fn jittered(cap: Duration) -> Duration {
+    use rand::Rng;
+    let half = cap / 2;
+    let spread = half.as_nanos().min(u128::from(u64::MAX)) as u64;
+    half + Duration::from_nanos(rand::rng().random_range(0..=spread))
+}

@@ -1,0 +1,310 @@
+//! Waiting inside one client: callers that want the same resource line up
+//! in arrival order and only the one at the front contends on the nodes, so
+//! a client never races itself. The front waiter's [`Signal`] collects the
+//! news that may free the lock: invalidations from the nodes and releases
+//! by this client.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::node::watch::Invalidated;
+use crate::quorum::tally::{node_bit, NodeSet};
+
+/// After one of our releases found others waiting, this client's next
+/// `lock()` on the resource joins the waiting list at once instead of
+/// trying a plain `SET NX` first: the releasing holder must not win again
+/// just because it heard of its own release first.
+const CONTENDED_FOR: Duration = Duration::from_secs(1);
+
+/// Contended marks kept before old ones are pruned.
+const MAX_MARKS: usize = 1024;
+
+/// News for the waiter at the front of one resource's line.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    /// Nodes that said the lock key changed since the last [`Signal::reset`].
+    dirty: AtomicU64,
+    /// This client released the lock since the last reset.
+    poked: AtomicBool,
+    /// Nodes whose notification read (this round's) found no key.
+    armed_free: AtomicU64,
+    /// Counts resets, so a late read of an earlier round is not news.
+    round: AtomicU64,
+    /// Wakes the front waiter (a stored permit if it is not waiting yet).
+    notify: Notify,
+}
+
+impl Signal {
+    /// Forgets the news so far (called right before the lock is read again,
+    /// so nothing that happens after that read is missed).
+    /// Returns the new round's number, for [`Signal::armed`].
+    pub(crate) fn reset(&self) -> u64 {
+        self.dirty.store(0, Ordering::Release);
+        self.poked.store(false, Ordering::Release);
+        self.armed_free.store(0, Ordering::Release);
+        self.round.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The notification read of round `round` on `node` found `pttl` (-2:
+    /// no key).
+    pub(crate) fn armed(&self, round: u64, node: usize, pttl: i64) {
+        if pttl == -2 && self.round.load(Ordering::Acquire) == round {
+            self.armed_free.fetch_or(node_bit(node), Ordering::AcqRel);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Nodes whose notification read this round found no key.
+    pub(crate) fn armed_free(&self) -> NodeSet {
+        self.armed_free.load(Ordering::Acquire)
+    }
+
+    /// Nodes that reported a change since the reset.
+    pub(crate) fn dirty(&self) -> NodeSet {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Whether this client released the lock since the reset.
+    pub(crate) fn poked(&self) -> bool {
+        self.poked.load(Ordering::Acquire)
+    }
+
+    /// Waits for the next piece of news (returns at once if some arrived
+    /// since the last wait).
+    pub(crate) async fn news(&self) {
+        self.notify.notified().await;
+    }
+
+    /// Node `node` says the key changed.
+    fn node_changed(&self, node: usize) {
+        self.dirty.fetch_or(node_bit(node), Ordering::AcqRel);
+        self.notify.notify_one();
+    }
+
+    /// This client released the key.
+    fn poke(&self) {
+        self.poked.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
+/// One resource's line of waiters in this client.
+#[derive(Debug, Default)]
+struct Line {
+    /// Waiters in arrival order, each with its own wake-up; the front one
+    /// contends.
+    waiters: Mutex<VecDeque<(u64, Arc<Notify>)>>,
+    /// News for the front waiter (shared with its notification reads).
+    signal: Arc<Signal>,
+}
+
+/// Every resource this client is waiting for, by Redis key.
+#[derive(Debug, Default)]
+pub(crate) struct Queues {
+    /// Lines by lock key; a line is removed when its last waiter leaves.
+    lines: Mutex<HashMap<String, Arc<Line>>>,
+    /// Keys whose release found others waiting, until when.
+    contended: Mutex<HashMap<String, Instant>>,
+    /// Numbers waiters.
+    next: AtomicU64,
+}
+
+/// Locks a std mutex, also after a panic elsewhere (every critical section
+/// here is a few assignments).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Queues {
+    /// Joins the line for `key`, at the back.
+    pub(crate) fn join(&self, key: &str) -> Place<'_> {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let wake = Arc::new(Notify::new());
+        let mut lines = lock(&self.lines);
+        let line = Arc::clone(lines.entry(key.to_owned()).or_default());
+        let had_company = {
+            let mut waiters = lock(&line.waiters);
+            waiters.push_back((number, Arc::clone(&wake)));
+            waiters.len() > 1
+        };
+        Place {
+            queues: self,
+            key: key.to_owned(),
+            line,
+            number,
+            wake,
+            had_company,
+        }
+    }
+
+    /// Passes what a node said to the waiters it concerns.
+    pub(crate) fn invalidated(&self, node: usize, what: Invalidated<'_>) {
+        let lines = lock(&self.lines);
+        match what {
+            Invalidated::Keys(keys) => {
+                for key in keys {
+                    let line = std::str::from_utf8(key).ok().and_then(|k| lines.get(k));
+                    if let Some(line) = line {
+                        line.signal.node_changed(node);
+                    }
+                }
+            }
+            Invalidated::All => {
+                for line in lines.values() {
+                    line.signal.node_changed(node);
+                }
+            }
+        }
+    }
+
+    /// This client is releasing `key`: its front waiter may go now (its
+    /// next request to every node is queued behind the release).
+    pub(crate) fn released(&self, key: &str) {
+        if let Some(line) = lock(&self.lines).get(key) {
+            line.signal.poke();
+        }
+    }
+
+    /// A release of `key` found others waiting for it.
+    pub(crate) fn mark_contended(&self, key: &str) {
+        let now = Instant::now();
+        let mut marks = lock(&self.contended);
+        if marks.len() >= MAX_MARKS {
+            marks.retain(|_, until| *until > now);
+        }
+        marks.insert(key.to_owned(), now + CONTENDED_FOR);
+    }
+
+    /// Whether a recent release of `key` found others waiting.
+    pub(crate) fn is_contended(&self, key: &str) -> bool {
+        lock(&self.contended)
+            .get(key)
+            .is_some_and(|until| Instant::now() < *until)
+    }
+}
+
+/// A caller's place in a resource's line; leaving (drop) lets the next one
+/// go.
+#[derive(Debug)]
+pub(crate) struct Place<'a> {
+    /// The queues it belongs to.
+    queues: &'a Queues,
+    /// The lock key.
+    key: String,
+    /// The line.
+    line: Arc<Line>,
+    /// This waiter's number in the line.
+    number: u64,
+    /// Woken when this waiter reaches the front.
+    wake: Arc<Notify>,
+    /// Somebody of this client was ahead when it joined (so the resource is
+    /// most likely held by us right now).
+    had_company: bool,
+}
+
+impl Place<'_> {
+    /// Waits until this caller is at the front of the line, or `deadline`
+    /// passes (then `false`).
+    pub(crate) async fn turn(&self, deadline: Instant) -> bool {
+        loop {
+            let woken = self.wake.notified();
+            if lock(&self.line.waiters).front().map(|(n, _)| *n) == Some(self.number) {
+                return true;
+            }
+            tokio::select! {
+                () = woken => {}
+                () = tokio::time::sleep_until(deadline) => return false,
+            }
+        }
+    }
+
+    /// Whether someone of this client was ahead of this caller when it
+    /// joined.
+    pub(crate) fn had_company(&self) -> bool {
+        self.had_company
+    }
+
+    /// The front waiter's news.
+    pub(crate) fn signal(&self) -> &Arc<Signal> {
+        &self.line.signal
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let mut lines = lock(&self.queues.lines);
+        let mut waiters = lock(&self.line.waiters);
+        let was_front = waiters.front().map(|(n, _)| *n) == Some(self.number);
+        waiters.retain(|(n, _)| *n != self.number);
+        if was_front {
+            if let Some((_, next)) = waiters.front() {
+                next.notify_one();
+            }
+        }
+        if waiters.is_empty() {
+            drop(waiters);
+            if lines
+                .get(&self.key)
+                .is_some_and(|l| Arc::ptr_eq(l, &self.line))
+            {
+                lines.remove(&self.key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn line_is_first_come_first_served() {
+        let q = Queues::default();
+        let a = q.join("k");
+        let b = q.join("k");
+        assert!(!a.had_company() && b.had_company());
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert!(a.turn(soon).await);
+        assert!(!b.turn(soon).await, "b is behind a");
+        drop(a);
+        assert!(b.turn(Instant::now() + Duration::from_secs(5)).await);
+        drop(b);
+        assert!(lock(&q.lines).is_empty(), "empty lines are removed");
+    }
+
+    #[tokio::test]
+    async fn news_reaches_the_line_of_the_key() {
+        let q = Queues::default();
+        let a = q.join("k");
+        let other = q.join("other");
+        q.invalidated(3, Invalidated::Keys(&[b"k".to_vec()]));
+        assert_eq!(a.signal().dirty(), node_bit(3));
+        assert_eq!(other.signal().dirty(), 0);
+        a.signal().news().await; // a permit was stored
+        q.released("k");
+        assert!(a.signal().poked());
+        let round = a.signal().reset();
+        assert!(!a.signal().poked() && a.signal().dirty() == 0);
+        a.signal().armed(round - 1, 2, -2);
+        assert_eq!(a.signal().armed_free(), 0, "a read of an earlier round");
+        a.signal().armed(round, 2, 5000);
+        assert_eq!(a.signal().armed_free(), 0, "the key is there");
+        a.signal().armed(round, 2, -2);
+        assert_eq!(a.signal().armed_free(), node_bit(2));
+        q.invalidated(1, Invalidated::All);
+        assert_eq!(other.signal().dirty(), node_bit(1));
+    }
+
+    #[test]
+    fn contended_marks_expire() {
+        let q = Queues::default();
+        assert!(!q.is_contended("k"));
+        q.mark_contended("k");
+        assert!(q.is_contended("k"));
+    }
+}

@@ -1,0 +1,300 @@
+//! Waiting for a held lock, against real redis-server processes: woken by
+//! anyone's release (another client, a foreign Redlock client, TTL expiry),
+//! across a killed notification connection and a node restart, served in
+//! arrival order inside a client and across clients, and a free path that
+//! sends nothing extra.
+//!
+//! The waiters here use a retry cap far above the bounds asserted, so only
+//! what the test is about (a notification, the holder's TTL, a local
+//! release) can wake them in time. Bounds are generous (a second against a
+//! 10 s cap and TTL); the benchmark measures the real latency.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redquorum::{Lock, Redlock};
+use support::{wait_until, Cluster, Persistence, Proxy, ProxyMode};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A client whose waiters sleep at most `cap` without news.
+fn waiter_client(c: &Cluster, cap: Duration) -> Redlock {
+    c.builder().wait_cap(cap).build().expect("client")
+}
+
+/// Starts waiting for `resource` (up to 9 s); yields when it got the lock
+/// and the lock.
+fn wait_for(redlock: &Redlock, resource: &'static str) -> JoinHandle<(Instant, Lock)> {
+    let redlock = redlock.clone();
+    tokio::spawn(async move {
+        let lock = redlock
+            .lock_timeout(resource, ms(10_000), ms(9_000))
+            .await
+            .expect("the waiter gets the lock");
+        (Instant::now(), lock)
+    })
+}
+
+/// Waits until a waiter is registered for `resource` on a quorum of nodes.
+async fn registered(c: &Cluster, resource: &str) {
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on(resource) >= 3).await,
+        "no waiter registered for {resource}\n{}",
+        c.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_woken_by_another_clients_release() {
+    let c = Cluster::start(5);
+    let holder = c.redlock();
+    let waiter = waiter_client(&c, ms(10_000));
+    let held = holder.try_lock("wait_release", ms(10_000)).await.unwrap();
+    let task = wait_for(&waiter, "wait_release");
+    registered(&c, "wait_release").await;
+    held.release().await.unwrap();
+    let released = Instant::now();
+    let (at, lock) = task.await.unwrap();
+    let after = at.saturating_duration_since(released);
+    assert!(
+        after < ms(1_000),
+        "got the lock {after:?} after the release"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_woken_by_a_foreign_clients_release() {
+    let c = Cluster::start(5);
+    // redsync, node-redlock ...: a plain key, then plain compare-and-delete.
+    for n in &c.nodes {
+        n.set("wait_foreign", "go-client-value", ms(10_000));
+    }
+    let waiter = waiter_client(&c, ms(10_000));
+    let task = wait_for(&waiter, "wait_foreign");
+    registered(&c, "wait_foreign").await;
+    assert!(!task.is_finished(), "the foreign holder excludes us");
+    for n in &c.nodes {
+        assert_eq!(n.compare_and_delete("wait_foreign", "go-client-value"), 1);
+    }
+    let released = Instant::now();
+    let (at, lock) = task.await.unwrap();
+    let after = at.saturating_duration_since(released);
+    assert!(
+        after < ms(1_000),
+        "got the lock {after:?} after the release"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_ends_when_a_crashed_holders_ttl_runs_out() {
+    let c = Cluster::start(5);
+    // No notifications (the server's expiry may push one): only the
+    // holder's TTL, read with the failed attempt, can wake it in time.
+    let waiter = c
+        .builder()
+        .wait_cap(ms(10_000))
+        .notifications(false)
+        .build()
+        .unwrap();
+    // A holder that crashed: its keys just run out (1.5 s).
+    let set_from = Instant::now();
+    for n in &c.nodes {
+        n.set("wait_expiry", "crashed-holder", ms(1_500));
+    }
+    let set_until = Instant::now();
+    let task = wait_for(&waiter, "wait_expiry");
+    let (at, lock) = task.await.unwrap();
+    assert!(
+        at >= set_from + ms(1_500),
+        "got the lock {:?} after the keys were set, before they expired",
+        at - set_from
+    );
+    let late = at.saturating_duration_since(set_until + ms(1_500));
+    assert!(
+        late < ms(1_000),
+        "got the lock {late:?} after the TTL ran out"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_survives_a_killed_notification_connection() {
+    let c = Cluster::start(5);
+    let holder = c.redlock();
+    let cap = ms(3_000);
+    let waiter = waiter_client(&c, cap);
+    let held = holder.try_lock("wait_kill", ms(10_000)).await.unwrap();
+    let task = wait_for(&waiter, "wait_kill");
+    registered(&c, "wait_kill").await;
+    let tracking = || c.nodes.iter().filter(|n| n.tracking_clients() > 0).count();
+    assert!(
+        wait_until(ms(5_000), || tracking() >= 3).await,
+        "notifications never connected"
+    );
+    let killed: usize = c.nodes.iter().map(|n| n.kill_tracking_clients()).sum();
+    assert!(killed >= 3, "killed {killed} notification connections");
+    held.release().await.unwrap();
+    let released = Instant::now();
+    let (at, lock) = task.await.unwrap();
+    let after = at.saturating_duration_since(released);
+    assert!(
+        after < cap + ms(1_000),
+        "got the lock {after:?} after the release"
+    );
+    lock.release().await.unwrap();
+    // Notifications work again: the waiter reconnects them by itself, and
+    // a release wakes it well within the cap.
+    let held = holder.try_lock("wait_kill", ms(10_000)).await.unwrap();
+    let task = wait_for(&waiter, "wait_kill");
+    registered(&c, "wait_kill").await;
+    assert!(
+        wait_until(ms(5_000), || tracking() >= 3).await,
+        "notifications did not come back"
+    );
+    held.release().await.unwrap();
+    let released = Instant::now();
+    let (at, lock) = task.await.unwrap();
+    let after = at.saturating_duration_since(released);
+    assert!(
+        after < ms(1_000),
+        "got the lock {after:?} after the release"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_lock_across_a_node_restart() {
+    let mut c = Cluster::start_with(5, Persistence::None);
+    let holder = c.redlock();
+    let (w1, w2) = (waiter_client(&c, ms(10_000)), waiter_client(&c, ms(10_000)));
+    let held = holder.try_lock("wait_restart", ms(10_000)).await.unwrap();
+    let mut t1 = wait_for(&w1, "wait_restart");
+    let mut t2 = wait_for(&w2, "wait_restart");
+    assert!(
+        wait_until(ms(5_000), || c
+            .nodes
+            .iter()
+            .all(|n| n.waiters("wait_restart") == 2))
+        .await,
+        "both waiters registered"
+    );
+    // Node 2 comes back empty: the lock and the waiting list are gone there.
+    c.nodes[2].restart(Persistence::None);
+    held.release().await.unwrap();
+    let released = Instant::now();
+    // One waiter gets it at once, the other after it is released: never
+    // both at a time.
+    let (first, second) = tokio::select! {
+        r = &mut t1 => (r.unwrap(), t2),
+        r = &mut t2 => (r.unwrap(), t1),
+    };
+    let after = first.0.saturating_duration_since(released);
+    assert!(
+        after < ms(1_000),
+        "got the lock {after:?} after the release"
+    );
+    assert!(!second.is_finished(), "both waiters hold the lock");
+    first.1.release().await.unwrap();
+    let handed = Instant::now();
+    let (at, lock) = second.await.unwrap();
+    let after = at.saturating_duration_since(handed);
+    assert!(
+        after < ms(1_000),
+        "got the lock {after:?} after the release"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_one_client_go_in_arrival_order() {
+    let c = Cluster::start(5);
+    let redlock = waiter_client(&c, ms(10_000));
+    let held = redlock.try_lock("wait_fifo", ms(10_000)).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (r, o) = (redlock.clone(), Arc::clone(&order));
+    let take = move |name: &'static str| {
+        let (redlock, order) = (r.clone(), Arc::clone(&o));
+        async move {
+            let lock = redlock
+                .lock_timeout("wait_fifo", ms(10_000), ms(9_000))
+                .await
+                .expect("lock");
+            order.lock().unwrap().push(name);
+            tokio::task::yield_now().await;
+            lock.release().await.expect("release");
+        }
+    };
+    // Polled in this order, they join the line as a, b, c.
+    let all = tokio::spawn(async move {
+        tokio::join!(take("a"), take("b"), take("c"));
+    });
+    registered(&c, "wait_fifo").await;
+    held.release().await.unwrap();
+    all.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["a", "b", "c"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_releasing_holder_does_not_overtake_a_waiter() {
+    let c = Cluster::start(5);
+    // B is 20 ms away from every node, A next to them: A hears of its own
+    // release long before B does, and would win a plain race.
+    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &far {
+        p.set_mode(ProxyMode::Delay(20));
+    }
+    let a = c.redlock();
+    let b = Redlock::builder()
+        .nodes(far.iter().map(Proxy::url))
+        .wait_cap(ms(10_000))
+        .build()
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let held = a.try_lock("wait_fair", ms(10_000)).await.unwrap();
+    let b_order = Arc::clone(&order);
+    let waiter = tokio::spawn(async move {
+        let lock = b
+            .lock_timeout("wait_fair", ms(10_000), ms(9_000))
+            .await
+            .expect("b gets the lock");
+        b_order.lock().unwrap().push("b");
+        tokio::time::sleep(ms(50)).await;
+        lock.release().await.expect("release");
+    });
+    registered(&c, "wait_fair").await;
+    // A releases and asks again at once: it heard of its own release first,
+    // but B has waited longer.
+    held.release().await.unwrap();
+    let again = a
+        .lock_timeout("wait_fair", ms(10_000), ms(9_000))
+        .await
+        .unwrap();
+    order.lock().unwrap().push("a");
+    again.release().await.unwrap();
+    waiter.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["b", "a"]);
+}
+
+#[tokio::test]
+async fn the_free_path_sends_nothing_extra() {
+    let c = Cluster::start(5);
+    let redlock = c.redlock();
+    let lock = redlock.lock("wait_free", ms(5_000)).await.unwrap();
+    lock.release().await.unwrap();
+    redlock.settle().await;
+    for n in &c.nodes {
+        assert_eq!(n.command_calls("set"), 1, "one SET NX per node");
+        for cmd in ["zadd", "pttl", "client|tracking"] {
+            assert_eq!(n.command_calls(cmd), 0, "{cmd} on an uncontended lock");
+        }
+        assert_eq!(n.tracking_clients(), 0, "no notification connection");
+    }
+}
