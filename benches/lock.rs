@@ -5,6 +5,10 @@
 //! (a) one task, sequential lock+release: p50 / p99
 //! (b) 32 tasks on distinct resources: lock+release throughput
 //! (c) (b) with 1 and with 2 of 5 nodes paused (SIGSTOP): success, p99
+//! (d) 3 clients x 8 tasks on one resource, hold 1 ms: acquisitions/s and
+//!     wait p50/p99/max, against the limit (one task alone) and the
+//!     fair-share wait; handover latency after a release and after a TTL
+//!     (see `contended/mod.rs`)
 //!
 //! Two floors run in the same slices as (a): the same commands with no lock
 //! logic, through redis-rs and on plain sockets (see `floor/mod.rs`).
@@ -16,6 +20,7 @@
 mod support;
 
 mod common;
+mod contended;
 mod floor;
 
 use std::future::Future;
@@ -158,6 +163,10 @@ fn main() {
     let via_redis_rs = Arc::new(rt.block_on(floor::RedisRs::connect(&urls)));
 
     common::watch_nodes(cluster.nodes.iter().map(|n| n.pid()));
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("d") {
+        scenario_d(&rt, &cluster, &urls, limit);
+        return;
+    }
     println!(
         "| scenario | client | ops/s | p50 ms | p99 ms | success | client CPU µs/op | nodes CPU µs/op |"
     );
@@ -349,4 +358,104 @@ fn main() {
             p.as_secs_f64() / healthy_p99
         );
     }
+    println!();
+    scenario_d(&rt, &cluster, &urls, limit);
+}
+
+/// (d): one contended resource, printed as its own table with its targets.
+fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], limit: Duration) {
+    use contended::{CLIENTS, TASKS};
+    let ours_on = contended::ours(urls, true);
+    let ours_off = contended::ours(urls, false);
+    let rs: Vec<Arc<rslock::LockManager>> = (0..CLIENTS)
+        .map(|_| Arc::new(rt.block_on(async { rslock::LockManager::new(urls.to_vec()) })))
+        .collect();
+    let cell_limit = limit * 5;
+    let (mut alone, mut on, mut off, mut rsl) = (
+        Stats::default(),
+        Stats::default(),
+        Stats::default(),
+        Stats::default(),
+    );
+    // Alternate the cells so machine noise hits every client alike.
+    for _ in 0..2 {
+        alone.add(contended::cell(
+            rt,
+            &ours_on[..1],
+            1,
+            cell_limit,
+            contended::ours_acquire,
+        ));
+        on.add(contended::cell(
+            rt,
+            &ours_on,
+            TASKS,
+            cell_limit,
+            contended::ours_acquire,
+        ));
+        off.add(contended::cell(
+            rt,
+            &ours_off,
+            TASKS,
+            cell_limit,
+            contended::ours_acquire,
+        ));
+        rsl.add(contended::cell(
+            rt,
+            &rs,
+            TASKS,
+            cell_limit,
+            contended::rslock_acquire,
+        ));
+    }
+    let k = CLIENTS * TASKS;
+    let fair = Duration::from_secs_f64((k - 1) as f64 / alone.rate());
+    println!(
+        "(d) {CLIENTS} clients x {TASKS} tasks, one resource, hold 1 ms (fair-share wait (K - 1) / limit = {:.1} ms)",
+        fair.as_secs_f64() * 1e3
+    );
+    println!("| client | acquisitions/s | wait p50 ms | wait p99 ms | wait max ms | failed |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let row = |name: &str, s: &mut Stats| {
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.1} | {:.1} | {} |",
+            s.rate(),
+            s.pct(0.5).as_secs_f64() * 1e3,
+            s.pct(0.99).as_secs_f64() * 1e3,
+            s.pct(1.0).as_secs_f64() * 1e3,
+            s.failed
+        );
+    };
+    row("limit: one task alone (redquorum)", &mut alone);
+    row("redquorum", &mut on);
+    row("redquorum, notifications off", &mut off);
+    row("rslock", &mut rsl);
+    let mut handover = contended::after_release(rt, urls, 30);
+    let mut expiry = contended::after_expiry(rt, cluster, urls, 15);
+    println!();
+    println!("ratios (same run):");
+    println!(
+        "  (d) acquisitions/s redquorum / limit = {:.2}  (target >= 0.85); / rslock = {:.2}",
+        on.rate() / alone.rate(),
+        on.rate() / rsl.rate()
+    );
+    println!(
+        "  (d) wait p99 / fair share = {:.2}  (target <= 1.5); max / fair share = {:.2}  (target <= 2)",
+        on.pct(0.99).as_secs_f64() / fair.as_secs_f64(),
+        on.pct(1.0).as_secs_f64() / fair.as_secs_f64()
+    );
+    println!(
+        "  (d) lock taken after another client's release: p50 {:.2} ms, max {:.2} ms ({} of {}; target <= 30 ms)",
+        handover.pct(0.5).as_secs_f64() * 1e3,
+        handover.pct(1.0).as_secs_f64() * 1e3,
+        handover.ok,
+        handover.ok + handover.failed
+    );
+    println!(
+        "  (d) lock taken after a crashed holder's TTL ran out: p50 {:.2} ms, max {:.2} ms ({} of {}; target <= 30 ms)",
+        expiry.pct(0.5).as_secs_f64() * 1e3,
+        expiry.pct(1.0).as_secs_f64() * 1e3,
+        expiry.ok,
+        expiry.ok + expiry.failed
+    );
 }

@@ -19,6 +19,7 @@ use crate::counter::{self, Record};
 use crate::error::{Error, Result};
 use crate::guard::{Lock, LockHandle};
 use crate::redlock::Redlock;
+use crate::wait::plan::Seen;
 
 /// How long `acquire` keeps trying, and what it says when it gives up.
 #[derive(Clone, Copy, Debug)]
@@ -269,10 +270,11 @@ impl Redlock {
                     return Err(give_up(error));
                 }
             }
-            // News from here on counts: the reads below arm the nodes'
-            // notifications, and the attempt reads the lock on every node.
+            // News from here on counts: the attempt reads the lock on every
+            // node, and if it fails, the reads that arm the nodes'
+            // notifications follow (a release in between shows as a read
+            // that finds no key, which counts as news too).
             let round = signal.reset();
-            waiting.arm(&key, signal, round);
             let Failed { error, seen } = match self
                 .attempt(resource, &key, ttl, ttl_ms, Ask::Queued(&waiter))
                 .await
@@ -280,6 +282,9 @@ impl Redlock {
                 Ok(lock) => return Ok(lock),
                 Err(failed) => failed,
             };
+            waiting.arm(&key, signal, round);
+            let behind = seen.iter().filter(|s| **s == Seen::Ahead).count();
+            signal.set_behind(behind >= self.quorum());
             debug!(error = %error, "lock attempt failed; waiting");
             if error.is_contended() {
                 waiting

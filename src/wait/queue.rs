@@ -31,6 +31,9 @@ pub(crate) struct Signal {
     dirty: AtomicU64,
     /// This client released the lock since the last reset.
     poked: AtomicBool,
+    /// The front waiter's last attempt found someone ahead of it on a
+    /// quorum of nodes: this client's own release is no reason to try then.
+    behind: AtomicBool,
     /// Nodes whose notification read (this round's) found no key.
     armed_free: AtomicU64,
     /// Counts resets, so a late read of an earlier round is not news.
@@ -86,10 +89,20 @@ impl Signal {
         self.notify.notify_one();
     }
 
-    /// This client released the key.
+    /// Whether the front waiter's last attempt found someone ahead of it
+    /// (then this client's releases do not wake it; the nodes' news does).
+    pub(crate) fn set_behind(&self, behind: bool) {
+        self.behind.store(behind, Ordering::Release);
+    }
+
+    /// This client released the key: the front waiter may go, unless
+    /// somebody else is first in line (its attempt would reach the nodes
+    /// ahead of theirs and only be refused).
     fn poke(&self) {
-        self.poked.store(true, Ordering::Release);
-        self.notify.notify_one();
+        if !self.behind.load(Ordering::Acquire) {
+            self.poked.store(true, Ordering::Release);
+            self.notify.notify_one();
+        }
     }
 }
 
