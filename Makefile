@@ -16,7 +16,7 @@ test: ensure-redis
 	else \
 		$(CARGO) test --workspace --lib --bins --tests; \
 	fi
-	$(CARGO) test --doc
+	$(CARGO) test --workspace --doc
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
 	@echo "stress test, optimised build (request ordering under load):"
@@ -24,12 +24,12 @@ test: ensure-redis
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets --all-features -- -D warnings
-	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --all-features
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --workspace --no-deps --all-features
 
 fmt:
-	$(CARGO) fmt
+	$(CARGO) fmt --all
 
 ## make demo: five local nodes; instances contending for a lock, then issuing serial numbers.
 demo: ensure-redis

@@ -39,7 +39,8 @@ if [ -z "${REDIS_IMAGE:-}" ]; then
 fi
 
 echo "building the worker (cargo build --release) ..." >&2
-cargo build -q --release --example worker --bin redquorum
+cargo build -q --release --example worker -p redquorum
+cargo build -q --release -p redquorum-cli
 mkdir -p docker/dist
 cp target/release/examples/worker target/release/redquorum docker/dist/
 

@@ -77,9 +77,25 @@ impl Redlock {
             .map_err(|failed| failed.error)
     }
 
-    /// Takes the lock, retrying with a random pause per the builder's retry
-    /// settings. Dropping the future cancels it; a half-taken attempt is
-    /// released in the background.
+    /// Takes the lock, waiting for it for up to `retry_count` times the
+    /// average retry pause (`retry_delay + retry_jitter / 2`: 2 s with the
+    /// defaults; no retries means one attempt).
+    ///
+    /// How it waits: callers of this client for the same resource are served
+    /// in arrival order, and only the first one contends. It tries once; if
+    /// the lock is held, it joins the resource's waiting list on the nodes
+    /// (ordered by when it started waiting, so neither newcomers nor the
+    /// releasing holder can overtake it) and tries again as soon as a quorum
+    /// of nodes may have the lock free: when a node tells it the key changed
+    /// (a release by any client, see
+    /// [`RedlockBuilder::notifications`](crate::RedlockBuilder::notifications)), when
+    /// the holder's key expires by the nodes' TTLs, or after
+    /// [`RedlockBuilder::wait_cap`](crate::RedlockBuilder::wait_cap) without
+    /// news. Nodes that fail make it
+    /// pause `retry_delay` plus jitter.
+    ///
+    /// Dropping the future cancels it; a half-taken attempt is released and
+    /// its place in the waiting lists given up in the background.
     ///
     /// # Errors
     ///
@@ -104,8 +120,9 @@ impl Redlock {
         self.acquire(resource, ttl, patience).await
     }
 
-    /// Takes the lock, retrying for at most `wait` (the retry count does not
-    /// apply). A zero `wait` means one attempt.
+    /// Takes the lock, waiting for it (as [`Redlock::lock`] does) for at most
+    /// `wait`; the retry count does not apply. A zero `wait` means one
+    /// attempt.
     ///
     /// # Errors
     ///

@@ -90,7 +90,8 @@
 //   serial/number.rs    Serial, one issued number.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
-// The CLI (bin/redquorum/, its own map in main.rs) uses the public API only.
+// The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
+// uses the public API only.
 
 mod acquire;
 mod attempt;
@@ -106,6 +107,8 @@ mod scripts;
 mod serial;
 mod wait;
 
+pub use chrono;
+pub use chrono_tz;
 pub use redis;
 
 pub use builder::RedlockBuilder;

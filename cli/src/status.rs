@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use redquorum::redis;
+
 use crate::client::build;
 use crate::exit;
 

@@ -13,7 +13,7 @@ pub async fn serial_next(redlock: Redlock, args: SerialArgs) -> ExitCode {
         .width(args.width)
         .reset_period(args.period);
     if let Some(tz) = &args.tz {
-        match tz.parse::<chrono_tz::Tz>() {
+        match tz.parse::<redquorum::chrono_tz::Tz>() {
             Ok(tz) => builder = builder.time_zone(tz),
             Err(_) => {
                 eprintln!(

@@ -1,6 +1,7 @@
 //! The `redquorum` binary against real nodes: exit codes, lock loss, signals,
 //! serial output across processes, status.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashSet;
