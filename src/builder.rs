@@ -270,6 +270,7 @@ fn open_client(url: &str) -> Result<redis::Client> {
     if url.starts_with("rediss://") {
         return Err(Error::InvalidUrl {
             url: redact(url),
+            hint: None,
             source: redis::RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
                 "rediss:// needs redquorum's `tls` feature",
@@ -278,6 +279,7 @@ fn open_client(url: &str) -> Result<redis::Client> {
     }
     redis::Client::open(url).map_err(|source| Error::InvalidUrl {
         url: redact(url),
+        hint: (!url.contains("://")).then(|| format!("redis://{}", redact(url))),
         source,
     })
 }

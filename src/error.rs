@@ -26,10 +26,15 @@ pub enum Error {
 
     /// Too few nodes answered to form a quorum (they were down, timed out or
     /// returned an error). `failures` says which nodes failed and why.
-    #[error("no quorum for {resource:?}: {succeeded} of {needed} needed nodes agreed, {} failed", failures.len())]
+    #[error("no quorum for {resource:?}: {}", no_quorum(*asked, *answered, *needed, *succeeded, failures))]
     NoQuorum {
         /// The resource (or counter) the operation was for.
         resource: String,
+        /// How many nodes were asked.
+        asked: usize,
+        /// How many answered before the outcome was clear (the others were
+        /// not waited for).
+        answered: usize,
         /// How many nodes had to agree.
         needed: usize,
         /// How many nodes did agree.
@@ -48,7 +53,7 @@ pub enum Error {
     },
 
     /// Waiting for the lock took longer than the allowed time.
-    #[error("gave up on {resource:?} after waiting {waited:?}")]
+    #[error("gave up on {resource:?} after {}: {}", rounded(*waited), last.reason())]
     Timeout {
         /// The resource that was asked for.
         resource: String,
@@ -63,11 +68,25 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
 
+    /// The lock is still ours, but for less time than the caller needs
+    /// ([`Lock::ensure_valid`](crate::Lock::ensure_valid)).
+    #[error("lock on {resource:?} is valid for another {}, less than the {} needed", rounded(*left), rounded(*needed))]
+    ValidityTooShort {
+        /// The resource.
+        resource: String,
+        /// Validity left.
+        left: Duration,
+        /// Validity asked for.
+        needed: Duration,
+    },
+
     /// A node URL could not be parsed or uses a scheme this build cannot serve.
-    #[error("invalid node url {url:?}")]
+    #[error("invalid node url {url:?}: {}{}", describe(source), hint.as_deref().map(|h| format!("; did you mean {h:?}?")).unwrap_or_default())]
     InvalidUrl {
         /// The URL as given, with any password removed.
         url: String,
+        /// The URL we think was meant, if the mistake is a common one.
+        hint: Option<String>,
         /// What the `redis` crate said about it.
         #[source]
         source: redis::RedisError,
@@ -117,6 +136,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// Why an attempt failed, as the tail of a [`Error::Timeout`] message.
+    fn reason(&self) -> String {
+        match self {
+            Error::Contended { .. } => "held by another owner".into(),
+            Error::NoQuorum {
+                asked,
+                answered,
+                needed,
+                succeeded,
+                failures,
+                ..
+            } => format!(
+                "no quorum: {}",
+                no_quorum(*asked, *answered, *needed, *succeeded, failures)
+            ),
+            Error::Expired { .. } => "the lock expired before it could be used".into(),
+            other => other.to_string(),
+        }
+    }
+
     /// True when trying again later may succeed: contention, missing quorum,
     /// timeouts, and counter contention.
     pub fn is_retryable(&self) -> bool {
@@ -205,10 +244,71 @@ impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "node {} ({}): ", self.index, self.addr)?;
         match &self.kind {
-            NodeErrorKind::Timeout(d) => write!(f, "no reply within {d:?}"),
-            NodeErrorKind::Redis(_) => f.write_str("redis error"),
+            NodeErrorKind::Timeout(d) => write!(f, "no reply within {}", rounded(*d)),
+            NodeErrorKind::Redis(e) => f.write_str(&describe(e)),
             NodeErrorKind::UnexpectedReply => f.write_str("unexpected reply"),
         }
+    }
+}
+
+/// The body of a [`Error::NoQuorum`] message: who was asked, who failed and
+/// why, who answered and agreed.
+fn no_quorum(
+    asked: usize,
+    answered: usize,
+    needed: usize,
+    agreed: usize,
+    failures: &[NodeError],
+) -> String {
+    let mut out = format!("{} of {asked} nodes failed", failures.len());
+    if !failures.is_empty() {
+        let list: Vec<String> = failures
+            .iter()
+            .map(|f| f.to_string().replacen("node ", "", 1))
+            .collect();
+        out.push_str(&format!(" ({})", list.join("; ")));
+    }
+    match answered {
+        0 => out.push_str("; none answered"),
+        n if agreed == n => out.push_str(&format!("; {n} answered and agreed")),
+        n => out.push_str(&format!("; {n} answered, {agreed} agreed")),
+    }
+    let unheard = asked.saturating_sub(answered + failures.len());
+    if unheard > 0 {
+        out.push_str(&format!(", {unheard} not waited for"));
+    }
+    out.push_str(&format!("; {needed} needed"));
+    out
+}
+
+/// What a redis-rs error says, lowercase unless it starts with a server
+/// error code (`WRONGTYPE ...`).
+fn describe(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    let first = text.split_whitespace().next().unwrap_or("");
+    if first.len() > 1 && first.chars().all(|c| c.is_ascii_uppercase()) {
+        return text;
+    }
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
+}
+
+/// A duration for people: `987ms`, `9.9s`, `2m30s`.
+fn rounded(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 10_000 {
+        if ms < 1_000 {
+            format!("{ms}ms")
+        } else {
+            format!("{:.1}s", d.as_secs_f64())
+        }
+    } else if ms < 120_000 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}m{}s", d.as_secs() / 60, d.as_secs() % 60)
     }
 }
 
@@ -239,6 +339,8 @@ mod tests {
         assert!(t.is_timeout() && t.is_contended());
         let nq = Error::NoQuorum {
             resource: "r".into(),
+            asked: 5,
+            answered: 4,
             needed: 3,
             succeeded: 2,
             failures: vec![NodeError {
@@ -250,5 +352,64 @@ mod tests {
         assert!(nq.is_timeout());
         assert_eq!(nq.node_failures()[0].index, 4);
         assert!(!Error::InvalidConfig("x".into()).is_retryable());
+    }
+
+    fn refused(index: usize) -> NodeError {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        NodeError {
+            index,
+            addr: format!("127.0.0.1:740{index}"),
+            kind: NodeErrorKind::Redis(redis::RedisError::from(io)),
+        }
+    }
+
+    #[test]
+    fn messages_say_what_happened_and_why() {
+        let node = refused(3).to_string();
+        assert!(
+            node.starts_with("node 3 (127.0.0.1:7403): connection refused"),
+            "{node}"
+        );
+        assert!(!node.ends_with("redis error"), "{node}");
+        let nq = Error::NoQuorum {
+            resource: "x".into(),
+            asked: 5,
+            answered: 2,
+            needed: 3,
+            succeeded: 2,
+            failures: vec![refused(2), refused(3), refused(4)],
+        };
+        let text = nq.to_string();
+        assert!(
+            text.starts_with(
+                "no quorum for \"x\": 3 of 5 nodes failed (2 (127.0.0.1:7402): connection refused"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("; 2 answered and agreed; 3 needed"),
+            "{text}"
+        );
+        let t = Error::Timeout {
+            resource: "x".into(),
+            waited: Duration::from_micros(987_400),
+            last: Box::new(Error::Contended {
+                resource: "x".into(),
+            }),
+        };
+        assert_eq!(
+            t.to_string(),
+            "gave up on \"x\" after 987ms: held by another owner"
+        );
+        let short = Error::ValidityTooShort {
+            resource: "x".into(),
+            left: Duration::from_millis(9_900),
+            needed: Duration::from_secs(60),
+        };
+        assert_eq!(
+            short.to_string(),
+            "lock on \"x\" is valid for another 9.9s, less than the 60s needed"
+        );
+        assert!(!short.is_expired());
     }
 }

@@ -152,7 +152,9 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Expired`] when less than `min_remaining` is left.
+    /// [`Error::Expired`] when the lock is gone (validity ran out, or an
+    /// extension failed), [`Error::ValidityTooShort`] when it is still ours
+    /// but for less than `min_remaining`.
     pub fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
         self.shared.ensure_valid(min_remaining)
     }
@@ -283,7 +285,9 @@ impl LockHandle {
     ///
     /// # Errors
     ///
-    /// [`Error::Expired`] when less than `min_remaining` is left.
+    /// [`Error::Expired`] when the lock is gone (validity ran out, or an
+    /// extension failed), [`Error::ValidityTooShort`] when it is still ours
+    /// but for less than `min_remaining`.
     pub fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
         self.shared.ensure_valid(min_remaining)
     }
@@ -312,9 +316,16 @@ impl Shared {
     /// See [`Lock::ensure_valid`].
     fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
         let left = self.validity();
-        if left.is_zero() || left < min_remaining {
+        if left.is_zero() {
             return Err(Error::Expired {
                 resource: self.resource.clone(),
+            });
+        }
+        if left < min_remaining {
+            return Err(Error::ValidityTooShort {
+                resource: self.resource.clone(),
+                left,
+                needed: min_remaining,
             });
         }
         Ok(left)

@@ -11,21 +11,36 @@ pub(crate) struct Lua {
     pub(crate) src: &'static str,
     /// Hex SHA-1 of `src`, what `EVALSHA` names the script by.
     sha: OnceLock<String>,
-    /// A cleanup (the release): always sent in full with `EVAL`, never as
-    /// `EVALSHA`, and sent even after the round stopped waiting for it.
-    /// When a node answers `NOSCRIPT` (first use, or after a restart emptied
-    /// its script cache), the fallback `EVAL` goes out a round trip later,
-    /// behind whatever we sent meanwhile: a release overtaken that way made
-    /// our own next `SET NX` on the key fail against our old value.
+    /// Always sent in full with `EVAL`, never as `EVALSHA`. When a node
+    /// answers `NOSCRIPT` (first use, or after a restart emptied its script
+    /// cache), the fallback `EVAL` runs after whatever was pipelined behind
+    /// the `EVALSHA`: a script that sets the lock key must not, or the
+    /// release that undoes a failed attempt runs first and our key stays for
+    /// a whole TTL (a release overtaken that way made our own next `SET NX`
+    /// fail against our old value).
+    pub(crate) full: bool,
+    /// A cleanup (the release): sent even after the round stopped waiting
+    /// for it. Always in full.
     pub(crate) cleanup: bool,
 }
 
 impl Lua {
-    /// Wraps a source; the hash is computed on first use.
+    /// Wraps a source sent as `EVALSHA`; the hash is computed on first use.
     const fn new(src: &'static str) -> Self {
         Self {
             src,
             sha: OnceLock::new(),
+            full: false,
+            cleanup: false,
+        }
+    }
+
+    /// Wraps a script always sent in full (see [`Lua::full`]).
+    const fn full(src: &'static str) -> Self {
+        Self {
+            src,
+            sha: OnceLock::new(),
+            full: true,
             cleanup: false,
         }
     }
@@ -35,6 +50,7 @@ impl Lua {
         Self {
             src,
             sha: OnceLock::new(),
+            full: true,
             cleanup: true,
         }
     }
@@ -76,8 +92,9 @@ return 0"#,
 /// Both sets expire when nobody renews them, so they never outlive their
 /// waiters. Safety does not depend on any of this: the lock is still a plain
 /// `SET NX PX` on a quorum. Returns {1, 0, 0} when the lock was taken, else
-/// {0, PTTL of the lock, 1 if someone live is ahead of us}.
-pub(crate) static QUEUED_SET: Lua = Lua::new(
+/// {0, PTTL of the lock, 1 if someone live is ahead of us}. Sent in full:
+/// it sets the lock key (see [`Lua::full`]).
+pub(crate) static QUEUED_SET: Lua = Lua::full(
     r#"local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)

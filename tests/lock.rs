@@ -137,14 +137,20 @@ async fn survives_two_dead_nodes_and_names_three() {
             needed, failures, ..
         } => {
             assert_eq!(*needed, 3);
-            let mut idx: Vec<usize> = failures.iter().map(|f| f.index).collect();
-            idx.sort();
+            // In node order, as documented.
+            let idx: Vec<usize> = failures.iter().map(|f| f.index).collect();
             assert_eq!(idx, vec![1, 3, 4], "{err:?}");
             for f in failures {
                 assert_eq!(f.addr, format!("127.0.0.1:{}", c.nodes[f.index].port));
                 assert!(matches!(f.kind, NodeErrorKind::Redis(_)), "{f:?}");
                 assert!(std::error::Error::source(f).is_some());
+                // The cause, not a bare "redis error".
+                let text = f.to_string();
+                assert!(text.contains("connection refused"), "{text}");
             }
+            let text = err.to_string();
+            assert!(text.contains("3 of 5 nodes failed"), "{text}");
+            assert!(text.contains("2 answered"), "{text}");
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
@@ -264,6 +270,14 @@ async fn expiry_and_extend_rules() {
     // Extending within validity pushes the TTL on a quorum.
     second.extend(ms(20_000)).await.unwrap();
     assert!(second.validity() > ms(19_000));
+    // A lock that is still ours but for less than asked is not "expired".
+    let short = second.ensure_valid(ms(60_000)).unwrap_err();
+    assert!(
+        matches!(short, Error::ValidityTooShort { left, needed, .. } if left > ms(19_000) && needed == ms(60_000)),
+        "{short:?}"
+    );
+    assert!(!short.is_expired());
+    assert!(second.ensure_valid(ms(1_000)).is_ok());
     let extended = c.nodes.iter().filter(|n| n.pttl(key) > 15_000).count();
     assert!(
         extended >= 3,
@@ -671,6 +685,22 @@ async fn bad_input_is_a_typed_error() {
         Redlock::builder().nodes(["not a url"]).build(),
         Err(Error::InvalidUrl { .. })
     ));
+    // A missing scheme gets a hint with the fix.
+    for (given, meant) in [
+        ("127.0.0.1:7401", "redis://127.0.0.1:7401"),
+        ("localhost:6379", "redis://localhost:6379"),
+    ] {
+        let err = Redlock::builder().nodes([given]).build().unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidUrl { hint: Some(h), .. } if h == meant),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.ends_with(&format!("did you mean {meant:?}?")),
+            "{text}"
+        );
+    }
     let err = Redlock::builder()
         .nodes(["redis://:secret@127.0.0.1:notaport"])
         .build()

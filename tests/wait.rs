@@ -298,3 +298,22 @@ async fn the_free_path_sends_nothing_extra() {
         assert_eq!(n.tracking_clients(), 0, "no notification connection");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_wait_leaves_no_key_behind() {
+    // Fresh nodes (empty script caches) and a quorum that cannot be won:
+    // every attempt fails, and each is undone by a release right behind it.
+    // A waiter's attempt that went out as EVALSHA got NOSCRIPT, and its
+    // EVAL came after the release: our key stayed for a whole TTL.
+    let mut c = Cluster::start(3);
+    c.nodes[1].kill();
+    c.nodes[2].kill();
+    let redlock = c.redlock();
+    let err = redlock
+        .lock_timeout("wait_no_leftovers", ms(30_000), ms(300))
+        .await
+        .unwrap_err();
+    assert!(err.node_failures().len() == 2, "{err}");
+    redlock.settle().await;
+    assert_eq!(c.nodes[0].get("wait_no_leftovers"), None, "{}", c.logs());
+}

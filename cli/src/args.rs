@@ -13,9 +13,7 @@ use crate::exit;
     name = "redquorum",
     version,
     about = "Quorum locks, serial numbers and node checks over N independent Redis nodes",
-    after_help = "Nodes come from --nodes or REDQUORUM_NODES, comma-separated:\n  \
-        REDQUORUM_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379\n\n\
-        Durations: 500ms, 30s, 2m, 1h.  Logs: RUST_LOG=redquorum=debug."
+    after_help = top_help()
 )]
 pub struct Cli {
     /// Redis node URLs, comma-separated (odd count, 5 recommended).
@@ -42,6 +40,16 @@ pub enum Command {
     /// persistence; warn where a node is unsafe for locks and counters.
     #[command(after_help = status_help())]
     Status,
+}
+
+/// `redquorum --help`: nodes, durations, logs and the exit codes.
+fn top_help() -> String {
+    format!(
+        "Nodes come from --nodes or REDQUORUM_NODES, comma-separated:\n  \
+         REDQUORUM_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379\n\n\
+         Durations: 500ms, 30s, 2m, 1h (a unit is required).  Logs: RUST_LOG=redquorum=debug.\n\n{}",
+        exit::all_codes()
+    )
 }
 
 /// `redquorum lock --help`: examples, exit codes, signals.
@@ -91,21 +99,29 @@ pub struct LockArgs {
 #[derive(Subcommand, Debug)]
 pub enum SerialCommand {
     /// Issue numbers and print them, one per line.
-    #[command(after_help = "Examples:\n  redquorum serial next ORDER\n  \
-        redquorum serial next ORDER --count 50 --width 6 --tz Asia/Shanghai\n  \
-        redquorum serial next INV --period never --width 9")]
+    #[command(after_help = serial_help())]
     Next(SerialArgs),
+}
+
+/// `redquorum serial next --help`: examples and exit codes.
+fn serial_help() -> String {
+    format!(
+        "Examples:\n  redquorum serial next ORDER\n  \
+         redquorum serial next ORDER --count 50 --width 6 --tz Asia/Shanghai\n  \
+         redquorum serial next INV --period never --width 9\n\n{}",
+        exit::serial_codes()
+    )
 }
 
 #[derive(Args, Debug)]
 pub struct SerialArgs {
     /// Business prefix: up to 64 of A-Z a-z 0-9 _ - (may be empty: "").
     pub prefix: String,
-    /// How many numbers to issue.
-    #[arg(long, default_value_t = 1)]
+    /// How many numbers to issue (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
     /// Numbers per allocation (default: all of --count in one allocation).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: Option<u64>,
     /// Counter digits (1..=18).
     #[arg(long, default_value_t = redquorum::DEFAULT_WIDTH)]
@@ -118,7 +134,8 @@ pub struct SerialArgs {
     pub period: ResetPeriod,
 }
 
-/// Parses `500ms`, `30s`, `2m`, `1h` (and a bare number of seconds).
+/// Parses `500ms`, `30s`, `2m`, `1h`; a number without a unit is an error
+/// (is `30` seconds or milliseconds?).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
@@ -130,9 +147,14 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|_| format!("{s:?} is not a duration like 500ms, 30s, 2m or 1h"))?;
     let secs = match unit {
         "ms" => value / 1000.0,
-        "" | "s" => value,
+        "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
+        "" => {
+            return Err(format!(
+                "{s:?} has no unit: write {s}s, {s}ms, {s}m or {s}h"
+            ))
+        }
         _ => {
             return Err(format!(
                 "unknown unit {unit:?} in {s:?} (use ms, s, m or h)"
@@ -174,5 +196,7 @@ mod tests {
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-1s").is_err());
+        let bare = parse_duration("30").unwrap_err();
+        assert!(bare.contains("no unit"), "{bare}");
     }
 }

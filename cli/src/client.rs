@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redquorum::Redlock;
 
-use crate::exit::{self, report};
+use crate::exit;
 
 /// Makes the client, reporting configuration errors (exit code
 /// [`exit::CONFIG`]).
@@ -16,7 +16,7 @@ pub fn build(nodes: &[String], node_timeout: Duration, prefix: &str) -> Result<R
         .key_prefix(prefix)
         .build()
         .map_err(|e| {
-            eprintln!("redquorum: {}", report(&e));
+            eprintln!("redquorum: {e}");
             exit::code(exit::CONFIG)
         })
 }

@@ -1,33 +1,82 @@
-//! Exit codes: the one table every command and its `--help` use.
+//! Exit codes: the one table every command and its `--help` use (values
+//! from sysexits.h where one fits).
 
 use std::process::ExitCode;
 
 use redquorum::Error;
 
-/// The lock could not be acquired within `--wait`.
+/// Serial numbers cannot be issued as asked: the period's numbers are
+/// exhausted at this width, or this machine's clock is behind the latest
+/// issued period (`EX_DATAERR`).
+pub const CANNOT_ISSUE: u8 = 65;
+/// No quorum of nodes answered (`EX_UNAVAILABLE`).
+pub const UNAVAILABLE: u8 = 69;
+/// The lock is held by another owner and was not acquired within `--wait`
+/// (`EX_TEMPFAIL`).
 pub const NOT_ACQUIRED: u8 = 75;
 /// The lock was lost while the command ran; the command was terminated.
 pub const LOCK_LOST: u8 = 76;
-/// Bad configuration (nodes, durations, time zone...).
+/// Bad configuration or usage: nodes, durations, time zone, a missing `--`
+/// (`EX_CONFIG`).
 pub const CONFIG: u8 = 78;
-/// No quorum of nodes reachable (status, serial).
-pub const UNAVAILABLE: u8 = 69;
-/// The command could not be started.
+/// The command could not be started (the shell's convention).
 pub const CANNOT_RUN: u8 = 127;
+
+/// The lines every command's `--help` shares.
+fn common() -> String {
+    format!(
+        "{UNAVAILABLE} no quorum of nodes answered; {CONFIG} bad configuration or usage \
+         (--help and --version exit 0)"
+    )
+}
 
 /// `redquorum lock`'s exit codes, as its `--help` lists them.
 pub fn lock_codes() -> String {
     format!(
-        "Exit codes: the command's status; {NOT_ACQUIRED} lock not acquired within --wait;\n\
-         {LOCK_LOST} lock lost while the command ran (SIGTERM, then SIGKILL after --grace);\n\
-         {CANNOT_RUN} command could not be started; {CONFIG} bad configuration; \
-         128+N killed by signal N."
+        "Exit codes: the command's status; {NOT_ACQUIRED} lock held by another owner, not \
+         acquired within --wait;\n{LOCK_LOST} lock lost while the command ran (SIGTERM, then \
+         SIGKILL after --grace);\n{CANNOT_RUN} command could not be started; 128+N killed by \
+         signal N; {}.",
+        common()
+    )
+}
+
+/// `redquorum serial next`'s exit codes.
+pub fn serial_codes() -> String {
+    format!(
+        "Exit codes: 0 all numbers printed; {CANNOT_ISSUE} the period's numbers are exhausted, \
+         or this clock is behind the latest issued period;\n{NOT_ACQUIRED} too much contention \
+         on the counter, try again; {} (numbers printed before a failure stay valid).",
+        common()
     )
 }
 
 /// `redquorum status`'s exit codes.
 pub fn status_codes() -> String {
-    format!("Exit code 0 when a quorum of nodes is reachable, {UNAVAILABLE} otherwise.")
+    format!(
+        "Exit codes: 0 a quorum of nodes is reachable; {UNAVAILABLE} it is not; {CONFIG} bad \
+         configuration or usage."
+    )
+}
+
+/// The top-level `--help`'s summary of every command's codes.
+pub fn all_codes() -> String {
+    format!(
+        "Exit codes (see each command's --help): {CANNOT_ISSUE} serial numbers cannot be \
+         issued; {UNAVAILABLE} no quorum;\n{NOT_ACQUIRED} lock not acquired in time; {LOCK_LOST} \
+         lock lost; {CONFIG} bad configuration or usage; {CANNOT_RUN} command not started."
+    )
+}
+
+/// The exit code for a library error.
+pub fn for_error(e: &Error) -> u8 {
+    match e {
+        Error::InvalidConfig(_) | Error::InvalidUrl { .. } => CONFIG,
+        Error::Exhausted { .. } | Error::ClockBehind { .. } => CANNOT_ISSUE,
+        Error::Timeout { last, .. } => for_error(last),
+        Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,
+        _ => NOT_ACQUIRED,
+    }
 }
 
 /// The exit code for `code`.
@@ -45,20 +94,38 @@ pub fn of_status(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
-/// An error with its chain of causes, one line, then one line per failed
-/// node.
-pub fn report(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outage_is_not_contention() {
+        let contended = Error::Contended {
+            resource: "x".into(),
+        };
+        let outage = Error::NoQuorum {
+            resource: "x".into(),
+            asked: 5,
+            answered: 0,
+            needed: 3,
+            succeeded: 0,
+            failures: Vec::new(),
+        };
+        assert_eq!(for_error(&contended), NOT_ACQUIRED);
+        assert_eq!(for_error(&outage), UNAVAILABLE);
+        let timed_out = |last| Error::Timeout {
+            resource: "x".into(),
+            waited: std::time::Duration::from_secs(1),
+            last: Box::new(last),
+        };
+        assert_eq!(for_error(&timed_out(outage)), UNAVAILABLE);
+        assert_eq!(for_error(&timed_out(contended)), NOT_ACQUIRED);
+        let exhausted = Error::Exhausted {
+            counter: "ORDER".into(),
+            period: "20261122".into(),
+            requested: 1,
+            max: 9,
+        };
+        assert_eq!(for_error(&exhausted), CANNOT_ISSUE);
     }
-    if let Some(err) = e.downcast_ref::<Error>() {
-        for f in err.node_failures() {
-            out.push_str(&format!("\n  {}", report(f)));
-        }
-    }
-    out
 }

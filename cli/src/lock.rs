@@ -4,11 +4,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redquorum::{Error, Redlock};
+use redquorum::Redlock;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::args::LockArgs;
-use crate::exit::{self, report};
+use crate::exit;
 
 /// The signals `lock` forwards to its command. Installed before the first
 /// request, so that from then on none of them can kill us with the default
@@ -63,17 +63,13 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
     // handlers and forwarded to the command as soon as it starts.
     let lock = match acquired {
         Ok(lock) => lock,
-        Err(Error::InvalidConfig(msg)) => {
-            eprintln!("redquorum: invalid configuration: {msg}");
-            return exit::code(exit::CONFIG);
-        }
         Err(e) => {
-            eprintln!(
-                "redquorum: lock {:?} not acquired: {}",
-                args.resource,
-                describe(&e)
-            );
-            return exit::code(exit::NOT_ACQUIRED);
+            eprintln!("redquorum: lock {:?} not acquired: {e}", args.resource);
+            // The failed attempt's releases run in the background: let them
+            // reach the nodes before we exit, or a stale key of ours would
+            // hold the resource for a whole TTL.
+            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
+            return exit::code(exit::for_error(&e));
         }
     };
     lock.auto_extend();
@@ -102,7 +98,7 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
     match status {
         Ok(status) => {
             if let Err(e) = lock.release().await {
-                eprintln!("redquorum: release: {}", describe(&e));
+                eprintln!("redquorum: release: {e}");
             }
             // Let the release reach the slower nodes before we exit.
             redlock.settle().await;
@@ -142,14 +138,5 @@ fn send(pid: Option<libc::pid_t>, sig: libc::c_int) {
         unsafe {
             libc::kill(pid, sig);
         }
-    }
-}
-
-/// A short explanation of why a lock was not acquired.
-fn describe(e: &Error) -> String {
-    if e.is_contended() {
-        format!("held by another owner ({})", report(e))
-    } else {
-        report(e)
     }
 }

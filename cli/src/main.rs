@@ -15,7 +15,7 @@ mod status;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, SerialCommand};
@@ -28,7 +28,15 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Usage errors exit with the configuration code, not clap's 2;
+            // --help and --version print to stdout and exit 0.
+            let _ = e.print();
+            return exit::code(if e.use_stderr() { exit::CONFIG } else { 0 });
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
-use redquorum::{Error, Redlock, SerialGenerator};
+use redquorum::{Redlock, SerialGenerator};
 
 use crate::args::SerialArgs;
-use crate::exit::{self, report};
+use crate::exit;
 
 /// Issues `--count` numbers, `--batch` per allocation.
 pub async fn serial_next(redlock: Redlock, args: SerialArgs) -> ExitCode {
@@ -26,11 +26,11 @@ pub async fn serial_next(redlock: Redlock, args: SerialArgs) -> ExitCode {
     let serials = match builder.build() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("redquorum: {}", report(&e));
-            return exit::code(exit::CONFIG);
+            eprintln!("redquorum: {e}");
+            return exit::code(exit::for_error(&e));
         }
     };
-    let batch = args.batch.unwrap_or(args.count).max(1);
+    let batch = args.batch.unwrap_or(args.count);
     let mut left = args.count;
     let mut out = String::new();
     while left > 0 {
@@ -48,11 +48,8 @@ pub async fn serial_next(redlock: Redlock, args: SerialArgs) -> ExitCode {
             }
             Err(e) => {
                 print!("{out}");
-                eprintln!("redquorum: {}", report(&e));
-                return exit::code(match e {
-                    Error::InvalidConfig(_) => exit::CONFIG,
-                    _ => exit::UNAVAILABLE,
-                });
+                eprintln!("redquorum: {e}");
+                return exit::code(exit::for_error(&e));
             }
         }
         left -= k;

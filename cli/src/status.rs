@@ -11,16 +11,25 @@ use crate::exit;
 
 /// One node's health, as `status` prints it.
 struct NodeReport {
+    /// `host:port`.
     addr: String,
+    /// Whether it answered as a Redis server.
     reachable: bool,
+    /// PING round trip.
     rtt: Option<Duration>,
+    /// `redis_version`.
     version: String,
+    /// Its clock minus ours.
     offset_ms: Option<i64>,
-    persistence: String,
+    /// What the last column says: the persistence, or why it is unreachable.
+    detail: String,
+    /// What makes it unsafe for locks and counters.
     warnings: Vec<String>,
 }
 
-/// Checks every node and prints the table; exit 0 with a quorum reachable.
+/// Checks every node and prints the table (stdout) and the warnings
+/// (stderr, each once with the nodes it concerns); exits 0 with a quorum
+/// reachable.
 pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
     // Validate the list the same way the library does.
     if let Err(code) = build(urls, timeout, "") {
@@ -34,11 +43,7 @@ pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
         "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  persistence",
         "node", "address", "reachable", "rtt", "version", "clock"
     );
-    let mut up = 0;
     for (i, r) in reports.iter().enumerate() {
-        if r.reachable {
-            up += 1;
-        }
         println!(
             "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  {}",
             i,
@@ -48,15 +53,18 @@ pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
                 .map_or("-".into(), |d| format!("{:.2}ms", d.as_secs_f64() * 1e3)),
             r.version,
             r.offset_ms.map_or("-".into(), |o| format!("{o:+}ms")),
-            r.persistence,
+            r.detail,
         );
-        for w in &r.warnings {
-            println!("     warning: {w}");
-        }
     }
+    for (warning, nodes) in grouped(&reports) {
+        let list: Vec<String> = nodes.iter().map(usize::to_string).collect();
+        let which = if nodes.len() == 1 { "node" } else { "nodes" };
+        eprintln!("warning: {which} {}: {warning}", list.join(", "));
+    }
+    let up = reports.iter().filter(|r| r.reachable).count();
     let quorum = urls.len() / 2 + 1;
     if urls.len().is_multiple_of(2) {
-        println!(
+        eprintln!(
             "warning: {} nodes is an even count; it tolerates no more failures than {}",
             urls.len(),
             urls.len() - 1
@@ -77,6 +85,36 @@ pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
     }
 }
 
+/// Each distinct warning with the nodes it concerns, in order of first
+/// appearance.
+fn grouped(reports: &[NodeReport]) -> Vec<(&str, Vec<usize>)> {
+    let mut out: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, r) in reports.iter().enumerate() {
+        for w in &r.warnings {
+            match out.iter_mut().find(|(seen, _)| seen == w) {
+                Some((_, nodes)) => nodes.push(i),
+                None => out.push((w, vec![i])),
+            }
+        }
+    }
+    out
+}
+
+/// Why a node could not be checked, in a few words for the table.
+fn unreachable(e: &redis::RedisError) -> String {
+    if e.is_connection_refusal() {
+        "connection refused".into()
+    } else if e.is_timeout() {
+        "no answer".into()
+    } else if matches!(e.kind(), redis::ErrorKind::Parse) || e.is_unrecoverable_error() {
+        // Something answered, but not in the Redis protocol.
+        "not a Redis server".into()
+    } else {
+        let text = e.to_string();
+        text.lines().next().unwrap_or("unreachable").to_owned()
+    }
+}
+
 async fn check_node(url: &str, timeout: Duration) -> NodeReport {
     let mut r = NodeReport {
         addr: url.to_owned(),
@@ -84,13 +122,13 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
         rtt: None,
         version: "-".into(),
         offset_ms: None,
-        persistence: "-".into(),
+        detail: "-".into(),
         warnings: Vec::new(),
     };
     let client = match redis::Client::open(url) {
         Ok(c) => c,
-        Err(e) => {
-            r.warnings.push(format!("invalid url: {e}"));
+        Err(_) => {
+            r.detail = "invalid url".into();
             return r;
         }
     };
@@ -126,8 +164,8 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
         ))
     };
     match tokio::time::timeout(timeout, work).await {
-        Err(_) => r.warnings.push(format!("no answer within {timeout:?}")),
-        Ok(Err(e)) => r.warnings.push(format!("unreachable: {e}")),
+        Err(_) => r.detail = format!("no answer within {}s", timeout.as_secs()),
+        Ok(Err(e)) => r.detail = unreachable(&e),
         Ok(Ok((rtt, before, after, secs, micros, info, pers, fsync, policy))) => {
             r.reachable = true;
             r.rtt = Some(rtt);
@@ -146,7 +184,7 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
             }
             let aof = field(&pers, "aof_enabled") == Some("1");
             let fsync = fsync.get(1).cloned().unwrap_or_else(|| "?".into());
-            r.persistence = if aof {
+            r.detail = if aof {
                 format!("aof, appendfsync {fsync}")
             } else {
                 "no aof".into()
@@ -196,6 +234,31 @@ fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn report(warnings: &[&str]) -> NodeReport {
+        NodeReport {
+            addr: String::new(),
+            reachable: true,
+            rtt: None,
+            version: String::new(),
+            offset_ms: None,
+            detail: String::new(),
+            warnings: warnings.iter().map(|w| w.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_warning_shared_by_nodes_is_listed_once() {
+        let reports = [
+            report(&["no AOF"]),
+            report(&[]),
+            report(&["no AOF", "clock"]),
+        ];
+        assert_eq!(
+            grouped(&reports),
+            [("no AOF", vec![0, 2]), ("clock", vec![2])]
+        );
+    }
 
     #[test]
     fn info_fields() {

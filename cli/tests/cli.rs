@@ -96,8 +96,53 @@ async fn bad_configuration_is_78() {
     assert_eq!(code(&o), 78, "{o:?}");
     let o = run(cli(&c).args(["serial", "next", "X", "--tz", "Mars/Olympus"]));
     assert_eq!(code(&o), 78, "{o:?}");
-    let o = run(cli(&c).args(["lock", "x", "--ttl", "ten", "--", "true"]));
-    assert_eq!(code(&o), 2, "clap usage error: {o:?}");
+    // Usage errors exit with the documented configuration code, not 2.
+    for args in [
+        &["lock", "x", "--ttl", "ten", "--", "true"][..],
+        &["lock", "x", "true"],
+        &["lock", "x", "--ttl", "30", "--", "true"],
+        &["serial", "next", "X", "--count", "0"],
+        &["no-such-command"],
+    ] {
+        let o = run(cli(&c).args(args));
+        assert_eq!(code(&o), 78, "{args:?}: {o:?}");
+    }
+    let o = run(cli(&c).args(["lock", "x", "--ttl", "30", "--", "true"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("has no unit"), "{err}");
+    let o = run(cli(&c).args(["--help"]));
+    assert_eq!(code(&o), 0, "{o:?}");
+}
+
+#[tokio::test]
+async fn no_quorum_is_69_not_75_and_each_cause_is_said_once() {
+    let mut c = Cluster::start(3);
+    c.nodes[0].kill();
+    c.nodes[1].kill();
+    let o = run(cli(&c).args(["lock", "cli_outage", "--wait", "300ms", "--", "true"]));
+    assert_eq!(code(&o), 69, "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("2 of 3 nodes failed"), "{err}");
+    let refused = err.matches("onnection refused").count();
+    assert_eq!(refused, 2, "one cause per failed node, said once: {err}");
+    let o = run(cli(&c).args(["serial", "next", "ORDER"]));
+    assert_eq!(code(&o), 69, "{o:?}");
+}
+
+#[test]
+fn exhausted_serial_numbers_are_65_not_69() {
+    let c = Cluster::start(3);
+    let next = |count: &str| {
+        run(cli(&c).args([
+            "serial", "next", "TINY", "--width", "1", "--period", "never", "--count", count,
+        ]))
+    };
+    let o = next("9");
+    assert!(o.status.success(), "{o:?}");
+    let o = next("1");
+    assert_eq!(code(&o), 65, "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exhausted"), "{err}");
 }
 
 #[tokio::test]
@@ -268,8 +313,12 @@ fn status_reports_nodes_and_quorum() {
     assert_eq!(code(&o), 0, "{out}");
     assert!(out.contains("quorum: OK (3 of 3 reachable"), "{out}");
     assert!(out.contains("7."), "version column: {out}");
-    // The harness runs nodes without AOF: status must say that is unsafe.
-    assert!(out.contains("warning: no AOF"), "{out}");
+    // The harness runs nodes without AOF: status must say that is unsafe,
+    // on stderr, once for all three nodes.
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(err.matches("no AOF").count(), 1, "{err}");
+    assert!(err.contains("warning: nodes 0, 1, 2: no AOF"), "{err}");
+    assert!(!out.contains("warning"), "{out}");
     c.nodes[0].kill();
     c.nodes[1].kill();
     let o = run(cli(&c).arg("status"));
@@ -279,11 +328,55 @@ fn status_reports_nodes_and_quorum() {
 }
 
 #[test]
-fn help_has_examples_and_exit_codes() {
-    let o = run(Command::new(env!("CARGO_BIN_EXE_redquorum")).args(["lock", "--help"]));
-    let out = String::from_utf8_lossy(&o.stdout);
+fn status_names_an_endpoint_that_is_not_redis_in_one_line() {
+    let c = Cluster::start(3);
+    // Something that answers, but not in the Redis protocol.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(4) {
+            use std::io::{Read, Write};
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 256];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let nodes = format!(
+        "{},{},redis://127.0.0.1:{port}",
+        c.nodes[0].url(),
+        c.nodes[1].url()
+    );
+    let o = run(cli(&c).env("REDQUORUM_NODES", nodes).arg("status"));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 0, "2 of 3 reachable: {out}");
+    let row: Vec<&str> = out.lines().filter(|l| l.starts_with("2 ")).collect();
+    assert_eq!(row.len(), 1, "{out}");
     assert!(
-        out.contains("75") && out.contains("76") && out.contains("Examples"),
+        row[0].contains("NO") && row[0].ends_with("not a Redis server"),
         "{out}"
     );
+    assert_eq!(out.lines().count(), 5, "header, 3 rows, quorum: {out}");
+}
+
+#[test]
+fn help_has_examples_and_exit_codes() {
+    let help = |args: &[&str]| {
+        let o = run(Command::new(env!("CARGO_BIN_EXE_redquorum")).args(args));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let out = help(&["lock", "--help"]);
+    assert!(
+        out.contains("75") && out.contains("76") && out.contains("69") && out.contains("Examples"),
+        "{out}"
+    );
+    let out = help(&["serial", "next", "--help"]);
+    assert!(
+        out.contains("65") && out.contains("69") && out.contains("Examples"),
+        "{out}"
+    );
+    let out = help(&["status", "--help"]);
+    assert!(out.contains("69") && out.contains("Examples"), "{out}");
+    let out = help(&["--help"]);
+    assert!(out.contains("Exit codes") && out.contains("78"), "{out}");
 }

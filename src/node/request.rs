@@ -32,11 +32,12 @@ impl Request {
     }
 
     /// `EVALSHA` of `script` with its keys and args already added by `fill`,
-    /// or `EVAL` with the full source for a [cleanup](Lua::cleanup) script.
+    /// or `EVAL` with the full source for a script always sent in
+    /// [full](Lua::full).
     pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
         // Sized for the script and a few short keys and args, so building
         // it does not grow the buffers step by step.
-        let (mut cmd, script_src) = if script.cleanup {
+        let (mut cmd, script_src) = if script.full {
             let mut cmd = Cmd::with_capacity(8, script.src.len() + 128);
             cmd.arg("EVAL").arg(script.src);
             (cmd, None)

@@ -105,10 +105,14 @@ impl Tally {
         self.asked.saturating_sub(self.failures.len()) < self.quorum
     }
 
-    /// The error for a round that did not win: which nodes failed and why.
-    pub(crate) fn into_no_quorum(self, resource: &str) -> Error {
+    /// The error for a round that did not win: which nodes failed and why,
+    /// in node order.
+    pub(crate) fn into_no_quorum(mut self, resource: &str) -> Error {
+        self.failures.sort_by_key(|f| f.index);
         Error::NoQuorum {
             resource: resource.to_owned(),
+            asked: self.asked,
+            answered: (self.yes | self.no).count_ones() as usize,
             needed: self.quorum,
             succeeded: self.yes_count(),
             failures: self.failures,
@@ -168,6 +172,17 @@ mod tests {
         }
         assert_eq!(t.decided(), Some(false));
         assert!(t.failures_prevent_quorum());
+    }
+
+    #[test]
+    fn failures_are_reported_in_node_order() {
+        let mut t = Tally::new(5, 5);
+        for i in [3, 2, 4] {
+            vote(&mut t, i, Vote::Failed(NodeErrorKind::UnexpectedReply));
+        }
+        let e = t.into_no_quorum("r");
+        let order: Vec<usize> = e.node_failures().iter().map(|f| f.index).collect();
+        assert_eq!(order, [2, 3, 4]);
     }
 
     #[test]
