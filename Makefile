@@ -43,4 +43,5 @@ bench: ensure-redis
 
 ## make docker-demo: the five-node docker example (see docker/README.md).
 docker-demo:
+	@docker/ensure-docker.sh
 	docker/run-demo.sh

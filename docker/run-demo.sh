@@ -6,6 +6,7 @@
 # reachable. Everything it starts is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+docker/ensure-docker.sh
 PROJECT=${COMPOSE_PROJECT_NAME:-redquorum-demo}
 export COMPOSE_PROJECT_NAME=$PROJECT
 

@@ -25,24 +25,57 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ## How it is built
+//! ## Which call do I want?
 //!
-//! In layers, each using only the ones below it: one Redis node's ordered,
-//! batching connection (`node/`), the node set that fans a request out and
-//! decides when a quorum agreed (`quorum/`), then the two protocols on top of
-//! it, the lock (`redlock.rs`, `acquire.rs`, `guard.rs`) and the
-//! compare-and-set counter (`counter.rs`), and serial numbers on the counter
-//! (`serial/`). The source's `lib.rs` lists every file in its layer.
+//! | you want to | call |
+//! |---|---|
+//! | run something only if nobody else is, else skip | [`Redlock::try_lock`]: one attempt, [`Error::Contended`] if held |
+//! | wait your turn (a couple of seconds by default) | [`Redlock::lock`]: waits in arrival order, woken by the nodes the moment the lock is free |
+//! | wait at most a given time | [`Redlock::lock_timeout`]: [`Error::Timeout`] when the time runs out |
+//! | hold a lock for work of unknown length | [`Redlock::with_lock`]: renewed in the background, the work cancelled if the lock is lost |
+//! | protect writes to storage that can check a number | [`Redlock::lock_fenced`]: a [fencing token](Lock::fencing_token) larger than every earlier holder's |
+//! | issue business numbers like `ORDER202611220001` | [`SerialGenerator`]: never repeats, across instances and node failures |
+//!
+//! A held [`Lock`] can be checked ([`Lock::ensure_valid`]), extended,
+//! auto-extended with a "lock lost" signal ([`Lock::lost`]) and released;
+//! dropping it releases it in the background. [`Error`]'s predicates tell
+//! contention from outages ([`Error::is_contended`], [`Error::node_failures`]).
+//!
+//! ## Features
+//!
+//! * `tls`: `rediss://` node URLs (rustls with the ring provider, installed
+//!   when the first such URL is built, so TLS never panics). Off by default.
+//!
+//! The `redquorum` command (`redquorum lock RESOURCE -- command`, serial
+//! numbers, a node safety check) is the separate `redquorum-cli` package:
+//! `cargo install redquorum-cli`. Depending on this library pulls none of
+//! its dependencies.
 //!
 //! ## Safety and limitations
 //!
-//! Redlock's guarantees rest on assumptions, spelled out in the README:
-//! bounded clock drift between the client and the nodes (the drift factor),
-//! no process pause longer than the remaining validity between checking it and
-//! acting on it (fencing tokens close that gap where the storage can check
-//! them), and nodes that do not forget acknowledged writes (AOF with
-//! `appendfsync always`, or a restarted node kept out for one max TTL).
+//! * **Clocks.** Lock validity assumes the nodes' clocks run at most the
+//!   drift factor (1 %) faster than ours; all lock math is on the monotonic
+//!   clock, so wall-clock jumps on the client do not matter. Serial numbers
+//!   use the wall clock for their date and refuse ([`Error::ClockBehind`])
+//!   rather than issue a number for an earlier period.
+//! * **Pauses.** A holder that stops (GC, swap, SIGSTOP) longer than its
+//!   remaining validity between checking and acting can act after its lock
+//!   expired. Check [`Lock::ensure_valid`] right before a guarded write and,
+//!   where the storage can check it, pass the fencing token.
+//! * **Persistence.** A node that forgets acknowledged writes can break
+//!   mutual exclusion and the counter: run nodes with AOF and `appendfsync
+//!   always`, or keep a restarted node out for one max TTL.
+//! * **Independence.** Point it at independent masters, not at one
+//!   replicated deployment: asynchronous replication can lose a lock on
+//!   failover.
+//! * **Waiting** is fair and fast among clients of this crate; clients of
+//!   other Redlock libraries on the same keys are excluded as usual, but do
+//!   not queue.
+//!
+//! The repository's README states the exact limits, and `docs/DESIGN.md`
+//! the algorithms.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 #![cfg_attr(
@@ -55,7 +88,12 @@
     )
 )]
 
-// Layout, for contributors. The modules form layers; each file imports
+// Layout, for contributors. In layers, each using only the ones below it:
+// one Redis node's ordered, batching connection (node/), the node set that
+// fans a request out and decides when a quorum agreed (quorum/), waiting
+// (wait/), then the lock (redlock.rs, attempt.rs, acquire.rs, guard.rs) and
+// the compare-and-set counter (counter.rs), and serial numbers on the
+// counter (serial/). The modules form layers; each file imports
 // only from files in layers below it (`tests/layout.rs` checks that there is
 // no cycle, that no file passes 500 lines before its tests, and that every
 // file is named here). Bottom to top:
