@@ -12,6 +12,7 @@ async fn main() {
     println!("this example only proves that the README snippet compiles");
 }
 
+#[rustfmt::skip]
 async fn readme_snippet() -> Result<(), Box<dyn std::error::Error>> {
     // README: begin
     use std::time::Duration;
