@@ -42,7 +42,7 @@ pub(crate) const MAX_CAS_ATTEMPTS: u32 = 32;
 /// A counter's high-water mark: `(period, n)`, ordered by period then n.
 /// Period stamps are fixed-width digit strings (or empty for "never
 /// resets"), so their string order is their time order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Record {
     /// Period stamp, e.g. `20261122`; empty before anything was issued.
     pub(crate) period: String,
@@ -63,11 +63,44 @@ impl Ord for Record {
 }
 
 /// Outcome of one compare-and-set round.
-enum Round {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Round {
     /// A quorum accepted and nobody refused: the range is ours.
     Won,
     /// Somebody is ahead of `expected`: retry from this maximum.
     Stale(Record),
+}
+
+/// The rule every node applies (the `COUNTER_CAS` script): accept a
+/// proposal that starts at `expected` iff the node's record is not above it.
+/// A test runs the script on a real node against this function, and the
+/// model checker's nodes apply it.
+#[cfg(test)]
+pub(crate) fn cas_accepts(current: &Record, expected: &Record) -> bool {
+    current <= expected
+}
+
+/// When a round may stop counting: somebody refused (proof that some node
+/// is ahead of `expected`), or failures make a quorum impossible, or a
+/// quorum accepted and no node that still owes an answer is healthy (one
+/// not known to be unresponsive). Waiting for every healthy node is what
+/// keeps a node that forgot its data from helping a stale proposal through.
+pub(crate) fn cas_finished(tally: &Tally, owed_by_healthy: bool) -> bool {
+    if tally.no != 0 || tally.failures_prevent_quorum() {
+        return true;
+    }
+    tally.yes_count() >= tally.quorum && !owed_by_healthy
+}
+
+/// A finished round's outcome, given the highest record any refusal
+/// carried: stale if anybody refused, won with a quorum of acceptances,
+/// else `None` (no quorum).
+pub(crate) fn cas_outcome(tally: &Tally, highest: Option<Record>) -> Option<Round> {
+    match highest {
+        Some(max) => Some(Round::Stale(max)),
+        None if tally.yes_count() >= tally.quorum => Some(Round::Won),
+        None => None,
+    }
 }
 
 /// Allocates numbers from the counter at `key`.
@@ -132,26 +165,21 @@ async fn cas_round(
         Some(accepted)
     };
     let done = |tally: &Tally, fan: &Fanout<'_>| {
-        if tally.no != 0 || tally.failures_prevent_quorum() {
-            return true;
-        }
-        // Won once a quorum accepted and every node that still owes an
-        // answer is one we already know to be unresponsive.
         let owed_by_healthy = nodes
             .iter()
             .any(|n| fan.waiting() & node_bit(n.index) != 0 && n.is_healthy());
-        tally.yes_count() >= tally.quorum && !owed_by_healthy
+        cas_finished(tally, owed_by_healthy)
     };
     let (tally, fan) = quorum.vote_until(&req, "cas", classify, done).await;
-    if let Some(max) = highest {
-        return Ok(Round::Stale(max));
+    match cas_outcome(&tally, highest) {
+        Some(Round::Won) => {
+            // Let the proposal reach slow nodes too: it repairs lagging ones.
+            fan.finish_in_background();
+            Ok(Round::Won)
+        }
+        Some(stale) => Ok(stale),
+        None => Err(tally.into_no_quorum(name)),
     }
-    if tally.yes_count() >= tally.quorum {
-        // Let the proposal reach slow nodes too: it repairs lagging ones.
-        fan.finish_in_background();
-        return Ok(Round::Won);
-    }
-    Err(tally.into_no_quorum(name))
 }
 
 /// Parses the script's `{accepted, period, n}` reply.
@@ -179,11 +207,6 @@ fn parse_cas_reply(v: &Value) -> Option<(bool, Record)> {
 mod tests {
     use super::*;
 
-    /// The CAS rule, as the Lua script applies it on a node.
-    fn node_accepts(current: &Record, expected: &Record) -> bool {
-        current <= expected
-    }
-
     fn rec(p: &str, n: u64) -> Record {
         Record {
             period: p.into(),
@@ -205,11 +228,11 @@ mod tests {
     #[test]
     fn cas_rule_accepts_only_at_or_below_expected() {
         let expected = rec("20261122", 10);
-        assert!(node_accepts(&rec("", 0), &expected)); // empty / restarted node
-        assert!(node_accepts(&rec("20261122", 3), &expected)); // lagging node
-        assert!(node_accepts(&rec("20261122", 10), &expected));
-        assert!(!node_accepts(&rec("20261122", 11), &expected));
-        assert!(!node_accepts(&rec("20261123", 1), &expected));
+        assert!(cas_accepts(&rec("", 0), &expected)); // empty / restarted node
+        assert!(cas_accepts(&rec("20261122", 3), &expected)); // lagging node
+        assert!(cas_accepts(&rec("20261122", 10), &expected));
+        assert!(!cas_accepts(&rec("20261122", 11), &expected));
+        assert!(!cas_accepts(&rec("20261123", 1), &expected));
     }
 
     #[test]
@@ -219,9 +242,9 @@ mod tests {
         let expected = rec("20261122", 10);
         let a_new = rec("20261122", 15);
         let mut node = rec("20261122", 10);
-        assert!(node_accepts(&node, &expected));
+        assert!(cas_accepts(&node, &expected));
         node = a_new;
-        assert!(!node_accepts(&node, &expected));
+        assert!(!cas_accepts(&node, &expected));
     }
 
     #[test]

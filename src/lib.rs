@@ -128,6 +128,9 @@
 //   serial/number.rs    Serial, one issued number.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
+// 11 model/ (tests only) The model checker's models of the protocols, run on
+//                       the decision code above: model/counter.rs (the quorum
+//                       counter), model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 
@@ -138,6 +141,8 @@ mod config;
 mod counter;
 mod error;
 mod guard;
+#[cfg(test)]
+mod model;
 mod node;
 mod quorum;
 mod redlock;

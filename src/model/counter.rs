@@ -1,0 +1,696 @@
+//! The quorum counter, model-checked.
+//!
+//! Nodes keep one record and apply [`cas_accepts`]; clients allocate with
+//! the plan step ([`PeriodRules::plan`]), count votes in a real [`Tally`] and
+//! stop and decide with [`cas_finished`] and [`cas_outcome`], as
+//! `counter::allocate` does. The network delivers messages in any order,
+//! and may lose and duplicate them; a client may stop waiting for any node
+//! that has not answered (it is then "unresponsive" until it answers
+//! again); nodes may crash and come back with their data, or restart empty
+//! (amnesia). Every fault is bounded per run.
+//!
+//! Properties: issued ranges never overlap; each client's numbers increase.
+
+use chrono::{DateTime, Utc};
+use stateright::{Model, Property};
+
+use crate::counter::{cas_accepts, cas_finished, cas_outcome, Record, Round};
+use crate::error::NodeErrorKind;
+use crate::quorum::tally::{node_bit, quorum, NodeSet, Tally, Vote};
+use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
+
+/// A node's acceptance rule: `(current, expected, new)`.
+type Accepts = fn(&Record, &Record, &Record) -> bool;
+
+/// One run's bounds and rules.
+#[derive(Clone)]
+pub(crate) struct CounterModel {
+    /// Nodes.
+    pub(crate) nodes: usize,
+    /// Each client's wall clock (its length is the number of clients).
+    pub(crate) clocks: Vec<DateTime<Utc>>,
+    /// Allocations each client makes.
+    pub(crate) allocations: u8,
+    /// Compare-and-set rounds per allocation.
+    pub(crate) attempts: u8,
+    /// Numbers per allocation.
+    pub(crate) k: u64,
+    /// Crashes (the node comes back with its data).
+    pub(crate) crashes: u8,
+    /// Restarts that lose the data.
+    pub(crate) amnesia: u8,
+    /// Amnesia only while no message is in flight and no allocation runs
+    /// (else at any time).
+    pub(crate) amnesia_quiescent: bool,
+    /// Amnesia only while every other node is up.
+    pub(crate) amnesia_others_up: bool,
+    /// Whether clients may still stop waiting for a node after a node
+    /// restarted empty (if not, everyone answers from then on).
+    pub(crate) timeouts_after_amnesia: bool,
+    /// Messages lost.
+    pub(crate) drops: u8,
+    /// Messages delivered twice.
+    pub(crate) duplicates: u8,
+    /// Times a client stops waiting for a node that has not answered (it
+    /// is then unresponsive to that client until it answers again).
+    pub(crate) timeouts: u8,
+    /// The nodes' rule.
+    pub(crate) accepts: Accepts,
+    /// Votes a round needs, for `n` nodes.
+    pub(crate) quorum: fn(usize) -> usize,
+    /// Whether a refusal from any node makes the round stale (the rule as
+    /// shipped); if not, a quorum of acceptances wins whatever others say.
+    pub(crate) any_refusal_is_stale: bool,
+}
+
+impl CounterModel {
+    /// The rules as shipped, 3 nodes, 2 clients on the same day, one
+    /// allocation of 1 number each (two compare-and-set rounds at most: a
+    /// fresh client's first round starts from nothing and learns the high
+    /// water mark from refusals), two timeouts, no other faults.
+    pub(crate) fn shipped() -> Self {
+        let at = |s: &str| {
+            DateTime::parse_from_rfc3339(s)
+                .map(|d| d.with_timezone(&Utc))
+                .unwrap_or_default()
+        };
+        Self {
+            nodes: 3,
+            clocks: vec![at("2026-11-23T00:00:01Z"); 2],
+            allocations: 1,
+            attempts: 2,
+            k: 1,
+            crashes: 0,
+            amnesia: 0,
+            amnesia_quiescent: true,
+            amnesia_others_up: true,
+            timeouts_after_amnesia: true,
+            drops: 0,
+            duplicates: 0,
+            timeouts: 2,
+            accepts: |current, expected, _| cas_accepts(current, expected),
+            quorum,
+            any_refusal_is_stale: true,
+        }
+    }
+
+    /// The plan step every client runs.
+    fn rules(&self) -> PeriodRules {
+        PeriodRules {
+            zone: Zone::Named(chrono_tz::UTC),
+            period: ResetPeriod::Day,
+            tolerance: std::time::Duration::from_secs(5),
+            max: 9,
+        }
+    }
+}
+
+/// A node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Node {
+    /// Its record.
+    rec: Record,
+    /// Running.
+    up: bool,
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Between allocations.
+    Idle,
+    /// Counting the votes of one compare-and-set round.
+    Round {
+        /// Which round of this allocation (replies to older ones are late).
+        attempt: u8,
+        /// The proposal's start.
+        expected: Record,
+        /// The proposal's end.
+        new: Record,
+        /// Nodes that accepted.
+        yes: NodeSet,
+        /// Nodes that refused.
+        no: NodeSet,
+        /// Nodes given up on.
+        failed: NodeSet,
+        /// The highest record a refusal carried.
+        highest: Option<Record>,
+    },
+}
+
+/// A client.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Client {
+    /// Where it is.
+    phase: Phase,
+    /// The highest record it knows of.
+    hint: Record,
+    /// Allocations finished (issued or given up).
+    done: u8,
+    /// Nodes it does not wait for (they timed out and have not answered
+    /// since).
+    unresponsive: NodeSet,
+    /// The last round it won, whose late replies still count as signs of
+    /// life (the real client carries a won round's calls to the end; those
+    /// of a stale or failed round are dropped, their replies never read).
+    won: Option<u8>,
+}
+
+/// A client's proposal in flight to a node. A node's reply is counted by
+/// the client when the node applies the proposal ([`Action::Deliver`]), or
+/// lost ([`Action::Unheard`]): a reply only decides when the client counts
+/// a vote, and a round's outcome depends on the set of votes, not their
+/// order (a refusal ends it; a quorum of acceptances wins once every
+/// healthy node answered).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Msg {
+    /// Sender.
+    client: usize,
+    /// Receiver.
+    node: usize,
+    /// The round.
+    attempt: u8,
+    /// Start.
+    expected: Record,
+    /// End.
+    new: Record,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct State {
+    /// The nodes.
+    nodes: Vec<Node>,
+    /// The clients.
+    clients: Vec<Client>,
+    /// Messages in flight, sorted (a multiset).
+    net: Vec<Msg>,
+    /// Ranges issued, in order: client, period, first and last number.
+    issued: Vec<(usize, String, u64, u64)>,
+    /// Faults left: crashes, amnesia, losses, duplicates, timeouts.
+    faults: [u8; 5],
+}
+
+/// What can happen next.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// A client starts its next allocation.
+    Start(usize),
+    /// A proposal arrives, and the client hears the node's answer.
+    Deliver(Msg),
+    /// A proposal arrives, and the answer is lost.
+    Unheard(Msg),
+    /// A proposal is lost.
+    Drop(Msg),
+    /// A proposal arrives twice: applied now, unheard, and again later
+    /// (our connection layer resends a batch after a reconnect).
+    Duplicate(Msg),
+    /// A client stops waiting for a node.
+    Timeout(usize, usize),
+    /// A node crashes (keeps its data).
+    Crash(usize),
+    /// A crashed node comes back.
+    Recover(usize),
+    /// A node restarts empty.
+    Amnesia(usize),
+}
+
+impl Model for CounterModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let node = Node {
+            rec: Record::default(),
+            up: true,
+        };
+        let client = Client {
+            phase: Phase::Idle,
+            hint: Record::default(),
+            done: 0,
+            unresponsive: 0,
+            won: None,
+        };
+        vec![State {
+            nodes: vec![node; self.nodes],
+            clients: vec![client; self.clocks.len()],
+            net: Vec::new(),
+            issued: Vec::new(),
+            faults: [
+                self.crashes,
+                self.amnesia,
+                self.drops,
+                self.duplicates,
+                self.timeouts,
+            ],
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        for (c, client) in s.clients.iter().enumerate() {
+            match &client.phase {
+                Phase::Idle if client.done < self.allocations => actions.push(Action::Start(c)),
+                Phase::Round {
+                    yes, no, failed, ..
+                } if s.faults[4] > 0
+                    && (self.timeouts_after_amnesia || s.faults[1] == self.amnesia) =>
+                {
+                    for node in 0..self.nodes {
+                        if (yes | no | failed) & node_bit(node) == 0 {
+                            actions.push(Action::Timeout(c, node));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut last = None;
+        for m in &s.net {
+            if last == Some(m) {
+                continue;
+            }
+            last = Some(m);
+            actions.push(Action::Deliver(m.clone()));
+            if s.faults[2] > 0 {
+                actions.push(Action::Drop(m.clone()));
+                actions.push(Action::Unheard(m.clone()));
+            }
+            if s.faults[3] > 0 {
+                actions.push(Action::Duplicate(m.clone()));
+            }
+        }
+        let quiescent = s.net.is_empty() && s.clients.iter().all(|c| c.phase == Phase::Idle);
+        for (i, node) in s.nodes.iter().enumerate() {
+            if node.up && s.faults[0] > 0 {
+                actions.push(Action::Crash(i));
+            }
+            if !node.up {
+                actions.push(Action::Recover(i));
+            }
+            let others_up = s.nodes.iter().enumerate().all(|(j, n)| j == i || n.up);
+            if s.faults[1] > 0
+                && (quiescent || !self.amnesia_quiescent)
+                && (others_up || !self.amnesia_others_up)
+            {
+                actions.push(Action::Amnesia(i));
+            }
+        }
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        let mut s = s.clone();
+        match action {
+            Action::Start(c) => self.start(&mut s, c, 1),
+            Action::Deliver(m) => {
+                take(&mut s.net, &m)?;
+                self.deliver(&mut s, m, true);
+            }
+            Action::Unheard(m) => {
+                take(&mut s.net, &m)?;
+                s.faults[2] -= 1;
+                self.deliver(&mut s, m, false);
+            }
+            Action::Drop(m) => {
+                take(&mut s.net, &m)?;
+                s.faults[2] -= 1;
+            }
+            Action::Duplicate(m) => {
+                s.faults[3] -= 1;
+                self.deliver(&mut s, m, false);
+            }
+            Action::Timeout(c, node) => {
+                s.faults[4] -= 1;
+                s.clients[c].unresponsive |= node_bit(node);
+                if let Phase::Round { failed, .. } = &mut s.clients[c].phase {
+                    *failed |= node_bit(node);
+                }
+                self.decide(&mut s, c);
+            }
+            Action::Crash(i) => {
+                s.faults[0] -= 1;
+                s.nodes[i].up = false;
+            }
+            Action::Recover(i) => s.nodes[i].up = true,
+            Action::Amnesia(i) => {
+                s.faults[1] -= 1;
+                s.nodes[i] = Node {
+                    rec: Record::default(),
+                    up: true,
+                };
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("ranges never overlap", |_, s: &State| {
+                s.issued.iter().enumerate().all(|(i, a)| {
+                    s.issued[i + 1..]
+                        .iter()
+                        .all(|b| a.1 != b.1 || a.3 < b.2 || b.3 < a.2)
+                })
+            }),
+            Property::always("each client's numbers increase", |_, s: &State| {
+                s.issued.iter().enumerate().all(|(i, a)| {
+                    s.issued[i + 1..]
+                        .iter()
+                        .filter(|b| b.0 == a.0)
+                        .all(|b| (a.1.as_str(), a.3) < (b.1.as_str(), b.2))
+                })
+            }),
+            Property::sometimes("every client issued", |m: &Self, s: &State| {
+                (0..m.clocks.len()).all(|c| s.issued.iter().any(|r| r.0 == c))
+            }),
+        ]
+    }
+}
+
+impl CounterModel {
+    /// Client `c` plans a proposal from what it knows and sends it to every
+    /// node (as round `attempt`); a plan that fails ends the allocation.
+    fn start(&self, s: &mut State, c: usize, attempt: u8) {
+        let rules = self.rules();
+        let now = self.clocks[c];
+        let client = &mut s.clients[c];
+        let expected = client.hint.clone();
+        let Ok(new) = rules.plan("M", now, &rules.stamp(now), &expected, self.k) else {
+            client.done += 1;
+            client.phase = Phase::Idle;
+            return;
+        };
+        for node in 0..self.nodes {
+            insert(
+                &mut s.net,
+                Msg {
+                    client: c,
+                    node,
+                    attempt,
+                    expected: expected.clone(),
+                    new: new.clone(),
+                },
+            );
+        }
+        client.phase = Phase::Round {
+            attempt,
+            expected,
+            new,
+            yes: 0,
+            no: 0,
+            failed: 0,
+            highest: None,
+        };
+    }
+
+    /// A proposal arrives at its node, which applies the rule; if `heard`,
+    /// the client reads the answer: a vote if the round is still counting,
+    /// a sign of life if it was won (the real client carries a won round's
+    /// calls to the end, and drops those of a stale or failed round).
+    fn deliver(&self, s: &mut State, m: Msg, heard: bool) {
+        let Msg {
+            client: c,
+            node,
+            attempt: answered,
+            expected,
+            new,
+        } = m;
+        let n = &mut s.nodes[node];
+        if !n.up {
+            return;
+        }
+        let rec = n.rec.clone();
+        let accepted = (self.accepts)(&rec, &expected, &new);
+        if accepted {
+            n.rec = new;
+        }
+        let client = &mut s.clients[c];
+        if !heard {
+            return;
+        }
+        if client.won == Some(answered) {
+            client.unresponsive &= !node_bit(node);
+            return;
+        }
+        let Phase::Round {
+            attempt,
+            yes,
+            no,
+            failed,
+            highest,
+            ..
+        } = &mut client.phase
+        else {
+            return;
+        };
+        if *attempt != answered || (*yes | *no | *failed) & node_bit(node) != 0 {
+            return;
+        }
+        client.unresponsive &= !node_bit(node);
+        if accepted {
+            *yes |= node_bit(node);
+        } else {
+            *no |= node_bit(node);
+            *highest = highest.take().max(Some(rec));
+        }
+        self.decide(s, c);
+    }
+
+    /// After a vote: if client `c`'s round may stop, act on its outcome.
+    fn decide(&self, s: &mut State, c: usize) {
+        let client = &mut s.clients[c];
+        let Phase::Round {
+            attempt,
+            expected,
+            new,
+            yes,
+            no,
+            failed,
+            highest,
+        } = client.phase.clone()
+        else {
+            return;
+        };
+        let mut tally = Tally::new(self.nodes, self.nodes);
+        tally.quorum = (self.quorum)(self.nodes);
+        for node in 0..self.nodes {
+            let bit = node_bit(node);
+            let vote = if yes & bit != 0 {
+                Vote::Yes
+            } else if no & bit != 0 {
+                Vote::No
+            } else if failed & bit != 0 {
+                Vote::Failed(NodeErrorKind::UnexpectedReply)
+            } else {
+                continue;
+            };
+            tally.record(node, "", vote);
+        }
+        let pending = !(yes | no | failed) & ((1 << self.nodes) - 1);
+        let owed_by_healthy = pending & !client.unresponsive != 0;
+        let (finished, outcome) = if self.any_refusal_is_stale {
+            let finished = cas_finished(&tally, owed_by_healthy);
+            (finished, cas_outcome(&tally, highest))
+        } else {
+            // Weakened: a quorum of acceptances wins whatever the others
+            // said; refusals matter only once a quorum refused.
+            let won = tally.yes_count() >= tally.quorum;
+            let lost = tally.decided() == Some(false);
+            let outcome = if won {
+                Some(Round::Won)
+            } else {
+                highest.map(Round::Stale)
+            };
+            (won || lost, outcome)
+        };
+        if !finished {
+            return;
+        }
+        match outcome {
+            Some(Round::Won) => {
+                let first = new.n + 1 - self.k;
+                s.issued.push((c, new.period.clone(), first, new.n));
+                let client = &mut s.clients[c];
+                client.hint = new;
+                client.done += 1;
+                client.phase = Phase::Idle;
+                client.won = Some(attempt);
+            }
+            Some(Round::Stale(max)) if attempt < self.attempts => {
+                client.hint = expected.max(max);
+                self.start(s, c, attempt + 1);
+            }
+            _ => {
+                client.done += 1;
+                client.phase = Phase::Idle;
+                client.won = None;
+            }
+        }
+    }
+}
+
+/// Adds a message to the sorted multiset.
+fn insert(net: &mut Vec<Msg>, m: Msg) {
+    let at = net.partition_point(|x| *x <= m);
+    net.insert(at, m);
+}
+
+/// Takes one copy of a message out of the multiset.
+fn take(net: &mut Vec<Msg>, m: &Msg) -> Option<Msg> {
+    let at = net.iter().position(|x| x == m)?;
+    Some(net.remove(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::check;
+
+    /// Safe: every check must explore its whole space, find no
+    /// counterexample, and see every client issue numbers.
+    fn safe(name: &str, m: CounterModel) {
+        let found = check(name, m);
+        assert!(
+            found.states > 10_000,
+            "{name}: only {} states",
+            found.states
+        );
+        assert!(found.counterexample.is_none(), "{name}");
+        assert!(
+            found.reached.contains(&"every client issued"),
+            "{name}: vacuous"
+        );
+    }
+
+    /// Unsafe: the checker must find a counterexample to non-overlap.
+    fn unsafe_(name: &str, m: CounterModel) {
+        let found = check(name, m);
+        let (property, _) = found.counterexample.expect(name);
+        assert_eq!(property, "ranges never overlap", "{name}");
+    }
+
+    /// A node restarts empty while nothing is in flight and every other
+    /// node is up; before it, a proposal may have been lost (a node lags)
+    /// and clients may have stopped waiting for slow nodes; everyone
+    /// answers after it.
+    fn quiet_amnesia() -> CounterModel {
+        CounterModel {
+            amnesia: 1,
+            drops: 1,
+            timeouts_after_amnesia: false,
+            ..CounterModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_counter_safe_with_slow_nodes_and_stale_rounds() {
+        safe(
+            "counter: slow nodes, stale rounds retried",
+            CounterModel::shipped(),
+        );
+    }
+
+    #[test]
+    fn model_counter_safe_with_a_clock_behind_across_midnight() {
+        let mut m = CounterModel::shipped();
+        // 3 s behind the other, on the previous day: within tolerance, it
+        // issues in the newer period, never in an earlier one.
+        m.clocks[1] -= chrono::Duration::seconds(3);
+        safe("counter: a clock 3 s behind across midnight", m);
+    }
+
+    #[test]
+    fn model_counter_safe_with_a_crash() {
+        let m = CounterModel {
+            crashes: 1,
+            ..CounterModel::shipped()
+        };
+        safe("counter: a node crashes and recovers with its data", m);
+    }
+
+    #[test]
+    fn model_counter_safe_with_a_lost_message() {
+        let m = CounterModel {
+            drops: 1,
+            ..CounterModel::shipped()
+        };
+        safe("counter: a proposal or its answer lost", m);
+    }
+
+    #[test]
+    fn model_counter_safe_with_a_duplicated_message() {
+        let m = CounterModel {
+            duplicates: 1,
+            ..CounterModel::shipped()
+        };
+        safe("counter: a proposal applied twice", m);
+    }
+
+    #[test]
+    fn model_counter_safe_with_amnesia_when_everyone_answers() {
+        safe(
+            "counter: amnesia, everyone answering after",
+            quiet_amnesia(),
+        );
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_with_amnesia_while_another_node_is_down() {
+        let m = CounterModel {
+            crashes: 1,
+            timeouts: 3,
+            amnesia_others_up: false,
+            timeouts_after_amnesia: true,
+            ..quiet_amnesia()
+        };
+        unsafe_("counter: amnesia while another node is down", m);
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_with_amnesia_while_a_node_is_not_waited_for() {
+        let m = CounterModel {
+            timeouts_after_amnesia: true,
+            ..quiet_amnesia()
+        };
+        unsafe_("counter: amnesia, a node not waited for after", m);
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_with_amnesia_in_flight() {
+        let m = CounterModel {
+            amnesia_quiescent: false,
+            drops: 0,
+            ..quiet_amnesia()
+        };
+        unsafe_("counter: amnesia while an allocation is in flight", m);
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_when_cas_accepts_up_to_new() {
+        let m = CounterModel {
+            accepts: |current, _, new| current <= new,
+            ..CounterModel::shipped()
+        };
+        unsafe_("counter, weakened: accept current <= new", m);
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_with_a_quorum_of_half() {
+        let m = CounterModel {
+            quorum: |n| n / 2,
+            // With everyone answering, one refusal still stops a round; a
+            // smaller quorum shows once clients stop waiting for nodes.
+            timeouts: 4,
+            ..CounterModel::shipped()
+        };
+        unsafe_("counter, weakened: quorum n/2", m);
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_when_a_minority_refusal_is_ignored() {
+        let m = CounterModel {
+            any_refusal_is_stale: false,
+            ..quiet_amnesia()
+        };
+        unsafe_("counter, weakened: refusals of a minority ignored", m);
+    }
+}
