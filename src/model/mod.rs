@@ -10,6 +10,7 @@
 //! counterexample. `cargo test --release --lib model` runs them all.
 
 mod counter;
+mod counter_state;
 
 use std::fmt::Debug;
 use std::hash::Hash;

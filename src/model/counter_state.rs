@@ -1,0 +1,115 @@
+//! The state of the counter model: nodes, clients, proposals in flight,
+//! and what can happen next (see `counter.rs`).
+
+use crate::counter::Record;
+use crate::quorum::tally::NodeSet;
+
+/// A node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Node {
+    /// Its record.
+    pub(crate) rec: Record,
+    /// Running.
+    pub(crate) up: bool,
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Between allocations.
+    Idle,
+    /// Counting the votes of one compare-and-set round.
+    Round {
+        /// Which round of this allocation (replies to older ones are late).
+        attempt: u8,
+        /// The proposal's start.
+        expected: Record,
+        /// The proposal's end.
+        new: Record,
+        /// Nodes that accepted.
+        yes: NodeSet,
+        /// Nodes that refused.
+        no: NodeSet,
+        /// Nodes given up on.
+        failed: NodeSet,
+        /// The highest record a refusal carried.
+        highest: Option<Record>,
+    },
+}
+
+/// A client.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Client {
+    /// Where it is.
+    pub(crate) phase: Phase,
+    /// The highest record it knows of.
+    pub(crate) hint: Record,
+    /// Allocations finished (issued or given up).
+    pub(crate) done: u8,
+    /// Nodes it does not wait for (they timed out and have not answered
+    /// since).
+    pub(crate) unresponsive: NodeSet,
+    /// The last round it won, whose late replies still count as signs of
+    /// life (the real client carries a won round's calls to the end; those
+    /// of a stale or failed round are dropped, their replies never read).
+    pub(crate) won: Option<u8>,
+}
+
+/// A client's proposal in flight to a node. A node's reply is counted by
+/// the client when the node applies the proposal ([`Action::Deliver`]), or
+/// lost ([`Action::Unheard`]): a reply only decides when the client counts
+/// a vote, and a round's outcome depends on the set of votes, not their
+/// order (a refusal ends it; a quorum of acceptances wins once every
+/// healthy node answered).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Msg {
+    /// Sender.
+    pub(crate) client: usize,
+    /// Receiver.
+    pub(crate) node: usize,
+    /// The round.
+    pub(crate) attempt: u8,
+    /// Start.
+    pub(crate) expected: Record,
+    /// End.
+    pub(crate) new: Record,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct State {
+    /// The nodes.
+    pub(crate) nodes: Vec<Node>,
+    /// The clients.
+    pub(crate) clients: Vec<Client>,
+    /// Messages in flight, sorted (a multiset).
+    pub(crate) net: Vec<Msg>,
+    /// Ranges issued, in order: client, period, first and last number.
+    pub(crate) issued: Vec<(usize, String, u64, u64)>,
+    /// Faults left: crashes, amnesia, losses, duplicates, timeouts.
+    pub(crate) faults: [u8; 5],
+}
+
+/// What can happen next.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// A client starts its next allocation.
+    Start(usize),
+    /// A proposal arrives, and the client hears the node's answer.
+    Deliver(Msg),
+    /// A proposal arrives, and the answer is lost.
+    Unheard(Msg),
+    /// A proposal is lost.
+    Drop(Msg),
+    /// A proposal arrives twice: applied now, unheard, and again later
+    /// (our connection layer resends a batch after a reconnect).
+    Duplicate(Msg),
+    /// A client stops waiting for a node.
+    Timeout(usize, usize),
+    /// A node crashes (keeps its data).
+    Crash(usize),
+    /// A crashed node comes back.
+    Recover(usize),
+    /// A node restarts empty.
+    Amnesia(usize),
+}
