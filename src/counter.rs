@@ -247,6 +247,90 @@ mod tests {
         assert!(!cas_accepts(&node, &expected));
     }
 
+    /// The script and [`cas_accepts`] agree on every pair of records, run
+    /// on a real node (`redis-server` from `REDQUORUM_REDIS_SERVER` or
+    /// PATH, as the test harness starts it).
+    #[test]
+    fn cas_script_and_rule_agree_on_a_real_node() {
+        use std::process::{Command, Stdio};
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server =
+            std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        /// Kills the node also when an assertion fails.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let _node = Killed(
+            Command::new(&server)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server"),
+        );
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("url");
+        let mut conn = (0..200)
+            .find_map(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                client.get_connection().ok()
+            })
+            .expect("redis-server answers");
+        let records = [
+            rec("", 0),
+            rec("20261122", 9),
+            rec("20261122", 10),
+            rec("20261122", 11),
+            rec("20261122", 100),
+            rec("20261123", 1),
+            rec("2026112", 50),
+        ];
+        let mut checked = 0;
+        for current in &records {
+            for expected in &records {
+                let _: () = redis::cmd("DEL").arg("cas").query(&mut conn).expect("DEL");
+                if *current != Record::default() {
+                    let _: () = redis::cmd("HSET")
+                        .arg("cas")
+                        .arg("p")
+                        .arg(&current.period)
+                        .arg("n")
+                        .arg(current.n)
+                        .query(&mut conn)
+                        .expect("HSET");
+                }
+                let reply: Value = redis::cmd("EVAL")
+                    .arg(scripts::COUNTER_CAS.src)
+                    .arg(1)
+                    .arg("cas")
+                    .arg(&expected.period)
+                    .arg(expected.n)
+                    .arg(&expected.period)
+                    .arg(expected.n + 1)
+                    .query(&mut conn)
+                    .expect("EVAL");
+                let (accepted, was) = parse_cas_reply(&reply).expect("a CAS reply");
+                assert_eq!(
+                    accepted,
+                    cas_accepts(current, expected),
+                    "node at {current:?}, proposal from {expected:?}"
+                );
+                assert_eq!(was, *current);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, records.len() * records.len());
+    }
+
     #[test]
     fn parses_replies() {
         let v = Value::Array(vec![
