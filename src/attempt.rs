@@ -6,7 +6,7 @@
 //! ttl` (the free path, and every other Redlock client's) or, for a caller
 //! that is waiting, `QUEUED_SET`: the same `SET NX` done only if nobody live
 //! waits ahead of it on that node. The lock is ours only with a quorum
-//! *and* time left ([`validity`]). A failed attempt releases on every node
+//! *and* time left ([`valid_until`]). A failed attempt releases on every node
 //! that did not clearly refuse, because a `SET` may have landed where the
 //! reply was lost; so does an attempt whose future is dropped.
 
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::guard::Lock;
 use crate::node::request::Request;
-use crate::redlock::{validity, Redlock};
+use crate::redlock::{valid_until, Redlock};
 use crate::scripts;
 use crate::wait::plan::Seen;
 use crate::wait::WaitKeys;
@@ -129,11 +129,11 @@ impl Redlock {
             Some(won)
         };
         let (tally, stragglers) = self.nodes().vote_round(&req, "set", classify).await;
-        let validity = validity(ttl, start.elapsed(), self.config().drift(ttl));
+        let valid_until = valid_until(start, Instant::now(), ttl, self.config().drift(ttl));
         cleanup.armed = false;
         drop(cleanup);
         if tally.decided() == Some(true) {
-            if let Some(validity) = validity {
+            if let Some(valid_until) = valid_until {
                 // Won: let the slower nodes' SETs land too (bounded by the
                 // node timeout), so the lock sits on every healthy node and
                 // survives the loss of a holder node.
@@ -144,7 +144,7 @@ impl Redlock {
                     key,
                     value,
                     ttl,
-                    start + validity,
+                    valid_until,
                 ));
             }
         }

@@ -270,7 +270,14 @@ mod tests {
         }
         let _node = Killed(
             Command::new(&server)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
                 .arg("--dir")
                 .arg(dir.path())
                 .stdout(Stdio::null())

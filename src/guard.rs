@@ -19,7 +19,7 @@ use tracing::{debug, error, instrument, warn};
 use crate::error::{Error, Result};
 use crate::node::request::Request;
 use crate::quorum::background::Background;
-use crate::redlock::{int_vote, validity, Redlock};
+use crate::redlock::{int_vote, valid_until, Redlock};
 use crate::scripts;
 
 /// Where a lock stands; published through a `watch` channel.
@@ -361,11 +361,11 @@ impl Shared {
         let (tally, stragglers) = redlock.nodes().vote_round(&req, "extend", int_vote).await;
         stragglers.finish_in_background();
         let now = Instant::now();
-        let new_validity = validity(ttl, now - start, redlock.config().drift(ttl));
-        match (tally.decided(), new_validity) {
-            (Some(true), Some(v)) if now < old.valid_until => {
-                self.state.send_modify(|s| s.valid_until = start + v);
-                debug!(validity = ?v, "extended");
+        let until = valid_until(start, now, ttl, redlock.config().drift(ttl));
+        match (tally.decided(), until) {
+            (Some(true), Some(until)) if now < old.valid_until => {
+                self.state.send_modify(|s| s.valid_until = until);
+                debug!(validity = ?(until - now), "extended");
                 Ok(())
             }
             (Some(true), _) => Err(Error::Expired {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
+use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -207,17 +208,30 @@ pub(crate) fn int_vote(_: usize, v: &Value) -> Option<bool> {
     }
 }
 
-/// `ttl - elapsed - drift`, or `None` when nothing is left: how long a lock
-/// taken (or extended) by a round that started `elapsed` ago is ours.
+/// `ttl - elapsed - drift`, or `None` when nothing is left: how much longer
+/// a lock is ours when the round that took (or extended) it decided,
+/// `elapsed` after it started.
 ///
-/// Why each term: the nodes started counting the TTL somewhere inside the
-/// round, so from the round's start it has at most `ttl` left, minus what
-/// already `elapsed`; and the nodes' clocks may run faster than ours, by up
-/// to the drift allowance. Never underflows.
+/// Why each term: every node set the key's TTL after the round started, so
+/// from the decision it has at least `ttl` minus what already `elapsed`
+/// left; and a node's clock may run faster than ours, by up to the drift
+/// allowance. Never underflows.
 pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
     ttl.checked_sub(elapsed)
         .and_then(|d| d.checked_sub(drift))
         .filter(|d| !d.is_zero())
+}
+
+/// Until when a lock is ours, for a round that started at `start` and
+/// decided at `decided`: [`validity`] counted from the decision, which is
+/// `start + ttl - drift`. `None` if no time is left.
+pub(crate) fn valid_until(
+    start: Instant,
+    decided: Instant,
+    ttl: Duration,
+    drift: Duration,
+) -> Option<Instant> {
+    validity(ttl, decided.saturating_duration_since(start), drift).map(|v| decided + v)
 }
 
 #[cfg(test)]
@@ -232,6 +246,19 @@ mod tests {
         assert_eq!(validity(ms(3), ms(5), ms(2)), None);
         assert_eq!(validity(ms(10), ms(8), ms(2)), None);
         assert_eq!(validity(ms(10), ms(0), ms(20)), None);
+    }
+
+    #[test]
+    fn a_lock_is_ours_until_ttl_minus_drift_after_the_start() {
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        // A slow round (half the TTL) still leaves ttl - drift from its
+        // start, not ttl - drift - 2 x elapsed.
+        assert_eq!(
+            valid_until(start, start + ms(500), ms(1000), ms(12)),
+            Some(start + ms(988))
+        );
+        assert_eq!(valid_until(start, start + ms(995), ms(1000), ms(12)), None);
     }
 
     #[test]
