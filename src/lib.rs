@@ -130,7 +130,9 @@
 //   serial/mod.rs       The serial module's map.
 // 11 model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
-//                       model/counter.rs (the quorum counter), model/mod.rs.
+//                       model/counter.rs (the quorum counter),
+//                       model/lock_state.rs and model/lock.rs (the lock),
+//                       model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 

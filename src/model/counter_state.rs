@@ -2,10 +2,11 @@
 //! and what can happen next (see `counter.rs`).
 
 use crate::counter::Record;
-use crate::quorum::tally::NodeSet;
+use crate::model::permutations;
+use crate::quorum::tally::{node_bit, NodeSet};
 
 /// A node.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Node {
     /// Its record.
     pub(crate) rec: Record,
@@ -14,7 +15,7 @@ pub(crate) struct Node {
 }
 
 /// Where a client is.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Phase {
     /// Between allocations.
     Idle,
@@ -38,7 +39,7 @@ pub(crate) enum Phase {
 }
 
 /// A client.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Client {
     /// Where it is.
     pub(crate) phase: Phase,
@@ -76,7 +77,7 @@ pub(crate) struct Msg {
 }
 
 /// The whole system.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct State {
     /// The nodes.
     pub(crate) nodes: Vec<Node>,
@@ -91,7 +92,7 @@ pub(crate) struct State {
 }
 
 /// What can happen next.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Action {
     /// A client starts its next allocation.
     Start(usize),
@@ -112,4 +113,75 @@ pub(crate) enum Action {
     Recover(usize),
     /// A node restarts empty.
     Amnesia(usize),
+}
+
+/// The least of the states equal to `s` but for the names of its nodes
+/// (all alike): symmetry reduction.
+pub(crate) fn nodes_alike(s: &State) -> State {
+    least(s, false)
+}
+
+/// The least of the states equal to `s` but for the names of its nodes and
+/// of its clients (all alike when their clocks agree).
+pub(crate) fn nodes_and_clients_alike(s: &State) -> State {
+    least(s, true)
+}
+
+/// The least renaming of `s`.
+fn least(s: &State, clients_alike: bool) -> State {
+    let client_orders = if clients_alike {
+        permutations(s.clients.len())
+    } else {
+        vec![(0..s.clients.len()).collect()]
+    };
+    let mut best: Option<State> = None;
+    for nodes in permutations(s.nodes.len()) {
+        for clients in &client_orders {
+            let r = renamed(s, &nodes, clients);
+            if best.as_ref().is_none_or(|b| r < *b) {
+                best = Some(r);
+            }
+        }
+    }
+    best.unwrap_or_else(|| s.clone())
+}
+
+/// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
+fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
+    let set = |old: NodeSet| {
+        (0..nodes.len())
+            .filter(|i| old & node_bit(*i) != 0)
+            .fold(0, |acc, i| acc | node_bit(nodes[i]))
+    };
+    let mut r = s.clone();
+    for (i, node) in s.nodes.iter().enumerate() {
+        r.nodes[nodes[i]] = node.clone();
+    }
+    for (c, client) in s.clients.iter().enumerate() {
+        let mut client = client.clone();
+        client.unresponsive = set(client.unresponsive);
+        if let Phase::Round {
+            yes, no, failed, ..
+        } = &mut client.phase
+        {
+            *yes = set(*yes);
+            *no = set(*no);
+            *failed = set(*failed);
+        }
+        r.clients[clients[c]] = client;
+    }
+    r.net = s
+        .net
+        .iter()
+        .map(|m| Msg {
+            client: clients[m.client],
+            node: nodes[m.node],
+            ..m.clone()
+        })
+        .collect();
+    r.net.sort();
+    for issued in &mut r.issued {
+        issued.0 = clients[issued.0];
+    }
+    r
 }

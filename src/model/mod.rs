@@ -11,6 +11,8 @@
 
 mod counter;
 mod counter_state;
+mod lock;
+mod lock_state;
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -29,6 +31,40 @@ pub(crate) struct Checked<M: Model> {
     pub(crate) counterexample: Option<(&'static str, Vec<M::Action>)>,
 }
 
+/// Checks a model expected to be safe depth-first, with symmetry reduction
+/// (`representative` maps a state to one of its class of states equal but
+/// for the names of interchangeable nodes and clients), which explores the
+/// same behaviours in fewer states. A counterexample it finds is real, but
+/// not necessarily a shortest one.
+pub(crate) fn check_symmetric<M>(
+    name: &str,
+    model: M,
+    representative: fn(&M::State) -> M::State,
+) -> Checked<M>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+    explore(name, model, Some(representative))
+}
+
+/// Every ordering of `0..n`.
+pub(crate) fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for rest in permutations(n - 1) {
+        for at in 0..=rest.len() {
+            let mut p = rest.clone();
+            p.insert(at, n - 1);
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Checks `model` breadth-first (so a counterexample is a shortest one),
 /// printing what was explored.
 pub(crate) fn check<M>(name: &str, model: M) -> Checked<M>
@@ -37,15 +73,40 @@ where
     M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
+    explore(name, model, None)
+}
+
+/// A state's representative under symmetry.
+type Representative<M> = fn(&<M as Model>::State) -> <M as Model>::State;
+
+/// [`check`], or [`check_symmetric`] with a representative.
+fn explore<M>(name: &str, model: M, representative: Option<Representative<M>>) -> Checked<M>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
     let started = Instant::now();
     // Stops at the first violated `always` property (breadth-first, so at
     // a shortest counterexample); a safe model is explored to the end.
-    let checker = model
+    let builder = model
         .checker()
         .threads(2)
-        .finish_when(stateright::HasDiscoveries::AnyFailures)
-        .spawn_bfs()
-        .join();
+        .finish_when(stateright::HasDiscoveries::AnyFailures);
+    match representative {
+        Some(r) => summarize(name, started, builder.symmetry_fn(r).spawn_dfs().join()),
+        None => summarize(name, started, builder.spawn_bfs().join()),
+    }
+}
+
+/// What a finished check found, printed.
+fn summarize<M, C>(name: &str, started: Instant, checker: C) -> Checked<M>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+    C: Checker<M>,
+{
     let states = checker.unique_state_count();
     let properties: Vec<&'static str> = checker
         .model()

@@ -1,0 +1,479 @@
+//! The lock, model-checked.
+//!
+//! Time is discrete (1 ms a tick, up to a horizon). A node keeps one key
+//! with an expiry on its own clock, which may run up to the drift factor
+//! fast: a TTL of `ttl` ms set at real time `t` on a fast node is gone at
+//! `t + floor(ttl / (1 + drift))`. Clients send `SET NX` to every node,
+//! count votes in a real [`Tally`], and hold the lock until the decision
+//! plus [`validity`]`(ttl, elapsed, drift)`, the drift being the crate's
+//! own allowance ([`Config::drift`]); a failed attempt releases on every
+//! node that did not refuse; a holder releases with compare-and-delete.
+//! Messages are delayed and reordered (delivered in any order), lost, or
+//! their answer lost; clients stop waiting for slow nodes; nodes crash,
+//! with or without persistence, and restart at once or after a delay.
+//!
+//! Properties: no two clients hold a valid lock at the same real instant;
+//! a release never deletes another holder's key.
+
+use std::time::Duration;
+
+use stateright::{Model, Property};
+
+use crate::config::Config;
+use crate::error::NodeErrorKind;
+use crate::model::lock_state::{Action, Msg, Node, Phase, State};
+use crate::quorum::tally::{node_bit, quorum, NodeSet, Tally, Vote};
+use crate::redlock::validity;
+
+/// How a client computes validity: `(ttl, elapsed, drift)`.
+type Validity = fn(Duration, Duration, Duration) -> Option<Duration>;
+
+/// One run's bounds and rules.
+#[derive(Clone)]
+pub(crate) struct LockModel {
+    /// Nodes (all with clocks running the full drift fast: the worst case).
+    pub(crate) nodes: usize,
+    /// Clients, one acquisition each.
+    pub(crate) clients: usize,
+    /// The TTL, ms.
+    pub(crate) ttl: u8,
+    /// The drift factor of the clients' configuration and of the nodes'
+    /// clocks.
+    pub(crate) drift_factor: f64,
+    /// Last real instant (ms) explored.
+    pub(crate) horizon: u8,
+    /// Messages (or their answers) lost.
+    pub(crate) drops: u8,
+    /// Times a client stops waiting for a node.
+    pub(crate) timeouts: u8,
+    /// Node crashes.
+    pub(crate) crashes: u8,
+    /// Whether a node keeps its keys across a crash (AOF).
+    pub(crate) persistent: bool,
+    /// How long a crashed node stays down, ms.
+    pub(crate) restart_delay: u8,
+    /// The client's validity rule.
+    pub(crate) validity: Validity,
+    /// Votes needed, for `n` nodes.
+    pub(crate) quorum: fn(usize) -> usize,
+    /// Whether a release compares the value before deleting (as shipped).
+    pub(crate) compare_on_release: bool,
+}
+
+impl LockModel {
+    /// The rules as shipped: 3 nodes, 2 clients, TTL 5 ms, node clocks 10 %
+    /// fast (a key lives 4 ms), the crate's drift allowance for that (2.5
+    /// ms), 7 ms of time, one timeout.
+    pub(crate) fn shipped() -> Self {
+        Self {
+            nodes: 3,
+            clients: 2,
+            ttl: 5,
+            drift_factor: 0.1,
+            horizon: 7,
+            drops: 0,
+            timeouts: 1,
+            crashes: 0,
+            persistent: true,
+            restart_delay: 0,
+            validity,
+            quorum,
+            compare_on_release: true,
+        }
+    }
+
+    /// The clients' drift allowance, from the crate's configuration code.
+    fn drift(&self) -> Duration {
+        let config = Config {
+            drift_factor: self.drift_factor,
+            ..Config::default()
+        };
+        config.drift(Duration::from_millis(self.ttl.into()))
+    }
+
+    /// How long a key set with the TTL lasts in real time on a node whose
+    /// clock runs the drift fast (rounded down: the worst case).
+    fn real_ttl(&self) -> u8 {
+        (f64::from(self.ttl) / (1.0 + self.drift_factor)).floor() as u8
+    }
+}
+
+impl Model for LockModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let node = Node {
+            key: None,
+            up: true,
+            down_since: 0,
+        };
+        vec![State {
+            now: 0,
+            nodes: vec![node; self.nodes],
+            clients: vec![Phase::Idle; self.clients],
+            net: Vec::new(),
+            faults: [self.drops, self.timeouts, self.crashes],
+            foreign_delete: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.now < self.horizon {
+            actions.push(Action::Tick);
+        }
+        for (c, phase) in s.clients.iter().enumerate() {
+            let c = c as u8;
+            match phase {
+                Phase::Idle => actions.push(Action::Start(c)),
+                Phase::Trying {
+                    yes, no, failed, ..
+                } if s.faults[1] > 0 => {
+                    for n in 0..self.nodes {
+                        if (yes | no | failed) & node_bit(n) == 0 {
+                            actions.push(Action::Timeout(c, n as u8));
+                        }
+                    }
+                }
+                Phase::Holding(_) => actions.push(Action::Release(c)),
+                _ => {}
+            }
+        }
+        for (i, m) in s.net.iter().enumerate() {
+            // A client's messages to one node arrive in the order sent (the
+            // node layer never lets a release overtake its own SET): only
+            // the first of each pair (sent SET before release) may arrive.
+            let earlier = s.net[..i]
+                .iter()
+                .any(|x| x.client == m.client && x.node == m.node);
+            if earlier {
+                continue;
+            }
+            actions.push(Action::Deliver(m.clone()));
+            if s.faults[0] > 0 {
+                actions.push(Action::Drop(m.clone()));
+            }
+        }
+        for (n, node) in s.nodes.iter().enumerate() {
+            if node.up && s.faults[2] > 0 {
+                actions.push(Action::Crash(n as u8));
+            }
+            if !node.up && s.now >= node.down_since.saturating_add(self.restart_delay) {
+                actions.push(Action::Restart(n as u8));
+            }
+        }
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        let mut s = s.clone();
+        match action {
+            Action::Tick => {
+                s.now += 1;
+                // An expired key is no key: one state for both.
+                let now = s.now;
+                for node in &mut s.nodes {
+                    if node.key.is_some_and(|(_, expires)| expires <= now) {
+                        node.key = None;
+                    }
+                }
+            }
+            Action::Start(c) => {
+                s.clients[c as usize] = Phase::Trying {
+                    start: s.now,
+                    yes: 0,
+                    no: 0,
+                    failed: 0,
+                };
+                send(&mut s.net, c, self.all(), true);
+            }
+            Action::Deliver(m) if !s.nodes[m.node as usize].up => {
+                take(&mut s.net, &m)?;
+            }
+            Action::Deliver(m) => {
+                take(&mut s.net, &m)?;
+                let set = self.apply(&mut s, &m);
+                if !m.release {
+                    let vote = if set { Vote::Yes } else { Vote::No };
+                    self.vote(&mut s, m.client, m.node, vote);
+                }
+            }
+            Action::Drop(m) => {
+                take(&mut s.net, &m)?;
+                s.faults[0] -= 1;
+            }
+            Action::Timeout(c, n) => {
+                s.faults[1] -= 1;
+                self.vote(&mut s, c, n, Vote::Failed(NodeErrorKind::UnexpectedReply));
+            }
+            Action::Release(c) => {
+                s.clients[c as usize] = Phase::Done;
+                send(&mut s.net, c, self.all(), false);
+            }
+            Action::Crash(n) => {
+                s.faults[2] -= 1;
+                let node = &mut s.nodes[n as usize];
+                node.up = false;
+                node.down_since = s.now;
+            }
+            Action::Restart(n) => {
+                let node = &mut s.nodes[n as usize];
+                node.up = true;
+                if !self.persistent {
+                    node.key = None;
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(
+                "no two clients hold a valid lock at once",
+                |_, s: &State| {
+                    let valid = s
+                        .clients
+                        .iter()
+                        .filter(|p| matches!(p, Phase::Holding(until) if s.now < *until))
+                        .count();
+                    valid <= 1
+                },
+            ),
+            Property::always(
+                "a release never deletes another holder's key",
+                |_, s: &State| !s.foreign_delete,
+            ),
+            Property::sometimes("both clients held the lock", |_, s: &State| {
+                s.clients.iter().all(|p| *p == Phase::Done)
+                    && s.nodes.iter().all(|n| n.key.is_none())
+                    && s.net.is_empty()
+            }),
+        ]
+    }
+}
+
+impl LockModel {
+    /// Every node.
+    fn all(&self) -> NodeSet {
+        (1 << self.nodes) - 1
+    }
+
+    /// A node applies a message at the current instant; returns whether a
+    /// `SET NX` set the key.
+    fn apply(&self, s: &mut State, m: &Msg) -> bool {
+        let now = s.now;
+        let node = &mut s.nodes[m.node as usize];
+        let live = node.key.filter(|(_, expires)| now < *expires);
+        if !m.release {
+            if live.is_some() {
+                return false;
+            }
+            node.key = Some((m.client, now + self.real_ttl()));
+            return true;
+        }
+        match live {
+            Some((holder, _)) if holder == m.client => node.key = None,
+            Some(_) if !self.compare_on_release => {
+                node.key = None;
+                s.foreign_delete = true;
+            }
+            Some(_) => {}
+            None => node.key = None,
+        }
+        false
+    }
+
+    /// Client `c` counts node `n`'s vote and acts once the round decided.
+    fn vote(&self, s: &mut State, c: u8, n: u8, vote: Vote) {
+        let now = s.now;
+        let Phase::Trying {
+            start,
+            yes,
+            no,
+            failed,
+        } = &mut s.clients[c as usize]
+        else {
+            return;
+        };
+        let bit = node_bit(n.into());
+        if (*yes | *no | *failed) & bit != 0 {
+            return;
+        }
+        match vote {
+            Vote::Yes => *yes |= bit,
+            Vote::No => *no |= bit,
+            Vote::Failed(_) => *failed |= bit,
+        }
+        let mut tally = Tally::new(self.nodes, self.nodes);
+        tally.quorum = (self.quorum)(self.nodes);
+        for node in 0..self.nodes {
+            let b = node_bit(node);
+            let v = if *yes & b != 0 {
+                Vote::Yes
+            } else if *no & b != 0 {
+                Vote::No
+            } else if *failed & b != 0 {
+                Vote::Failed(NodeErrorKind::UnexpectedReply)
+            } else {
+                continue;
+            };
+            tally.record(node, "", v);
+        }
+        let won = match tally.decided() {
+            None => return,
+            Some(won) => won,
+        };
+        let elapsed = Duration::from_millis((now - *start).into());
+        let ttl = Duration::from_millis(self.ttl.into());
+        let left = if won {
+            (self.validity)(ttl, elapsed, self.drift())
+        } else {
+            None
+        };
+        match left {
+            // Whole milliseconds only, rounded down: the client's view.
+            Some(v) if v.as_millis() > 0 => {
+                s.clients[c as usize] = Phase::Holding(now + v.as_millis().min(255) as u8);
+            }
+            _ => {
+                let undo = self.all() & !tally.no;
+                s.clients[c as usize] = Phase::Done;
+                send(&mut s.net, c, undo, false);
+            }
+        }
+    }
+}
+
+/// Sends client `c`'s message (`SET NX` or release) to the nodes in `to`.
+fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, set: bool) {
+    for n in 0..64u8 {
+        if to & node_bit(n.into()) != 0 {
+            let m = Msg {
+                client: c,
+                node: n,
+                release: !set,
+            };
+            let at = net.partition_point(|x| *x <= m);
+            net.insert(at, m);
+        }
+    }
+}
+
+/// Takes one copy of a message out of the multiset.
+fn take(net: &mut Vec<Msg>, m: &Msg) -> Option<Msg> {
+    let at = net.iter().position(|x| x == m)?;
+    Some(net.remove(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::lock_state::representative;
+    use crate::model::{check, check_symmetric};
+
+    /// Safe: explored to the end, no counterexample, both clients held it.
+    fn safe(name: &str, m: LockModel) {
+        let found = check_symmetric(name, m, representative);
+        assert!(found.states > 1_000, "{name}: only {} states", found.states);
+        assert!(found.counterexample.is_none(), "{name}");
+        assert!(
+            found.reached.contains(&"both clients held the lock"),
+            "{name}: vacuous"
+        );
+    }
+
+    /// Unsafe: the checker finds a counterexample to `property`.
+    fn unsafe_(name: &str, m: LockModel, property: &str) {
+        let found = check(name, m);
+        let (violated, _) = found.counterexample.expect(name);
+        assert_eq!(violated, property, "{name}");
+    }
+
+    const EXCLUSION: &str = "no two clients hold a valid lock at once";
+
+    #[test]
+    fn model_lock_safe_with_loss_slow_nodes_and_fast_clocks() {
+        let m = LockModel {
+            drops: 1,
+            ..LockModel::shipped()
+        };
+        safe("lock: loss, a slow node, clocks 10 % fast", m);
+    }
+
+    #[test]
+    fn model_lock_safe_with_a_crash_and_persistence() {
+        let m = LockModel {
+            crashes: 1,
+            timeouts: 0,
+            ..LockModel::shipped()
+        };
+        safe("lock: a node crashes, keeps its keys (AOF)", m);
+    }
+
+    #[test]
+    fn model_lock_safe_with_a_crash_and_a_delayed_restart() {
+        let m = LockModel {
+            crashes: 1,
+            timeouts: 0,
+            persistent: false,
+            restart_delay: 5,
+            ..LockModel::shipped()
+        };
+        safe("lock: a node restarts empty after one max TTL", m);
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_without_persistence_or_delay() {
+        let m = LockModel {
+            crashes: 1,
+            timeouts: 0,
+            persistent: false,
+            ..LockModel::shipped()
+        };
+        unsafe_("lock: a node restarts empty at once", m, EXCLUSION);
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_validity_ignores_drift() {
+        let m = LockModel {
+            validity: |ttl, elapsed, _| validity(ttl, elapsed, Duration::ZERO),
+            ..LockModel::shipped()
+        };
+        unsafe_("lock, weakened: validity without the drift", m, EXCLUSION);
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_validity_ignores_elapsed_time() {
+        let m = LockModel {
+            validity: |ttl, _, drift| validity(ttl, Duration::ZERO, drift),
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: validity without the elapsed time",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_with_a_quorum_of_half() {
+        let m = LockModel {
+            quorum: |n| n / 2,
+            ..LockModel::shipped()
+        };
+        unsafe_("lock, weakened: quorum n/2", m, EXCLUSION);
+    }
+
+    #[test]
+    fn model_lock_finds_a_foreign_delete_when_release_does_not_compare() {
+        let m = LockModel {
+            compare_on_release: false,
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: release without compare",
+            m,
+            "a release never deletes another holder's key",
+        );
+    }
+}

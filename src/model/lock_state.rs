@@ -1,0 +1,146 @@
+//! The state of the lock model: nodes, clients, messages in flight, what
+//! can happen next, and the symmetry between alike nodes and clients (see
+//! `lock.rs`).
+
+use crate::model::permutations;
+use crate::quorum::tally::{node_bit, NodeSet};
+
+/// A node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Node {
+    /// The key: the holder's client and the real instant it expires.
+    pub(crate) key: Option<(u8, u8)>,
+    /// Running.
+    pub(crate) up: bool,
+    /// When it went down.
+    pub(crate) down_since: u8,
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    /// Not started.
+    Idle,
+    /// Counting votes of an attempt started at `start`.
+    Trying {
+        /// Start, ms.
+        start: u8,
+        /// Nodes that set the key.
+        yes: NodeSet,
+        /// Nodes that refused.
+        no: NodeSet,
+        /// Nodes given up on.
+        failed: NodeSet,
+    },
+    /// Holds the lock, valid until this real instant (exclusive).
+    Holding(u8),
+    /// Released, or failed.
+    Done,
+}
+
+/// A message in flight from a client to a node. Sorted so that a client's
+/// `SET` to a node comes before its release there (the order sent).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Msg {
+    /// Sender.
+    pub(crate) client: u8,
+    /// Receiver.
+    pub(crate) node: u8,
+    /// A release (else `SET NX`).
+    pub(crate) release: bool,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct State {
+    /// Real time, ms.
+    pub(crate) now: u8,
+    /// The nodes.
+    pub(crate) nodes: Vec<Node>,
+    /// The clients.
+    pub(crate) clients: Vec<Phase>,
+    /// Messages in flight, sorted.
+    pub(crate) net: Vec<Msg>,
+    /// Faults left: drops, timeouts, crashes.
+    pub(crate) faults: [u8; 3],
+    /// A release deleted a key another client held.
+    pub(crate) foreign_delete: bool,
+}
+
+/// What can happen next.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// One millisecond passes.
+    Tick,
+    /// A client starts its attempt.
+    Start(u8),
+    /// A message arrives (an answer lost is a timeout before it).
+    Deliver(Msg),
+    /// A message is lost.
+    Drop(Msg),
+    /// A client stops waiting for a node.
+    Timeout(u8, u8),
+    /// A holder releases.
+    Release(u8),
+    /// A node crashes.
+    Crash(u8),
+    /// A crashed node restarts.
+    Restart(u8),
+}
+
+/// The least of the states equal to `s` but for the names of its nodes
+/// (all alike) and of its clients (all alike): symmetry reduction.
+pub(crate) fn representative(s: &State) -> State {
+    let mut best: Option<State> = None;
+    for nodes in permutations(s.nodes.len()) {
+        for clients in permutations(s.clients.len()) {
+            let r = renamed(s, &nodes, &clients);
+            if best.as_ref().is_none_or(|b| r < *b) {
+                best = Some(r);
+            }
+        }
+    }
+    best.unwrap_or_else(|| s.clone())
+}
+
+/// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
+fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
+    let set = |old: NodeSet| {
+        (0..nodes.len())
+            .filter(|i| old & node_bit(*i) != 0)
+            .fold(0, |acc, i| acc | node_bit(nodes[i]))
+    };
+    let mut r = s.clone();
+    for (i, node) in s.nodes.iter().enumerate() {
+        let mut node = node.clone();
+        node.key = node.key.map(|(c, e)| (clients[c as usize] as u8, e));
+        r.nodes[nodes[i]] = node;
+    }
+    for (c, phase) in s.clients.iter().enumerate() {
+        r.clients[clients[c]] = match phase {
+            Phase::Trying {
+                start,
+                yes,
+                no,
+                failed,
+            } => Phase::Trying {
+                start: *start,
+                yes: set(*yes),
+                no: set(*no),
+                failed: set(*failed),
+            },
+            other => other.clone(),
+        };
+    }
+    r.net = s
+        .net
+        .iter()
+        .map(|m| Msg {
+            client: clients[m.client as usize] as u8,
+            node: nodes[m.node as usize] as u8,
+            release: m.release,
+        })
+        .collect();
+    r.net.sort();
+    r
+}
