@@ -145,6 +145,7 @@ impl Redlock {
                     value,
                     ttl,
                     valid_until,
+                    matches!(ask, Ask::Queued(_)),
                 ));
             }
         }

@@ -160,6 +160,16 @@ impl RedlockBuilder {
         self
     }
 
+    /// Whether every release asks the nodes whether others wait for the
+    /// resource (strict FIFO across clients, even for a holder that never
+    /// had to wait), at the cost of one more read per release on every node.
+    /// Defaults to [`DEFAULT_STRICT_FIFO`](crate::DEFAULT_STRICT_FIFO): only
+    /// where this client has seen contention on the resource.
+    pub fn strict_fifo(mut self, on: bool) -> Self {
+        self.config.strict_fifo = on;
+        self
+    }
+
     /// Replaces the random lock-value generator (the value must be unique per
     /// attempt and hard to guess; this hook is for tests). Defaults to 128
     /// random bits in hex.

@@ -56,6 +56,14 @@ pub const DEFAULT_WAIT_CAP: Duration = Duration::from_millis(200);
 /// on the holder's TTL.
 pub const DEFAULT_NOTIFICATIONS: bool = true;
 
+/// Off: a release asks the nodes whether others wait (so that the releasing
+/// client queues its own next `lock()` behind them) only where this client
+/// has seen contention on the resource, because asking costs the free path
+/// about 13 % of its throughput. On, every release asks: a holder that never
+/// had to wait still queues behind a waiter that hears of releases later
+/// than it does (a client far away).
+pub const DEFAULT_STRICT_FIFO: bool = false;
+
 /// Largest TTL accepted (about 49.7 days): keeps the millisecond arithmetic far
 /// from overflow, and no lock should outlive its holder by that much.
 pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
@@ -86,6 +94,8 @@ pub(crate) struct Config {
     pub(crate) wait_cap: Duration,
     /// Whether waiters are woken by the nodes' notifications.
     pub(crate) notifications: bool,
+    /// Whether every release asks whether others wait.
+    pub(crate) strict_fifo: bool,
 }
 
 impl fmt::Debug for Config {
@@ -100,6 +110,7 @@ impl fmt::Debug for Config {
             .field("value_fn", &self.value_fn.as_ref().map(|_| "custom"))
             .field("wait_cap", &self.wait_cap)
             .field("notifications", &self.notifications)
+            .field("strict_fifo", &self.strict_fifo)
             .finish()
     }
 }
@@ -116,6 +127,7 @@ impl Default for Config {
             value_fn: None,
             wait_cap: DEFAULT_WAIT_CAP,
             notifications: DEFAULT_NOTIFICATIONS,
+            strict_fifo: DEFAULT_STRICT_FIFO,
         }
     }
 }

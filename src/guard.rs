@@ -48,6 +48,8 @@ struct Shared {
     ttl: Duration,
     /// Fencing token minted right after acquisition, if asked for.
     fencing_token: Option<u64>,
+    /// Taken after waiting: its release asks whether others wait.
+    contended: bool,
     /// Validity and status, observable by `lost()` waiters.
     state: watch::Sender<State>,
     /// Set once an auto-extend task was started, so there is only one.
@@ -101,6 +103,7 @@ impl Lock {
         value: String,
         ttl: Duration,
         valid_until: Instant,
+        contended: bool,
     ) -> Self {
         let (state, _) = watch::channel(State {
             valid_until,
@@ -115,6 +118,7 @@ impl Lock {
                 value,
                 ttl,
                 fencing_token: None,
+                contended,
                 state,
                 watchdog: AtomicBool::new(false),
             }),
@@ -206,7 +210,7 @@ impl Lock {
         self.armed = false;
         self.shared.mark_released();
         let s = &self.shared;
-        let tally = s.redlock.release_round(&s.key, &s.value).await;
+        let tally = s.redlock.release_round(&s.key, &s.value, s.contended).await;
         if tally.decided() == Some(true) {
             debug!("released");
             Ok(())
@@ -261,7 +265,7 @@ impl Drop for Lock {
             let _token = token;
             let tally = shared
                 .redlock
-                .release_round(&shared.key, &shared.value)
+                .release_round(&shared.key, &shared.value, shared.contended)
                 .await;
             if tally.decided() != Some(true) {
                 debug!(resource = %shared.resource, "drop-time release did not reach a quorum");

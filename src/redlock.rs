@@ -156,11 +156,19 @@ impl Redlock {
     /// Compare-and-delete on all nodes, until decided.
     ///
     /// This client's next waiter for the key goes as soon as the release is
-    /// handed to every node (its attempt is queued behind it there). If any
-    /// node says others wait for the key, this client's next `lock()` on it
-    /// queues behind them instead of racing them.
-    pub(crate) async fn release_round(&self, key: &str, value: &str) -> Tally {
-        let req = release_request(key, value);
+    /// handed to every node (its attempt is queued behind it there). Where
+    /// this client saw contention on the key (`contended`: the lock was
+    /// taken after waiting; or a recent release found others waiting), or in
+    /// strict-FIFO mode, the release also asks whether others wait; if so,
+    /// this client's next `lock()` on the key queues behind them instead of
+    /// racing them.
+    pub(crate) async fn release_round(&self, key: &str, value: &str, contended: bool) -> Tally {
+        let ask = contended || self.config().strict_fifo || self.waiting().queues.is_contended(key);
+        let req = if ask {
+            telling_release_request(key, value)
+        } else {
+            release_request(key, value)
+        };
         let nodes = self.nodes();
         let fan = nodes.fanout(&req, nodes.all());
         self.waiting().queues.released(key);
@@ -190,10 +198,17 @@ impl Redlock {
     }
 }
 
-/// The compare-and-delete request (it also says whether others wait).
+/// The compare-and-delete request.
 fn release_request(key: &str, value: &str) -> Arc<Request> {
-    let waiters = WaitKeys::of(key);
     Request::script(&scripts::RELEASE, |cmd| {
+        cmd.arg(1).arg(key).arg(value);
+    })
+}
+
+/// Compare-and-delete that also says whether others wait.
+fn telling_release_request(key: &str, value: &str) -> Arc<Request> {
+    let waiters = WaitKeys::of(key);
+    Request::script(&scripts::RELEASE_TELLING_WAITERS, |cmd| {
         cmd.arg(2).arg(key).arg(&waiters.queue).arg(value);
     })
 }

@@ -251,7 +251,9 @@ async fn the_releasing_holder_does_not_overtake_a_waiter() {
     for p in &far {
         p.set_mode(ProxyMode::Delay(20));
     }
-    let a = c.redlock();
+    // A never had to wait for the lock: only strict FIFO makes its release
+    // ask whether others wait.
+    let a = c.builder().strict_fifo(true).build().unwrap();
     let b = Redlock::builder()
         .nodes(far.iter().map(Proxy::url))
         .wait_cap(ms(10_000))
@@ -283,6 +285,56 @@ async fn the_releasing_holder_does_not_overtake_a_waiter() {
     assert_eq!(*order.lock().unwrap(), ["b", "a"]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_waited_does_not_overtake_the_next_waiter() {
+    let c = Cluster::start(5);
+    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &far {
+        p.set_mode(ProxyMode::Delay(20));
+    }
+    // Default mode. A takes the lock after waiting for X: it knows the
+    // resource is contended, so its release asks whether others wait.
+    let (x, a) = (c.redlock(), c.redlock());
+    let b = Redlock::builder()
+        .nodes(far.iter().map(Proxy::url))
+        .wait_cap(ms(10_000))
+        .build()
+        .unwrap();
+    let held = x.try_lock("wait_fair_default", ms(10_000)).await.unwrap();
+    let a_waits = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            a.lock_timeout("wait_fair_default", ms(10_000), ms(9_000))
+                .await
+                .expect("a gets the lock")
+        })
+    };
+    registered(&c, "wait_fair_default").await;
+    held.release().await.unwrap();
+    let a_holds = a_waits.await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let b_order = Arc::clone(&order);
+    let waiter = tokio::spawn(async move {
+        let lock = b
+            .lock_timeout("wait_fair_default", ms(10_000), ms(9_000))
+            .await
+            .expect("b gets the lock");
+        b_order.lock().unwrap().push("b");
+        tokio::time::sleep(ms(50)).await;
+        lock.release().await.expect("release");
+    });
+    registered(&c, "wait_fair_default").await;
+    a_holds.release().await.unwrap();
+    let again = a
+        .lock_timeout("wait_fair_default", ms(10_000), ms(9_000))
+        .await
+        .unwrap();
+    order.lock().unwrap().push("a");
+    again.release().await.unwrap();
+    waiter.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["b", "a"]);
+}
+
 #[tokio::test]
 async fn the_free_path_sends_nothing_extra() {
     let c = Cluster::start(5);
@@ -292,7 +344,7 @@ async fn the_free_path_sends_nothing_extra() {
     redlock.settle().await;
     for n in &c.nodes {
         assert_eq!(n.command_calls("set"), 1, "one SET NX per node");
-        for cmd in ["zadd", "pttl", "client|tracking"] {
+        for cmd in ["zadd", "pttl", "client|tracking", "exists"] {
             assert_eq!(n.command_calls(cmd), 0, "{cmd} on an uncontended lock");
         }
         assert_eq!(n.tracking_clients(), 0, "no notification connection");
