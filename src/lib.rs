@@ -160,7 +160,7 @@ pub use builder::RedlockBuilder;
 pub use config::{
     DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT,
     DEFAULT_NOTIFICATIONS, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER,
-    DEFAULT_WAIT_CAP, MAX_TTL,
+    DEFAULT_STRICT_FIFO, DEFAULT_WAIT_CAP, MAX_TTL,
 };
 pub use error::{Error, NodeError, NodeErrorKind, Result};
 pub use guard::{Lock, LockHandle};

@@ -144,13 +144,18 @@ async fn survives_two_dead_nodes_and_names_three() {
                 assert_eq!(f.addr, format!("127.0.0.1:{}", c.nodes[f.index].port));
                 assert!(matches!(f.kind, NodeErrorKind::Redis(_)), "{f:?}");
                 assert!(std::error::Error::source(f).is_some());
-                // The cause, not a bare "redis error".
+                // The cause, not a bare "redis error": nodes 1 and 3 were
+                // down before their first request (node 4's connection broke
+                // under it, so its cause may be a reset).
                 let text = f.to_string();
-                assert!(text.contains("connection refused"), "{text}");
+                assert!(!text.ends_with("redis error"), "{text}");
+                if f.index != 4 {
+                    assert!(text.contains("connection refused"), "{text}");
+                }
             }
             let text = err.to_string();
             assert!(text.contains("3 of 5 nodes failed"), "{text}");
-            assert!(text.contains("2 answered"), "{text}");
+            assert!(text.ends_with("; 3 needed"), "{text}");
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
