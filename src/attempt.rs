@@ -122,10 +122,17 @@ impl Redlock {
         };
         let start = Instant::now();
         let req = set_request(key, &value, ttl_ms, ask);
-        let mut seen = vec![Seen::Unknown; self.node_count()];
+        // What the nodes say about the lock, for a waiter's next sleep (a
+        // plain attempt's failure is followed by a waiter's attempt at once).
+        let mut seen = match ask {
+            Ask::Plain => Vec::new(),
+            Ask::Queued(_) => vec![Seen::Unknown; self.node_count()],
+        };
         let classify = |i: usize, v: &Value| {
             let (won, now_seen) = read_reply(v, Instant::now())?;
-            seen[i] = now_seen;
+            if let Some(slot) = seen.get_mut(i) {
+                *slot = now_seen;
+            }
             Some(won)
         };
         let (tally, stragglers) = self.nodes().vote_round(&req, "set", classify).await;

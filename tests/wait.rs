@@ -41,6 +41,41 @@ fn wait_for(redlock: &Redlock, resource: &'static str) -> JoinHandle<(Instant, L
     })
 }
 
+/// A client 20 ms away from every node (behind delaying proxies, which live
+/// as long as the returned list): it hears of a release long after a client
+/// next to the nodes does.
+fn far_client(c: &Cluster) -> (Vec<Proxy>, Redlock) {
+    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &far {
+        p.set_mode(ProxyMode::Delay(20));
+    }
+    let client = Redlock::builder()
+        .nodes(far.iter().map(Proxy::url))
+        .wait_cap(ms(10_000))
+        .build()
+        .expect("client");
+    (far, client)
+}
+
+/// Waits for `resource` with `b`; once it has it, notes "b" in `order`,
+/// holds it 50 ms and releases it.
+fn note_when_held(
+    b: Redlock,
+    resource: &'static str,
+    order: &Arc<Mutex<Vec<&'static str>>>,
+) -> JoinHandle<()> {
+    let order = Arc::clone(order);
+    tokio::spawn(async move {
+        let lock = b
+            .lock_timeout(resource, ms(10_000), ms(9_000))
+            .await
+            .expect("b gets the lock");
+        order.lock().unwrap().push("b");
+        tokio::time::sleep(ms(50)).await;
+        lock.release().await.expect("release");
+    })
+}
+
 /// Waits until a waiter is registered for `resource` on a quorum of nodes.
 async fn registered(c: &Cluster, resource: &str) {
     assert!(
@@ -246,34 +281,16 @@ async fn waiters_of_one_client_go_in_arrival_order() {
 async fn the_releasing_holder_does_not_overtake_a_waiter() {
     let c = Cluster::start(5);
     // B is 20 ms away from every node, A next to them: A hears of its own
-    // release long before B does, and would win a plain race.
-    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    for p in &far {
-        p.set_mode(ProxyMode::Delay(20));
-    }
-    // A never had to wait for the lock: only strict FIFO makes its release
-    // ask whether others wait.
+    // release long before B does, and would win a plain race. A never had
+    // to wait for the lock: only strict FIFO makes its release ask whether
+    // others wait.
+    let (_far, b) = far_client(&c);
     let a = c.builder().strict_fifo(true).build().unwrap();
-    let b = Redlock::builder()
-        .nodes(far.iter().map(Proxy::url))
-        .wait_cap(ms(10_000))
-        .build()
-        .unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let held = a.try_lock("wait_fair", ms(10_000)).await.unwrap();
-    let b_order = Arc::clone(&order);
-    let waiter = tokio::spawn(async move {
-        let lock = b
-            .lock_timeout("wait_fair", ms(10_000), ms(9_000))
-            .await
-            .expect("b gets the lock");
-        b_order.lock().unwrap().push("b");
-        tokio::time::sleep(ms(50)).await;
-        lock.release().await.expect("release");
-    });
+    let waiter = note_when_held(b, "wait_fair", &order);
     registered(&c, "wait_fair").await;
-    // A releases and asks again at once: it heard of its own release first,
-    // but B has waited longer.
+    // A releases and asks again at once.
     held.release().await.unwrap();
     let again = a
         .lock_timeout("wait_fair", ms(10_000), ms(9_000))
@@ -288,18 +305,10 @@ async fn the_releasing_holder_does_not_overtake_a_waiter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_that_waited_does_not_overtake_the_next_waiter() {
     let c = Cluster::start(5);
-    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    for p in &far {
-        p.set_mode(ProxyMode::Delay(20));
-    }
+    let (_far, b) = far_client(&c);
     // Default mode. A takes the lock after waiting for X: it knows the
     // resource is contended, so its release asks whether others wait.
     let (x, a) = (c.redlock(), c.redlock());
-    let b = Redlock::builder()
-        .nodes(far.iter().map(Proxy::url))
-        .wait_cap(ms(10_000))
-        .build()
-        .unwrap();
     let held = x.try_lock("wait_fair_default", ms(10_000)).await.unwrap();
     let a_waits = {
         let a = a.clone();
@@ -313,16 +322,7 @@ async fn a_holder_that_waited_does_not_overtake_the_next_waiter() {
     held.release().await.unwrap();
     let a_holds = a_waits.await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let b_order = Arc::clone(&order);
-    let waiter = tokio::spawn(async move {
-        let lock = b
-            .lock_timeout("wait_fair_default", ms(10_000), ms(9_000))
-            .await
-            .expect("b gets the lock");
-        b_order.lock().unwrap().push("b");
-        tokio::time::sleep(ms(50)).await;
-        lock.release().await.expect("release");
-    });
+    let waiter = note_when_held(b, "wait_fair_default", &order);
     registered(&c, "wait_fair_default").await;
     a_holds.release().await.unwrap();
     let again = a

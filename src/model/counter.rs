@@ -15,9 +15,9 @@ use chrono::{DateTime, Utc};
 use stateright::{Model, Property};
 
 use crate::counter::{cas_accepts, cas_finished, cas_outcome, Record, Round};
-use crate::error::NodeErrorKind;
 use crate::model::counter_state::{Action, Client, Msg, Node, Phase, State};
-use crate::quorum::tally::{node_bit, quorum, Tally, Vote};
+use crate::model::{insert_sorted, take_one, tally_of};
+use crate::quorum::tally::{node_bit, quorum};
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
 
 /// A node's acceptance rule: `(current, expected, new)`.
@@ -193,16 +193,16 @@ impl Model for CounterModel {
         match action {
             Action::Start(c) => self.start(&mut s, c, 1),
             Action::Deliver(m) => {
-                take(&mut s.net, &m)?;
+                take_one(&mut s.net, &m)?;
                 self.deliver(&mut s, m, true);
             }
             Action::Unheard(m) => {
-                take(&mut s.net, &m)?;
+                take_one(&mut s.net, &m)?;
                 s.faults[2] -= 1;
                 self.deliver(&mut s, m, false);
             }
             Action::Drop(m) => {
-                take(&mut s.net, &m)?;
+                take_one(&mut s.net, &m)?;
                 s.faults[2] -= 1;
             }
             Action::Duplicate(m) => {
@@ -271,7 +271,7 @@ impl CounterModel {
             return;
         };
         for node in 0..self.nodes {
-            insert(
+            insert_sorted(
                 &mut s.net,
                 Msg {
                     client: c,
@@ -361,21 +361,7 @@ impl CounterModel {
         else {
             return;
         };
-        let mut tally = Tally::new(self.nodes, self.nodes);
-        tally.quorum = (self.quorum)(self.nodes);
-        for node in 0..self.nodes {
-            let bit = node_bit(node);
-            let vote = if yes & bit != 0 {
-                Vote::Yes
-            } else if no & bit != 0 {
-                Vote::No
-            } else if failed & bit != 0 {
-                Vote::Failed(NodeErrorKind::UnexpectedReply)
-            } else {
-                continue;
-            };
-            tally.record(node, "", vote);
-        }
+        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), yes, no, failed);
         let pending = !(yes | no | failed) & ((1 << self.nodes) - 1);
         let owed_by_healthy = pending & !client.unresponsive != 0;
         let (finished, outcome) = if self.any_refusal_is_stale {
@@ -417,18 +403,6 @@ impl CounterModel {
             }
         }
     }
-}
-
-/// Adds a message to the sorted multiset.
-fn insert(net: &mut Vec<Msg>, m: Msg) {
-    let at = net.partition_point(|x| *x <= m);
-    net.insert(at, m);
-}
-
-/// Takes one copy of a message out of the multiset.
-fn take(net: &mut Vec<Msg>, m: &Msg) -> Option<Msg> {
-    let at = net.iter().position(|x| x == m)?;
-    Some(net.remove(at))
 }
 
 #[cfg(test)]

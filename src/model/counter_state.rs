@@ -2,8 +2,8 @@
 //! and what can happen next (see `counter.rs`).
 
 use crate::counter::Record;
-use crate::model::permutations;
-use crate::quorum::tally::{node_bit, NodeSet};
+use crate::model::{least_renaming, permutations, renamed_set};
+use crate::quorum::tally::NodeSet;
 
 /// A node.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -134,25 +134,12 @@ fn least(s: &State, clients_alike: bool) -> State {
     } else {
         vec![(0..s.clients.len()).collect()]
     };
-    let mut best: Option<State> = None;
-    for nodes in permutations(s.nodes.len()) {
-        for clients in &client_orders {
-            let r = renamed(s, &nodes, clients);
-            if best.as_ref().is_none_or(|b| r < *b) {
-                best = Some(r);
-            }
-        }
-    }
-    best.unwrap_or_else(|| s.clone())
+    least_renaming(s, s.nodes.len(), &client_orders, renamed)
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
 fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
-    let set = |old: NodeSet| {
-        (0..nodes.len())
-            .filter(|i| old & node_bit(*i) != 0)
-            .fold(0, |acc, i| acc | node_bit(nodes[i]))
-    };
+    let set = |old: NodeSet| renamed_set(old, nodes);
     let mut r = s.clone();
     for (i, node) in s.nodes.iter().enumerate() {
         r.nodes[nodes[i]] = node.clone();

@@ -22,7 +22,8 @@ use stateright::{Model, Property};
 use crate::config::Config;
 use crate::error::NodeErrorKind;
 use crate::model::lock_state::{Action, Msg, Node, Phase, State};
-use crate::quorum::tally::{node_bit, quorum, NodeSet, Tally, Vote};
+use crate::model::{insert_sorted, take_one, tally_of};
+use crate::quorum::tally::{node_bit, quorum, NodeSet, Vote};
 use crate::redlock::validity;
 
 /// How a client computes validity: `(ttl, elapsed, drift)`.
@@ -187,10 +188,10 @@ impl Model for LockModel {
                 send(&mut s.net, c, self.all(), true);
             }
             Action::Deliver(m) if !s.nodes[m.node as usize].up => {
-                take(&mut s.net, &m)?;
+                take_one(&mut s.net, &m)?;
             }
             Action::Deliver(m) => {
-                take(&mut s.net, &m)?;
+                take_one(&mut s.net, &m)?;
                 let set = self.apply(&mut s, &m);
                 if !m.release {
                     let vote = if set { Vote::Yes } else { Vote::No };
@@ -198,7 +199,7 @@ impl Model for LockModel {
                 }
             }
             Action::Drop(m) => {
-                take(&mut s.net, &m)?;
+                take_one(&mut s.net, &m)?;
                 s.faults[0] -= 1;
             }
             Action::Timeout(c, n) => {
@@ -304,21 +305,7 @@ impl LockModel {
             Vote::No => *no |= bit,
             Vote::Failed(_) => *failed |= bit,
         }
-        let mut tally = Tally::new(self.nodes, self.nodes);
-        tally.quorum = (self.quorum)(self.nodes);
-        for node in 0..self.nodes {
-            let b = node_bit(node);
-            let v = if *yes & b != 0 {
-                Vote::Yes
-            } else if *no & b != 0 {
-                Vote::No
-            } else if *failed & b != 0 {
-                Vote::Failed(NodeErrorKind::UnexpectedReply)
-            } else {
-                continue;
-            };
-            tally.record(node, "", v);
-        }
+        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), *yes, *no, *failed);
         let won = match tally.decided() {
             None => return,
             Some(won) => won,
@@ -353,16 +340,9 @@ fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, set: bool) {
                 node: n,
                 release: !set,
             };
-            let at = net.partition_point(|x| *x <= m);
-            net.insert(at, m);
+            insert_sorted(net, m);
         }
     }
-}
-
-/// Takes one copy of a message out of the multiset.
-fn take(net: &mut Vec<Msg>, m: &Msg) -> Option<Msg> {
-    let at = net.iter().position(|x| x == m)?;
-    Some(net.remove(at))
 }
 
 #[cfg(test)]

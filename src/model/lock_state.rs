@@ -2,8 +2,8 @@
 //! can happen next, and the symmetry between alike nodes and clients (see
 //! `lock.rs`).
 
-use crate::model::permutations;
-use crate::quorum::tally::{node_bit, NodeSet};
+use crate::model::{least_renaming, permutations, renamed_set};
+use crate::quorum::tally::NodeSet;
 
 /// A node.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -91,25 +91,13 @@ pub(crate) enum Action {
 /// The least of the states equal to `s` but for the names of its nodes
 /// (all alike) and of its clients (all alike): symmetry reduction.
 pub(crate) fn representative(s: &State) -> State {
-    let mut best: Option<State> = None;
-    for nodes in permutations(s.nodes.len()) {
-        for clients in permutations(s.clients.len()) {
-            let r = renamed(s, &nodes, &clients);
-            if best.as_ref().is_none_or(|b| r < *b) {
-                best = Some(r);
-            }
-        }
-    }
-    best.unwrap_or_else(|| s.clone())
+    let client_orders = permutations(s.clients.len());
+    least_renaming(s, s.nodes.len(), &client_orders, renamed)
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
 fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
-    let set = |old: NodeSet| {
-        (0..nodes.len())
-            .filter(|i| old & node_bit(*i) != 0)
-            .fold(0, |acc, i| acc | node_bit(nodes[i]))
-    };
+    let set = |old: NodeSet| renamed_set(old, nodes);
     let mut r = s.clone();
     for (i, node) in s.nodes.iter().enumerate() {
         let mut node = node.clone();

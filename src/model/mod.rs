@@ -20,6 +20,9 @@ use std::time::Instant;
 
 use stateright::{Checker, Model};
 
+use crate::error::NodeErrorKind;
+use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
+
 /// What one check found.
 pub(crate) struct Checked<M: Model> {
     /// States explored (unique).
@@ -153,4 +156,72 @@ where
         reached,
         counterexample,
     }
+}
+
+/// A real [`Tally`] of `n` nodes needing `needed` votes, holding the votes
+/// so far: `yes`, `no`, and `failed` (given up on).
+pub(crate) fn tally_of(
+    n: usize,
+    needed: usize,
+    yes: NodeSet,
+    no: NodeSet,
+    failed: NodeSet,
+) -> Tally {
+    let mut tally = Tally::new(n, n);
+    tally.quorum = needed;
+    for node in 0..n {
+        let bit = node_bit(node);
+        let vote = if yes & bit != 0 {
+            Vote::Yes
+        } else if no & bit != 0 {
+            Vote::No
+        } else if failed & bit != 0 {
+            Vote::Failed(NodeErrorKind::UnexpectedReply)
+        } else {
+            continue;
+        };
+        tally.record(node, "", vote);
+    }
+    tally
+}
+
+/// Adds `item` to a sorted multiset (messages in flight: their order does
+/// not matter, so one sorted list stands for every order).
+pub(crate) fn insert_sorted<T: Ord>(set: &mut Vec<T>, item: T) {
+    let at = set.partition_point(|x| *x <= item);
+    set.insert(at, item);
+}
+
+/// Takes one copy of `item` out of a multiset.
+pub(crate) fn take_one<T: PartialEq>(set: &mut Vec<T>, item: &T) -> Option<T> {
+    let at = set.iter().position(|x| x == item)?;
+    Some(set.remove(at))
+}
+
+/// The node set `old` with node `i` renamed `nodes[i]`.
+pub(crate) fn renamed_set(old: NodeSet, nodes: &[usize]) -> NodeSet {
+    (0..nodes.len())
+        .filter(|i| old & node_bit(*i) != 0)
+        .fold(0, |acc, i| acc | node_bit(nodes[i]))
+}
+
+/// The least of `s` renamed (by `renamed`) with every ordering of its
+/// `nodes` and each of `client_orders`: one representative per class of
+/// states that differ only in the names of alike nodes and clients.
+pub(crate) fn least_renaming<S: Ord + Clone>(
+    s: &S,
+    nodes: usize,
+    client_orders: &[Vec<usize>],
+    renamed: fn(&S, &[usize], &[usize]) -> S,
+) -> S {
+    let mut best: Option<S> = None;
+    for node_order in permutations(nodes) {
+        for clients in client_orders {
+            let r = renamed(s, &node_order, clients);
+            if best.as_ref().is_none_or(|b| r < *b) {
+                best = Some(r);
+            }
+        }
+    }
+    best.unwrap_or_else(|| s.clone())
 }

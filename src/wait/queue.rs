@@ -5,7 +5,7 @@
 //! by this client.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -125,6 +125,12 @@ pub(crate) struct Queues {
     contended: Mutex<HashMap<String, Instant>>,
     /// Numbers waiters.
     next: AtomicU64,
+    /// Callers in some line: zero lets a release skip the lookup (the free
+    /// path pays nothing for waiting it does not use).
+    in_line: AtomicUsize,
+    /// Marks ever set (they are pruned lazily): zero lets a release skip
+    /// the lookup.
+    marks: AtomicUsize,
 }
 
 /// Locks a std mutex, also after a panic elsewhere (every critical section
@@ -137,6 +143,7 @@ impl Queues {
     /// Joins the line for `key`, at the back.
     pub(crate) fn join(&self, key: &str) -> Place<'_> {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
+        self.in_line.fetch_add(1, Ordering::AcqRel);
         let wake = Arc::new(Notify::new());
         let mut lines = lock(&self.lines);
         let line = Arc::clone(lines.entry(key.to_owned()).or_default());
@@ -178,6 +185,9 @@ impl Queues {
     /// This client is releasing `key`: its front waiter may go now (its
     /// next request to every node is queued behind the release).
     pub(crate) fn released(&self, key: &str) {
+        if self.in_line.load(Ordering::Acquire) == 0 {
+            return;
+        }
         if let Some(line) = lock(&self.lines).get(key) {
             line.signal.poke();
         }
@@ -191,10 +201,14 @@ impl Queues {
             marks.retain(|_, until| *until > now);
         }
         marks.insert(key.to_owned(), now + CONTENDED_FOR);
+        self.marks.store(marks.len(), Ordering::Release);
     }
 
     /// Whether a recent release of `key` found others waiting.
     pub(crate) fn is_contended(&self, key: &str) -> bool {
+        if self.marks.load(Ordering::Acquire) == 0 {
+            return false;
+        }
         lock(&self.contended)
             .get(key)
             .is_some_and(|until| Instant::now() < *until)
@@ -250,6 +264,7 @@ impl Place<'_> {
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
+        self.queues.in_line.fetch_sub(1, Ordering::AcqRel);
         let mut lines = lock(&self.queues.lines);
         let mut waiters = lock(&self.line.waiters);
         let was_front = waiters.front().map(|(n, _)| *n) == Some(self.number);
