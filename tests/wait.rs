@@ -76,6 +76,15 @@ fn note_when_held(
     })
 }
 
+/// The lock `task` got, after checking it got it less than `bound` after
+/// `since` (the release, or the expiry, that freed it).
+async fn got_it_soon(task: JoinHandle<(Instant, Lock)>, since: Instant, bound: Duration) -> Lock {
+    let (at, lock) = task.await.expect("waiter");
+    let after = at.saturating_duration_since(since);
+    assert!(after < bound, "got the lock {after:?} after the release");
+    lock
+}
+
 /// Waits until a waiter is registered for `resource` on a quorum of nodes.
 async fn registered(c: &Cluster, resource: &str) {
     assert!(
@@ -95,12 +104,7 @@ async fn wait_woken_by_another_clients_release() {
     registered(&c, "wait_release").await;
     held.release().await.unwrap();
     let released = Instant::now();
-    let (at, lock) = task.await.unwrap();
-    let after = at.saturating_duration_since(released);
-    assert!(
-        after < ms(1_000),
-        "got the lock {after:?} after the release"
-    );
+    let lock = got_it_soon(task, released, ms(1_000)).await;
     lock.release().await.unwrap();
 }
 
@@ -119,12 +123,7 @@ async fn wait_woken_by_a_foreign_clients_release() {
         assert_eq!(n.compare_and_delete("wait_foreign", "go-client-value"), 1);
     }
     let released = Instant::now();
-    let (at, lock) = task.await.unwrap();
-    let after = at.saturating_duration_since(released);
-    assert!(
-        after < ms(1_000),
-        "got the lock {after:?} after the release"
-    );
+    let lock = got_it_soon(task, released, ms(1_000)).await;
     lock.release().await.unwrap();
 }
 
@@ -178,12 +177,7 @@ async fn wait_survives_a_killed_notification_connection() {
     assert!(killed >= 3, "killed {killed} notification connections");
     held.release().await.unwrap();
     let released = Instant::now();
-    let (at, lock) = task.await.unwrap();
-    let after = at.saturating_duration_since(released);
-    assert!(
-        after < cap + ms(1_000),
-        "got the lock {after:?} after the release"
-    );
+    let lock = got_it_soon(task, released, cap + ms(1_000)).await;
     lock.release().await.unwrap();
     // Notifications work again: the waiter reconnects them by itself, and
     // a release wakes it well within the cap.
@@ -196,12 +190,7 @@ async fn wait_survives_a_killed_notification_connection() {
     );
     held.release().await.unwrap();
     let released = Instant::now();
-    let (at, lock) = task.await.unwrap();
-    let after = at.saturating_duration_since(released);
-    assert!(
-        after < ms(1_000),
-        "got the lock {after:?} after the release"
-    );
+    let lock = got_it_soon(task, released, ms(1_000)).await;
     lock.release().await.unwrap();
 }
 
@@ -239,12 +228,7 @@ async fn waiters_get_the_lock_across_a_node_restart() {
     assert!(!second.is_finished(), "both waiters hold the lock");
     first.1.release().await.unwrap();
     let handed = Instant::now();
-    let (at, lock) = second.await.unwrap();
-    let after = at.saturating_duration_since(handed);
-    assert!(
-        after < ms(1_000),
-        "got the lock {after:?} after the release"
-    );
+    let lock = got_it_soon(second, handed, ms(1_000)).await;
     lock.release().await.unwrap();
 }
 
