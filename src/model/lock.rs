@@ -7,13 +7,15 @@
 //! count votes in a real [`Tally`], and hold the lock until the decision
 //! plus [`validity`]`(ttl, elapsed, drift)`, the drift being the crate's
 //! own allowance ([`Config::drift`]); a failed attempt releases on every
-//! node that did not refuse; a holder releases with compare-and-delete.
+//! node that did not refuse; a holder extends with compare-and-pexpire and
+//! releases with compare-and-delete.
 //! Messages are delayed and reordered (delivered in any order), lost, or
 //! their answer lost; clients stop waiting for slow nodes; nodes crash,
 //! with or without persistence, and restart at once or after a delay.
 //!
 //! Properties: no two clients hold a valid lock at the same real instant;
-//! a release never deletes another holder's key.
+//! a release or an extension (failed or not) never deletes another holder's
+//! key.
 
 use std::time::Duration;
 
@@ -21,7 +23,7 @@ use stateright::{Model, Property};
 
 use crate::config::Config;
 use crate::error::NodeErrorKind;
-use crate::model::lock_state::{Action, Msg, Node, Phase, State};
+use crate::model::lock_state::{Action, Kind, Msg, Node, Phase, State};
 use crate::model::{insert_sorted, take_one, tally_of};
 use crate::quorum::tally::{node_bit, quorum, NodeSet, Vote};
 use crate::redlock::validity;
@@ -59,6 +61,11 @@ pub(crate) struct LockModel {
     pub(crate) quorum: fn(usize) -> usize,
     /// Whether a release compares the value before deleting (as shipped).
     pub(crate) compare_on_release: bool,
+    /// Extensions holders send.
+    pub(crate) extends: u8,
+    /// Whether an extension that finds the key not ours deletes it (the
+    /// bug of clients whose failed extend deletes the lock; not shipped).
+    pub(crate) failed_extend_deletes: bool,
 }
 
 impl LockModel {
@@ -80,6 +87,8 @@ impl LockModel {
             validity,
             quorum,
             compare_on_release: true,
+            extends: 0,
+            failed_extend_deletes: false,
         }
     }
 
@@ -114,7 +123,7 @@ impl Model for LockModel {
             nodes: vec![node; self.nodes],
             clients: vec![Phase::Idle; self.clients],
             net: Vec::new(),
-            faults: [self.drops, self.timeouts, self.crashes],
+            faults: [self.drops, self.timeouts, self.crashes, self.extends],
             foreign_delete: false,
         }]
     }
@@ -136,7 +145,12 @@ impl Model for LockModel {
                         }
                     }
                 }
-                Phase::Holding(_) => actions.push(Action::Release(c)),
+                Phase::Holding(_) => {
+                    actions.push(Action::Release(c));
+                    if s.faults[3] > 0 {
+                        actions.push(Action::Extend(c));
+                    }
+                }
                 _ => {}
             }
         }
@@ -185,7 +199,7 @@ impl Model for LockModel {
                     no: 0,
                     failed: 0,
                 };
-                send(&mut s.net, c, self.all(), true);
+                send(&mut s.net, c, self.all(), Kind::Set);
             }
             Action::Deliver(m) if !s.nodes[m.node as usize].up => {
                 take_one(&mut s.net, &m)?;
@@ -193,7 +207,7 @@ impl Model for LockModel {
             Action::Deliver(m) => {
                 take_one(&mut s.net, &m)?;
                 let set = self.apply(&mut s, &m);
-                if !m.release {
+                if m.kind == Kind::Set {
                     let vote = if set { Vote::Yes } else { Vote::No };
                     self.vote(&mut s, m.client, m.node, vote);
                 }
@@ -206,9 +220,13 @@ impl Model for LockModel {
                 s.faults[1] -= 1;
                 self.vote(&mut s, c, n, Vote::Failed(NodeErrorKind::UnexpectedReply));
             }
+            Action::Extend(c) => {
+                s.faults[3] -= 1;
+                send(&mut s.net, c, self.all(), Kind::Extend);
+            }
             Action::Release(c) => {
                 s.clients[c as usize] = Phase::Done;
-                send(&mut s.net, c, self.all(), false);
+                send(&mut s.net, c, self.all(), Kind::Release);
             }
             Action::Crash(n) => {
                 s.faults[2] -= 1;
@@ -241,7 +259,7 @@ impl Model for LockModel {
                 },
             ),
             Property::always(
-                "a release never deletes another holder's key",
+                "a release or an extension never deletes another holder's key",
                 |_, s: &State| !s.foreign_delete,
             ),
             Property::sometimes("both clients held the lock", |_, s: &State| {
@@ -265,23 +283,31 @@ impl LockModel {
         let now = s.now;
         let node = &mut s.nodes[m.node as usize];
         let live = node.key.filter(|(_, expires)| now < *expires);
-        if !m.release {
-            if live.is_some() {
-                return false;
+        let ours = live.is_some_and(|(holder, _)| holder == m.client);
+        let foreign = live.is_some() && !ours;
+        match m.kind {
+            Kind::Set if live.is_some() => false,
+            Kind::Set => {
+                node.key = Some((m.client, now + self.real_ttl()));
+                true
             }
-            node.key = Some((m.client, now + self.real_ttl()));
-            return true;
-        }
-        match live {
-            Some((holder, _)) if holder == m.client => node.key = None,
-            Some(_) if !self.compare_on_release => {
+            Kind::Extend if ours => {
+                node.key = Some((m.client, now + self.real_ttl()));
+                false
+            }
+            Kind::Extend if self.failed_extend_deletes => {
                 node.key = None;
-                s.foreign_delete = true;
+                s.foreign_delete |= foreign;
+                false
             }
-            Some(_) => {}
-            None => node.key = None,
+            Kind::Extend => false,
+            Kind::Release if ours || (foreign && !self.compare_on_release) => {
+                node.key = None;
+                s.foreign_delete |= foreign;
+                false
+            }
+            Kind::Release => false,
         }
-        false
     }
 
     /// Client `c` counts node `n`'s vote and acts once the round decided.
@@ -325,20 +351,20 @@ impl LockModel {
             _ => {
                 let undo = self.all() & !tally.no;
                 s.clients[c as usize] = Phase::Done;
-                send(&mut s.net, c, undo, false);
+                send(&mut s.net, c, undo, Kind::Release);
             }
         }
     }
 }
 
-/// Sends client `c`'s message (`SET NX` or release) to the nodes in `to`.
-fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, set: bool) {
+/// Sends client `c`'s message of `kind` to the nodes in `to`.
+fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
     for n in 0..64u8 {
         if to & node_bit(n.into()) != 0 {
             let m = Msg {
                 client: c,
                 node: n,
-                release: !set,
+                kind,
             };
             insert_sorted(net, m);
         }
@@ -370,6 +396,33 @@ mod tests {
     }
 
     const EXCLUSION: &str = "no two clients hold a valid lock at once";
+    const RELEASE_RULE: &str = "a release or an extension never deletes another holder's key";
+
+    #[test]
+    fn model_lock_safe_with_an_extension_in_flight() {
+        let m = LockModel {
+            extends: 1,
+            ..LockModel::shipped()
+        };
+        safe(
+            "lock: an extension in flight, a slow node, clocks 10 % fast",
+            m,
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_a_foreign_delete_when_a_failed_extend_deletes() {
+        let m = LockModel {
+            extends: 1,
+            failed_extend_deletes: true,
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: a failed extension deletes",
+            m,
+            RELEASE_RULE,
+        );
+    }
 
     #[test]
     fn model_lock_safe_with_loss_slow_nodes_and_fast_clocks() {
@@ -450,10 +503,6 @@ mod tests {
             compare_on_release: false,
             ..LockModel::shipped()
         };
-        unsafe_(
-            "lock, weakened: release without compare",
-            m,
-            "a release never deletes another holder's key",
-        );
+        unsafe_("lock, weakened: release without compare", m, RELEASE_RULE);
     }
 }

@@ -38,16 +38,28 @@ pub(crate) enum Phase {
     Done,
 }
 
+/// What a client asks a node.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// `SET NX` with the TTL.
+    Set,
+    /// Compare-and-pexpire: reset the TTL if the key is still ours.
+    Extend,
+    /// Compare-and-delete.
+    Release,
+}
+
 /// A message in flight from a client to a node. Sorted so that a client's
-/// `SET` to a node comes before its release there (the order sent).
+/// messages to a node come in the order they are sent (`SET`, then an
+/// extension, then the release).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Msg {
     /// Sender.
     pub(crate) client: u8,
     /// Receiver.
     pub(crate) node: u8,
-    /// A release (else `SET NX`).
-    pub(crate) release: bool,
+    /// What it asks.
+    pub(crate) kind: Kind,
 }
 
 /// The whole system.
@@ -61,9 +73,9 @@ pub(crate) struct State {
     pub(crate) clients: Vec<Phase>,
     /// Messages in flight, sorted.
     pub(crate) net: Vec<Msg>,
-    /// Faults left: drops, timeouts, crashes.
-    pub(crate) faults: [u8; 3],
-    /// A release deleted a key another client held.
+    /// Faults left: drops, timeouts, crashes; extensions left.
+    pub(crate) faults: [u8; 4],
+    /// A release or an extension deleted a key another client held.
     pub(crate) foreign_delete: bool,
 }
 
@@ -80,6 +92,9 @@ pub(crate) enum Action {
     Drop(Msg),
     /// A client stops waiting for a node.
     Timeout(u8, u8),
+    /// A holder extends (its own validity it leaves as it was: an
+    /// extension only makes keys live longer).
+    Extend(u8),
     /// A holder releases.
     Release(u8),
     /// A node crashes.
@@ -126,7 +141,7 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
         .map(|m| Msg {
             client: clients[m.client as usize] as u8,
             node: nodes[m.node as usize] as u8,
-            release: m.release,
+            kind: m.kind,
         })
         .collect();
     r.net.sort();
