@@ -101,22 +101,24 @@ impl RedlockBuilder {
         self
     }
 
-    /// Retries after the first attempt in [`Redlock::lock`]. Defaults to
-    /// [`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).
+    /// How long [`Redlock::lock`] waits, in retries of the average pause:
+    /// `retries × (retry_delay + retry_jitter / 2)`; zero means one attempt.
+    /// Defaults to [`DEFAULT_RETRY_COUNT`](crate::DEFAULT_RETRY_COUNT).
     pub fn retry_count(mut self, retries: u32) -> Self {
         self.config.retry_count = retries;
         self
     }
 
-    /// Fixed pause between attempts; zero is allowed. Defaults to
-    /// [`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY).
+    /// Fixed pause after an attempt that failed for want of nodes; zero is
+    /// allowed. Defaults to [`DEFAULT_RETRY_DELAY`](crate::DEFAULT_RETRY_DELAY).
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.config.retry_delay = delay;
         self
     }
 
-    /// Random extra pause (uniform in `0..=jitter`) between attempts; zero is
-    /// allowed. Defaults to [`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER).
+    /// Random extra pause (uniform in `0..=jitter`) after such an attempt;
+    /// zero is allowed. Defaults to
+    /// [`DEFAULT_RETRY_JITTER`](crate::DEFAULT_RETRY_JITTER).
     pub fn retry_jitter(mut self, jitter: Duration) -> Self {
         self.config.retry_jitter = jitter;
         self

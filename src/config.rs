@@ -11,19 +11,20 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// Retries after the first attempt in
-/// [`Redlock::lock`](crate::Redlock::lock). With the default delay
-/// and jitter (50 ms + up to 100 ms) this waits about 2 s in total for a
-/// contended resource before giving up, in line with redsync and node-redlock.
+/// How long [`Redlock::lock`](crate::Redlock::lock) waits, in retries of the
+/// average pause: `retry_count × (retry_delay + retry_jitter / 2)`, about 2 s
+/// with the defaults, in line with redsync and node-redlock (how often it
+/// actually tries depends on what it hears from the nodes). Zero means one
+/// attempt.
 pub const DEFAULT_RETRY_COUNT: u32 = 20;
 
-/// Fixed part of the pause between attempts. Long enough that a holder's
-/// release usually lands first, short enough not to idle.
+/// Fixed part of the pause after an attempt that failed for want of nodes
+/// (nothing then says when to try again). Long enough for a restarting node
+/// to come back, short enough not to idle.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 
-/// Random extra pause (uniform in `0..=jitter`) between attempts, so that
-/// contenders that failed together do not retry together (the algorithm's
-/// "random delay" that breaks split votes).
+/// Random extra pause (uniform in `0..=jitter`) after such an attempt, so
+/// that contenders that failed together do not retry together.
 pub const DEFAULT_RETRY_JITTER: Duration = Duration::from_millis(100);
 
 /// Clock drift allowance as a fraction of the TTL (plus 2 ms), from the Redlock
@@ -78,7 +79,7 @@ pub type ValueFn = Arc<dyn Fn() -> String + Send + Sync>;
 pub(crate) struct Config {
     /// Prepended to every resource to form the Redis key.
     pub(crate) key_prefix: String,
-    /// Retries after the first attempt in `lock()`.
+    /// How long `lock()` waits, in average retry pauses.
     pub(crate) retry_count: u32,
     /// Fixed pause between attempts.
     pub(crate) retry_delay: Duration,
