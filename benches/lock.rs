@@ -444,18 +444,16 @@ fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], 
         on.pct(0.99).as_secs_f64() / fair.as_secs_f64(),
         on.pct(1.0).as_secs_f64() / fair.as_secs_f64()
     );
-    println!(
-        "  (d) lock taken after another client's release: p50 {:.2} ms, max {:.2} ms ({} of {}; target <= 30 ms)",
-        handover.pct(0.5).as_secs_f64() * 1e3,
-        handover.pct(1.0).as_secs_f64() * 1e3,
-        handover.ok,
-        handover.ok + handover.failed
-    );
-    println!(
-        "  (d) lock taken after a crashed holder's TTL ran out: p50 {:.2} ms, max {:.2} ms ({} of {}; target <= 30 ms)",
-        expiry.pct(0.5).as_secs_f64() * 1e3,
-        expiry.pct(1.0).as_secs_f64() * 1e3,
-        expiry.ok,
-        expiry.ok + expiry.failed
-    );
+    for (after, s) in [
+        ("another client's release", &mut handover),
+        ("a crashed holder's TTL ran out", &mut expiry),
+    ] {
+        println!(
+            "  (d) lock taken after {after}: p50 {:.2} ms, max {:.2} ms ({} of {}; target <= 30 ms)",
+            s.pct(0.5).as_secs_f64() * 1e3,
+            s.pct(1.0).as_secs_f64() * 1e3,
+            s.ok,
+            s.ok + s.failed
+        );
+    }
 }

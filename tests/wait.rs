@@ -85,6 +85,26 @@ async fn got_it_soon(task: JoinHandle<(Instant, Lock)>, since: Instant, bound: D
     lock
 }
 
+/// A releases `held` and asks for `resource` again at once; B (`waiter`,
+/// from [`note_when_held`]) waited longer and must get it first.
+async fn release_and_ask_again(
+    a: &Redlock,
+    held: Lock,
+    resource: &'static str,
+    order: &Arc<Mutex<Vec<&'static str>>>,
+    waiter: JoinHandle<()>,
+) {
+    held.release().await.unwrap();
+    let again = a
+        .lock_timeout(resource, ms(10_000), ms(9_000))
+        .await
+        .unwrap();
+    order.lock().unwrap().push("a");
+    again.release().await.unwrap();
+    waiter.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["b", "a"]);
+}
+
 /// Waits until a waiter is registered for `resource` on a quorum of nodes.
 async fn registered(c: &Cluster, resource: &str) {
     assert!(
@@ -274,16 +294,7 @@ async fn the_releasing_holder_does_not_overtake_a_waiter() {
     let held = a.try_lock("wait_fair", ms(10_000)).await.unwrap();
     let waiter = note_when_held(b, "wait_fair", &order);
     registered(&c, "wait_fair").await;
-    // A releases and asks again at once.
-    held.release().await.unwrap();
-    let again = a
-        .lock_timeout("wait_fair", ms(10_000), ms(9_000))
-        .await
-        .unwrap();
-    order.lock().unwrap().push("a");
-    again.release().await.unwrap();
-    waiter.await.unwrap();
-    assert_eq!(*order.lock().unwrap(), ["b", "a"]);
+    release_and_ask_again(&a, held, "wait_fair", &order, waiter).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,15 +319,7 @@ async fn a_holder_that_waited_does_not_overtake_the_next_waiter() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let waiter = note_when_held(b, "wait_fair_default", &order);
     registered(&c, "wait_fair_default").await;
-    a_holds.release().await.unwrap();
-    let again = a
-        .lock_timeout("wait_fair_default", ms(10_000), ms(9_000))
-        .await
-        .unwrap();
-    order.lock().unwrap().push("a");
-    again.release().await.unwrap();
-    waiter.await.unwrap();
-    assert_eq!(*order.lock().unwrap(), ["b", "a"]);
+    release_and_ask_again(&a, a_holds, "wait_fair_default", &order, waiter).await;
 }
 
 #[tokio::test]
