@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, instrument, warn};
 
 use crate::attempt::{Ask, Failed, Waiter};
+use crate::config::deadline_in;
 use crate::counter::{self, Record};
 use crate::error::{Error, Result};
 use crate::guard::{Lock, LockHandle};
@@ -112,7 +113,7 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let until = Instant::now() + self.config().lock_patience();
+        let until = deadline_in(self.config().lock_patience());
         let patience = Patience {
             until,
             timeout: false,
@@ -145,7 +146,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock> {
-        let until = Instant::now() + wait;
+        let until = deadline_in(wait);
         let patience = Patience {
             until,
             timeout: true,
@@ -155,17 +156,32 @@ impl Redlock {
 
     /// Takes the lock (as [`Redlock::lock`]) and mints a fencing token for it:
     /// a number strictly greater than every token handed to earlier holders
-    /// of this resource, from the quorum counter (`fence:<resource>`), even
-    /// if an earlier holder's lock expired without release.
+    /// of this resource, from the quorum counter, even if an earlier
+    /// holder's lock expired without release.
     ///
     /// Give the token to the storage you write to and have it reject writes
     /// carrying a smaller token than it has seen: that stops a holder that
     /// paused past its lock's validity from doing damage.
     ///
+    /// Tokens follow the order in which holders took the lock: a lock is
+    /// returned only if it was still valid when its token's compare-and-set
+    /// reached a quorum (every later holder takes the lock after that, and
+    /// mints a larger token). A lock that expired while its token was minted
+    /// (a slow link) is released and the attempt counts as failed; it is
+    /// tried again within the same patience as [`Redlock::lock`].
+    ///
+    /// What it costs: the counter is one small record per resource on every
+    /// node, kept forever (it must never go back). Fencing per entity
+    /// (`invoice-7`, `invoice-8`, ...) grows memory with the entities; name
+    /// one counter for all resources with
+    /// [`RedlockBuilder::fencing_counter`](crate::RedlockBuilder::fencing_counter)
+    /// to keep it at one record (tokens then increase across all resources).
+    ///
     /// # Errors
     ///
-    /// As [`Redlock::lock`]; if the token cannot be minted (no quorum) the
-    /// lock is released and that error returned.
+    /// As [`Redlock::lock`]; [`Error::Expired`] when every lock taken within
+    /// the patience expired before its token was minted; if the token cannot
+    /// be minted (no quorum) the lock is released and that error returned.
     ///
     /// # Examples
     ///
@@ -179,8 +195,40 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let lock = self.lock(resource, ttl).await?;
-        let key = self.key_for(&format!("fence:{resource}"));
+        let patience = Patience {
+            until: deadline_in(self.config().lock_patience()),
+            timeout: false,
+        };
+        loop {
+            let lock = self.acquire(resource, ttl, patience).await?;
+            let minted = self.mint(resource).await;
+            // Valid now means valid when the compare-and-set was decided,
+            // which was earlier.
+            let error = match minted {
+                Ok(token) if lock.is_valid() => return Ok(lock.with_fencing_token(token)),
+                Ok(token) => {
+                    debug!(
+                        token,
+                        "lock expired while its fencing token was minted; retrying"
+                    );
+                    Error::Expired {
+                        resource: resource.to_owned(),
+                    }
+                }
+                Err(e) => e,
+            };
+            if let Err(release) = lock.release().await {
+                debug!(error = %release, "release after a fencing token that cannot be used");
+            }
+            if !error.is_expired() || Instant::now() >= patience.until {
+                return Err(error);
+            }
+        }
+    }
+
+    /// Mints the next fencing token for `resource` from the quorum counter.
+    async fn mint(&self, resource: &str) -> Result<u64> {
+        let key = self.fence_key(resource);
         let mut next = |e: &Record| -> Result<Record> {
             let n =
                 e.n.checked_add(1)
@@ -190,15 +238,8 @@ impl Redlock {
                 n,
             })
         };
-        match counter::allocate(self.nodes(), resource, &key, None, &mut next).await {
-            Ok((_, new)) => Ok(lock.with_fencing_token(new.n)),
-            Err(e) => {
-                if let Err(release) = lock.release().await {
-                    debug!(error = %release, "release after failed fencing token");
-                }
-                Err(e)
-            }
-        }
+        let (_, new) = counter::allocate(self.nodes(), resource, &key, None, &mut next).await?;
+        Ok(new.n)
     }
 
     /// Runs `f` while holding the lock, extending it in the background. `f`
@@ -311,7 +352,7 @@ impl Redlock {
                 // Nodes failing, or a round too slow to leave validity:
                 // nothing says when to try again, so pause with jitter.
                 let pause = self.retry_pause();
-                if Instant::now() + pause >= patience.until {
+                if deadline_in(pause) >= patience.until {
                     return Err(give_up(error));
                 }
                 if pause.is_zero() {
@@ -329,6 +370,7 @@ impl Redlock {
         use rand::Rng;
         let c = self.config();
         let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
-        c.retry_delay + Duration::from_nanos(rand::rng().random_range(0..=jitter))
+        c.retry_delay
+            .saturating_add(Duration::from_nanos(rand::rng().random_range(0..=jitter)))
     }
 }

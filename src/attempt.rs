@@ -135,7 +135,12 @@ impl Redlock {
             }
             Some(won)
         };
-        let (tally, stragglers) = self.nodes().vote_round(&req, "set", classify).await;
+        // Counted until the outcome is explained, not only decided: a lost
+        // attempt must tell contention from an outage.
+        let (tally, stragglers) = self
+            .nodes()
+            .vote_until(&req, "set", classify, |t, _| t.explained())
+            .await;
         let valid_until = valid_until(start, Instant::now(), ttl, self.config().drift(ttl));
         cleanup.armed = false;
         drop(cleanup);

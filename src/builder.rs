@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, DEFAULT_NODE_TIMEOUT};
+use crate::config::{Config, DEFAULT_NODE_TIMEOUT, MAX_TTL};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::quorum::tally::MAX_NODES;
@@ -172,6 +172,19 @@ impl RedlockBuilder {
         self
     }
 
+    /// Mints every fencing token ([`Redlock::lock_fenced`]) from one counter
+    /// named `name`, shared by all resources, instead of one counter per
+    /// resource. Tokens then increase across all resources (still strictly
+    /// above every earlier holder's of each one), and the nodes keep one
+    /// record instead of one per resource ever fenced: choose it when you
+    /// fence per entity (`invoice-7`, `invoice-8`, ...). Every client that
+    /// fences the same resources must use the same setting. Defaults to one
+    /// counter per resource.
+    pub fn fencing_counter(mut self, name: impl Into<String>) -> Self {
+        self.config.fencing_counter = Some(name.into());
+        self
+    }
+
     /// Replaces the random lock-value generator (the value must be unique per
     /// attempt and hard to guess; this hook is for tests). Defaults to 128
     /// random bits in hex.
@@ -208,13 +221,20 @@ impl RedlockBuilder {
                 c.auto_extend_fraction
             )));
         }
-        if c.wait_cap.is_zero() {
-            return Err(Error::InvalidConfig("wait cap must be above zero".into()));
-        }
-        if self.node_timeout.is_zero() {
-            return Err(Error::InvalidConfig(
-                "node timeout must be above zero".into(),
-            ));
+        // Both are added up into a waiter's lease and into deadlines: above
+        // the longest TTL they would make no sense and could overflow.
+        for (what, d) in [
+            ("wait cap", c.wait_cap),
+            ("node timeout", self.node_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(Error::InvalidConfig(format!("{what} must be above zero")));
+            }
+            if d > MAX_TTL {
+                return Err(Error::InvalidConfig(format!(
+                    "{what} {d:?} exceeds the maximum {MAX_TTL:?} (the longest TTL)"
+                )));
+            }
         }
         let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
         for url in &self.urls {
@@ -296,13 +316,15 @@ fn open_client(url: &str) -> Result<redis::Client> {
     })
 }
 
-/// Removes the userinfo part (`user:password@`) of a URL for messages.
+/// Removes the userinfo part (`user:password@`) of a URL for messages,
+/// also when the scheme is missing (`:password@host:port`).
 pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
+    let Some(at) = url.rfind('@') else {
+        return url.to_owned();
+    };
+    match url.find("://") {
+        Some(scheme) if scheme < at => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        _ => format!("***@{}", &url[at + 1..]),
     }
 }
 
@@ -314,5 +336,7 @@ mod tests {
     fn redacts_passwords() {
         assert_eq!(redact("redis://:s3cret@h:1/0"), "redis://***@h:1/0");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
+        assert_eq!(redact(":s3cretpw@127.0.0.1:7605"), "***@127.0.0.1:7605");
+        assert_eq!(redact("user:pw@h:1"), "***@h:1");
     }
 }

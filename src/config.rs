@@ -69,6 +69,15 @@ pub const DEFAULT_STRICT_FIFO: bool = false;
 /// from overflow, and no lock should outlive its holder by that much.
 pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 
+/// The instant `wait` from now, or one so far away that it stands for
+/// "forever" when `wait` is too long to add (`Duration::MAX`).
+pub(crate) fn deadline_in(wait: Duration) -> tokio::time::Instant {
+    /// About thirty years: no wait is longer, and the timer takes it.
+    const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    let now = tokio::time::Instant::now();
+    now.checked_add(wait.min(FOREVER)).unwrap_or(now)
+}
+
 /// A hook that makes lock values (tests pin them; the default draws 128 random
 /// bits).
 pub type ValueFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -97,6 +106,8 @@ pub(crate) struct Config {
     pub(crate) notifications: bool,
     /// Whether every release asks whether others wait.
     pub(crate) strict_fifo: bool,
+    /// One fencing counter for every resource, instead of one per resource.
+    pub(crate) fencing_counter: Option<String>,
 }
 
 impl fmt::Debug for Config {
@@ -112,6 +123,7 @@ impl fmt::Debug for Config {
             .field("wait_cap", &self.wait_cap)
             .field("notifications", &self.notifications)
             .field("strict_fifo", &self.strict_fifo)
+            .field("fencing_counter", &self.fencing_counter)
             .finish()
     }
 }
@@ -129,6 +141,7 @@ impl Default for Config {
             wait_cap: DEFAULT_WAIT_CAP,
             notifications: DEFAULT_NOTIFICATIONS,
             strict_fifo: DEFAULT_STRICT_FIFO,
+            fencing_counter: None,
         }
     }
 }
@@ -138,7 +151,9 @@ impl Config {
     /// retry pause (`retry_delay + retry_jitter / 2`), about 2 s with the
     /// defaults; zero with no retries.
     pub(crate) fn lock_patience(&self) -> Duration {
-        (self.retry_delay + self.retry_jitter / 2).saturating_mul(self.retry_count)
+        self.retry_delay
+            .saturating_add(self.retry_jitter / 2)
+            .saturating_mul(self.retry_count)
     }
 
     /// The drift allowance for a TTL: `ttl * drift_factor + 2 ms`.
@@ -201,6 +216,16 @@ mod tests {
         assert_eq!(c.lock_patience(), Duration::from_secs(2));
         c.retry_count = 0;
         assert_eq!(c.lock_patience(), Duration::ZERO);
+    }
+
+    #[test]
+    fn long_waits_saturate_instead_of_panicking() {
+        let mut c = config();
+        c.retry_delay = Duration::MAX;
+        c.retry_jitter = Duration::MAX;
+        assert_eq!(c.lock_patience(), Duration::MAX);
+        let far = deadline_in(Duration::MAX);
+        assert!(far > tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600));
     }
 
     #[test]

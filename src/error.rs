@@ -271,7 +271,10 @@ fn no_quorum(
     match answered {
         0 => out.push_str("; none answered"),
         n if agreed == n => out.push_str(&format!("; {n} answered and agreed")),
-        n => out.push_str(&format!("; {n} answered, {agreed} agreed")),
+        n => out.push_str(&format!(
+            "; {n} answered: {agreed} agreed, {} refused",
+            n - agreed
+        )),
     }
     let unheard = asked.saturating_sub(answered + failures.len());
     if unheard > 0 {

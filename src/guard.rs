@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::Value;
@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::{debug, error, instrument, warn};
 
 use crate::error::{Error, Result};
+use crate::extensions::Extensions;
 use crate::node::request::Request;
 use crate::quorum::background::Background;
 use crate::redlock::{int_vote, valid_until, Redlock};
@@ -54,6 +55,9 @@ struct Shared {
     state: watch::Sender<State>,
     /// Set once an auto-extend task was started, so there is only one.
     watchdog: AtomicBool,
+    /// Extensions sent and not yet overtaken by a confirmed later one: what
+    /// bounds the validity (see `extensions.rs`).
+    extensions: Mutex<Extensions>,
 }
 
 /// A held distributed lock.
@@ -121,6 +125,7 @@ impl Lock {
                 contended,
                 state,
                 watchdog: AtomicBool::new(false),
+                extensions: Mutex::default(),
             }),
             runtime: tokio::runtime::Handle::current(),
             armed: true,
@@ -175,7 +180,18 @@ impl Lock {
     /// Refuses locally, with no network traffic, if the lock already expired.
     /// Succeeds only if a quorum extended it *and* the extension completed
     /// within the current validity; the new validity is measured from the
-    /// extension's own start. A failed extension deletes nothing.
+    /// extension's own start.
+    ///
+    /// What a failed extension means: it deletes nothing, but it may still
+    /// have been applied on some nodes (a slow node applies it after we
+    /// stopped waiting). So before it is sent, the validity is lowered to
+    /// what the extension would leave (`ttl` from its start, less the drift
+    /// allowance) if that is shorter, and only a confirmed extension raises
+    /// it. An `extend` with a shorter TTL than the lock has left therefore
+    /// shortens the lock, whether it succeeds or fails. Several extensions
+    /// of one lock in flight at once count in the order they were sent, as
+    /// the nodes apply them: the validity never exceeds what the last one
+    /// sent would leave.
     ///
     /// # Errors
     ///
@@ -345,31 +361,43 @@ impl Shared {
         self.state.send_modify(|s| s.lost = true);
     }
 
-    /// See [`Lock::extend`].
+    /// See [`Lock::extend`] (and `extensions.rs` for the validity rule).
     #[instrument(skip_all, fields(resource = %self.resource))]
     async fn extend(&self, ttl: Duration) -> Result<()> {
         let redlock = &self.redlock;
         let ttl_ms = redlock.check_resource(&self.resource, ttl)?;
-        let old = *self.state.borrow();
+        let drift = redlock.config().drift(ttl);
         let start = Instant::now();
-        if old.lost || start >= old.valid_until {
-            // Never extend a lock that has already expired: someone else may
-            // hold it by now, and we could not tell.
-            return Err(Error::Expired {
-                resource: self.resource.clone(),
-            });
-        }
+        let (seq, old) = {
+            let mut ext = self.extensions();
+            let old = *self.state.borrow();
+            if old.lost || start >= old.valid_until {
+                // Never extend a lock that has already expired: someone else
+                // may hold it by now, and we could not tell.
+                return Err(Error::Expired {
+                    resource: self.resource.clone(),
+                });
+            }
+            // From here the extension may take effect on any node: the
+            // lock is ours at most until what it would leave.
+            let bound = start + ttl.saturating_sub(drift);
+            self.state
+                .send_modify(|s| s.valid_until = s.valid_until.min(bound));
+            (ext.send(bound), old)
+        };
         let req = Request::script(&scripts::EXTEND, |cmd| {
             cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
         });
         let (tally, stragglers) = redlock.nodes().vote_round(&req, "extend", int_vote).await;
         stragglers.finish_in_background();
         let now = Instant::now();
-        let until = valid_until(start, now, ttl, redlock.config().drift(ttl));
-        match (tally.decided(), until) {
+        match (tally.decided(), valid_until(start, now, ttl, drift)) {
             (Some(true), Some(until)) if now < old.valid_until => {
-                self.state.send_modify(|s| s.valid_until = until);
-                debug!(validity = ?(until - now), "extended");
+                let mut ext = self.extensions();
+                if let Some(until) = ext.confirm(seq, until) {
+                    self.state.send_modify(|s| s.valid_until = until);
+                }
+                debug!(validity = ?self.validity(), "extended");
                 Ok(())
             }
             (Some(true), _) => Err(Error::Expired {
@@ -377,6 +405,14 @@ impl Shared {
             }),
             _ => Err(redlock.failure_or_expired(&self.resource, tally)),
         }
+    }
+
+    /// The extension record, also after a panic elsewhere (each change to
+    /// it is made whole under the lock).
+    fn extensions(&self) -> std::sync::MutexGuard<'_, Extensions> {
+        self.extensions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// See [`Lock::is_held`].

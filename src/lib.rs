@@ -100,11 +100,15 @@
 //
 // 1 error.rs            Error, Result, per-node NodeError.
 //   scripts.rs          The Lua sources, each run atomically on one node.
+//   extensions.rs       A held lock's extensions in flight: the rule that
+//                       bounds its validity, pure.
 // 2 node/request.rs     A command, encoded once per round.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
 //   node/link.rs        The connection state machine: connects, keeps our
 //                       requests in order, batches them under load.
+//   node/slot.rs        A directly sent request's place on its connection,
+//                       given up when its reply arrives, polled or not.
 //   node/call.rs        Follows one request to its reply, for a round.
 //   node/watch.rs       A node's notification connection (client tracking):
 //                       tells waiters when a lock key changes.
@@ -142,6 +146,7 @@ mod builder;
 mod config;
 mod counter;
 mod error;
+mod extensions;
 mod guard;
 #[cfg(test)]
 mod model;

@@ -104,6 +104,13 @@ impl Redlock {
         format!("{}{}", self.inner.config.key_prefix, resource)
     }
 
+    /// The key of the fencing counter for `resource` (the shared one, if
+    /// configured).
+    pub(crate) fn fence_key(&self, resource: &str) -> String {
+        let name = self.config().fencing_counter.as_deref().unwrap_or(resource);
+        self.key_for(&format!("fence:{name}"))
+    }
+
     /// Waits until requests this client left to finish in the background
     /// (releases and extensions still on their way to slow nodes) are done;
     /// each is bounded by the node timeout. Call it before a short-lived
@@ -129,15 +136,17 @@ impl Redlock {
         self.inner.config.check_ttl(ttl)
     }
 
-    /// Maps a lost vote to the error that explains it: too many nodes failed
-    /// (or nobody refused), or the resource is held by someone else.
+    /// Maps a lost vote to the error that explains it: the resource is held
+    /// by someone else only when the refusals alone rule a quorum out;
+    /// anything else is an outage that names the failed nodes (and says how
+    /// many refused, when some did).
     pub(crate) fn failure(&self, resource: &str, tally: Tally) -> Error {
-        if tally.failures_prevent_quorum() || tally.no == 0 {
-            tally.into_no_quorum(resource)
-        } else {
+        if tally.refusals_prevent_quorum() {
             Error::Contended {
                 resource: resource.to_owned(),
             }
+        } else {
+            tally.into_no_quorum(resource)
         }
     }
 

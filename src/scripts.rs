@@ -3,69 +3,39 @@
 //! The lock scripts are the ones every Redlock client uses (redsync,
 //! node-redlock, redlock-py), so their keys interoperate with ours.
 
-use std::sync::OnceLock;
-
-/// A Lua script: its source, and its SHA-1 for `EVALSHA` (computed once).
+/// A Lua script, always sent in full (`EVAL` with its source), never as
+/// `EVALSHA`: a node with an empty script cache (first use, a restart,
+/// `SCRIPT FLUSH`) would answer `NOSCRIPT`, and the fallback `EVAL` would go
+/// out a round trip late, after whatever was sent behind it. A release then
+/// landed before the `SET` it undoes, and two extensions of one lock could
+/// land in the wrong order. The sources are a few hundred bytes; a node
+/// compiles each once and caches it.
 pub(crate) struct Lua {
-    /// The source, sent with `EVAL` when a node does not have it cached.
+    /// The source.
     pub(crate) src: &'static str,
-    /// Hex SHA-1 of `src`, what `EVALSHA` names the script by.
-    sha: OnceLock<String>,
-    /// Always sent in full with `EVAL`, never as `EVALSHA`. When a node
-    /// answers `NOSCRIPT` (first use, or after a restart emptied its script
-    /// cache), the fallback `EVAL` runs after whatever was pipelined behind
-    /// the `EVALSHA`: a script that sets the lock key must not, or the
-    /// release that undoes a failed attempt runs first and our key stays for
-    /// a whole TTL (a release overtaken that way made our own next `SET NX`
-    /// fail against our old value).
-    pub(crate) full: bool,
-    /// A cleanup (the release): sent even after the round stopped waiting
-    /// for it. Always in full.
+    /// A cleanup (a release): sent even after the round stopped waiting
+    /// for it.
     pub(crate) cleanup: bool,
 }
 
 impl Lua {
-    /// Wraps a source sent as `EVALSHA`; the hash is computed on first use.
+    /// Wraps a script.
     const fn new(src: &'static str) -> Self {
         Self {
             src,
-            sha: OnceLock::new(),
-            full: false,
-            cleanup: false,
-        }
-    }
-
-    /// Wraps a script always sent in full (see [`Lua::full`]).
-    const fn full(src: &'static str) -> Self {
-        Self {
-            src,
-            sha: OnceLock::new(),
-            full: true,
             cleanup: false,
         }
     }
 
     /// Wraps a cleanup script (see [`Lua::cleanup`]).
     const fn cleanup(src: &'static str) -> Self {
-        Self {
-            src,
-            sha: OnceLock::new(),
-            full: true,
-            cleanup: true,
-        }
-    }
-
-    /// The script's SHA-1 in hex.
-    pub(crate) fn sha(&self) -> &str {
-        self.sha
-            .get_or_init(|| redis::Script::new(self.src).get_hash().to_owned())
+        Self { src, cleanup: true }
     }
 }
 
 /// Compare-and-delete: delete the key only while it still holds our value, so
 /// we never release a lock that expired and was taken by someone else.
-/// Returns 1 if deleted, 0 otherwise. Sent in full every time: a release must
-/// reach the node before our next `SET` there (the source is 101 bytes).
+/// Returns 1 if deleted, 0 otherwise.
 pub(crate) static RELEASE: Lua = Lua::cleanup(
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("DEL", KEYS[1])
@@ -104,9 +74,8 @@ return 0"#,
 /// Both sets expire when nobody renews them, so they never outlive their
 /// waiters. Safety does not depend on any of this: the lock is still a plain
 /// `SET NX PX` on a quorum. Returns {1, 0, 0} when the lock was taken, else
-/// {0, PTTL of the lock, 1 if someone live is ahead of us}. Sent in full:
-/// it sets the lock key (see [`Lua::full`]).
-pub(crate) static QUEUED_SET: Lua = Lua::full(
+/// {0, PTTL of the lock, 1 if someone live is ahead of us}.
+pub(crate) static QUEUED_SET: Lua = Lua::new(
     r#"local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)

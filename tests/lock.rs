@@ -204,9 +204,10 @@ async fn paused_nodes_add_no_latency() {
 }
 
 /// A node whose script cache was emptied (`SCRIPT FLUSH`, or a restart
-/// without persistence of it) answers NOSCRIPT to `EVALSHA`; the script then
-/// goes out in full, also for requests that reached the node in a batch, and
-/// the extension lands on every node.
+/// without persistence of it) would answer NOSCRIPT to `EVALSHA`, and a
+/// fallback `EVAL` would land out of order; our scripts always go out in
+/// full, also in batches, so extensions land on every node, in order, and
+/// no node ever answers NOSCRIPT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_go_out_in_full_after_script_flush() {
     let c = Cluster::start(5);
@@ -238,11 +239,10 @@ async fn scripts_go_out_in_full_after_script_flush() {
         let pttl: Vec<i64> = c.nodes.iter().map(|n| n.pttl(key)).collect();
         assert!(pttl.iter().all(|&t| t > 40_000), "{key}: pttl {pttl:?}");
     }
-    assert!(
-        c.nodes[0].error_stats().contains("NOSCRIPT"),
-        "the fallback was not exercised: {}",
-        c.nodes[0].error_stats()
-    );
+    for node in &c.nodes {
+        let errors = node.error_stats();
+        assert!(!errors.contains("NOSCRIPT"), "{errors}");
+    }
     for lock in locks {
         lock.release().await.unwrap();
     }

@@ -7,15 +7,22 @@
 //! count votes in a real [`Tally`], and hold the lock until the decision
 //! plus [`validity`]`(ttl, elapsed, drift)`, the drift being the crate's
 //! own allowance ([`Config::drift`]); a failed attempt releases on every
-//! node that did not refuse; a holder extends with compare-and-pexpire and
-//! releases with compare-and-delete.
+//! node that did not refuse; a holder extends with compare-and-pexpire
+//! (with the lock's TTL or a shorter one, several in flight) and releases
+//! with compare-and-delete. The guard's validity follows the crate's rule
+//! for extensions: lowered to what an extension would leave before it is
+//! sent, raised only by a confirmed one, in dispatch order. A fenced holder
+//! mints a token from the counter (a linearizable counter here: the
+//! counter model checks the real one) and returns the lock only if it was
+//! still valid when the token came back.
 //! Messages are delayed and reordered (delivered in any order), lost, or
 //! their answer lost; clients stop waiting for slow nodes; nodes crash,
 //! with or without persistence, and restart at once or after a delay.
 //!
 //! Properties: no two clients hold a valid lock at the same real instant;
 //! a release or an extension (failed or not) never deletes another holder's
-//! key.
+//! key; among fenced locks returned to their callers, tokens increase with
+//! the order in which the locks were taken.
 
 use std::time::Duration;
 
@@ -23,10 +30,13 @@ use stateright::{Model, Property};
 
 use crate::config::Config;
 use crate::error::NodeErrorKind;
-use crate::model::lock_state::{Action, Kind, Msg, Node, Phase, State};
+use crate::model::lock_state::{Action, Ext, Hold, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::{insert_sorted, take_one, tally_of};
 use crate::quorum::tally::{node_bit, quorum, NodeSet, Vote};
 use crate::redlock::validity;
+
+/// The fencing property's name.
+const FENCING: &str = "fenced locks returned carry tokens in acquisition order";
 
 /// How a client computes validity: `(ttl, elapsed, drift)`.
 type Validity = fn(Duration, Duration, Duration) -> Option<Duration>;
@@ -66,6 +76,20 @@ pub(crate) struct LockModel {
     /// Whether an extension that finds the key not ours deletes it (the
     /// bug of clients whose failed extend deletes the lock; not shipped).
     pub(crate) failed_extend_deletes: bool,
+    /// A second, shorter TTL extensions may carry (0: only `ttl`).
+    pub(crate) short_ttl: u8,
+    /// Rule: an extension lowers the guard's validity to what it would
+    /// leave before it is sent (as shipped).
+    pub(crate) lower_before_send: bool,
+    /// Rule: a confirmed extension raises the validity only up to the
+    /// bounds of extensions sent after it, and not at all once a later one
+    /// was confirmed (as shipped). Off: the last to finish wins.
+    pub(crate) dispatch_order: bool,
+    /// Holders mint a fencing token after acquiring.
+    pub(crate) fenced: bool,
+    /// Rule: a fenced lock is returned only if still valid when its token
+    /// arrives (as shipped); otherwise it is released.
+    pub(crate) check_mint: bool,
 }
 
 impl LockModel {
@@ -89,22 +113,51 @@ impl LockModel {
             compare_on_release: true,
             extends: 0,
             failed_extend_deletes: false,
+            short_ttl: 0,
+            lower_before_send: true,
+            dispatch_order: true,
+            fenced: false,
+            check_mint: true,
         }
     }
 
-    /// The clients' drift allowance, from the crate's configuration code.
-    fn drift(&self) -> Duration {
+    /// Extensions as shipped: TTL 7 ms (a key lives 6 ms on a fast node;
+    /// validity 4 ms), extensions with the TTL or with 3 ms (a key then
+    /// lives 2 ms; it leaves no validity), two of them, 5 ms of time.
+    pub(crate) fn extending() -> Self {
+        Self {
+            ttl: 7,
+            short_ttl: 3,
+            extends: 2,
+            horizon: 5,
+            ..Self::shipped()
+        }
+    }
+
+    /// Validity left by a round of `ttl` that decided `elapsed` ms after it
+    /// started: the crate's rule, in whole ms (rounded down: the client's
+    /// view); zero when nothing is left.
+    fn left(&self, ttl: u8, elapsed: u8) -> u8 {
+        let ttl_d = Duration::from_millis(ttl.into());
+        let drift = self.drift_of(ttl);
+        (self.validity)(ttl_d, Duration::from_millis(elapsed.into()), drift)
+            .map_or(0, |v| v.as_millis().min(255) as u8)
+    }
+
+    /// The clients' drift allowance for `ttl`, from the crate's
+    /// configuration code.
+    fn drift_of(&self, ttl: u8) -> Duration {
         let config = Config {
             drift_factor: self.drift_factor,
             ..Config::default()
         };
-        config.drift(Duration::from_millis(self.ttl.into()))
+        config.drift(Duration::from_millis(ttl.into()))
     }
 
-    /// How long a key set with the TTL lasts in real time on a node whose
+    /// How long a key set with `ttl` lasts in real time on a node whose
     /// clock runs the drift fast (rounded down: the worst case).
-    fn real_ttl(&self) -> u8 {
-        (f64::from(self.ttl) / (1.0 + self.drift_factor)).floor() as u8
+    fn real_ttl(&self, ttl: u8) -> u8 {
+        (f64::from(ttl) / (1.0 + self.drift_factor)).floor() as u8
     }
 }
 
@@ -125,6 +178,8 @@ impl Model for LockModel {
             net: Vec::new(),
             faults: [self.drops, self.timeouts, self.crashes, self.extends],
             foreign_delete: false,
+            counter: 0,
+            returned: Vec::new(),
         }]
     }
 
@@ -139,18 +194,29 @@ impl Model for LockModel {
                 Phase::Trying {
                     yes, no, failed, ..
                 } if s.faults[1] > 0 => {
-                    for n in 0..self.nodes {
-                        if (yes | no | failed) & node_bit(n) == 0 {
-                            actions.push(Action::Timeout(c, n as u8));
+                    for n in self.unheard(yes | no | failed) {
+                        actions.push(Action::Timeout(c, n, None));
+                    }
+                }
+                Phase::Holding(h) => match h.mint {
+                    Mint::Asked => actions.push(Action::Mint(c)),
+                    Mint::Minted(_) => actions.push(Action::Minted(c)),
+                    Mint::None => {
+                        actions.push(Action::Release(c));
+                        // The guard refuses to extend an expired lock.
+                        if s.faults[3] > 0 && s.now < h.until {
+                            actions.push(Action::Extend(c, self.ttl));
+                            if self.short_ttl != 0 {
+                                actions.push(Action::Extend(c, self.short_ttl));
+                            }
+                        }
+                        for e in h.exts.iter().filter(|e| !e.decided && s.faults[1] > 0) {
+                            for n in self.unheard(e.yes | e.no | e.failed) {
+                                actions.push(Action::Timeout(c, n, Some(e.seq)));
+                            }
                         }
                     }
-                }
-                Phase::Holding(_) => {
-                    actions.push(Action::Release(c));
-                    if s.faults[3] > 0 {
-                        actions.push(Action::Extend(c));
-                    }
-                }
+                },
                 _ => {}
             }
         }
@@ -206,23 +272,75 @@ impl Model for LockModel {
             }
             Action::Deliver(m) => {
                 take_one(&mut s.net, &m)?;
-                let set = self.apply(&mut s, &m);
-                if m.kind == Kind::Set {
-                    let vote = if set { Vote::Yes } else { Vote::No };
-                    self.vote(&mut s, m.client, m.node, vote);
+                let done = self.apply(&mut s, &m);
+                let vote = if done { Vote::Yes } else { Vote::No };
+                match m.kind {
+                    Kind::Set => self.vote(&mut s, m.client, m.node, vote),
+                    Kind::Extend { seq, .. } => self.ext_vote(&mut s, m.client, seq, m.node, vote),
+                    Kind::Release => {}
                 }
             }
             Action::Drop(m) => {
                 take_one(&mut s.net, &m)?;
                 s.faults[0] -= 1;
             }
-            Action::Timeout(c, n) => {
+            Action::Timeout(c, n, ext) => {
                 s.faults[1] -= 1;
-                self.vote(&mut s, c, n, Vote::Failed(NodeErrorKind::UnexpectedReply));
+                let failed = Vote::Failed(NodeErrorKind::UnexpectedReply);
+                match ext {
+                    None => self.vote(&mut s, c, n, failed),
+                    Some(seq) => self.ext_vote(&mut s, c, seq, n, failed),
+                }
             }
-            Action::Extend(c) => {
+            Action::Extend(c, ttl) => {
                 s.faults[3] -= 1;
-                send(&mut s.net, c, self.all(), Kind::Extend);
+                let (now, bound) = (s.now, s.now + self.left(ttl, 0));
+                let Phase::Holding(h) = &mut s.clients[c as usize] else {
+                    return None;
+                };
+                h.sent += 1;
+                let seq = h.sent;
+                h.exts.push(Ext {
+                    seq,
+                    ttl,
+                    start: now,
+                    bound,
+                    before: h.until,
+                    yes: 0,
+                    no: 0,
+                    failed: 0,
+                    decided: false,
+                });
+                if self.lower_before_send {
+                    h.until = h.until.min(bound);
+                }
+                send(&mut s.net, c, self.all(), Kind::Extend { seq, ttl });
+            }
+            Action::Mint(c) => {
+                s.counter += 1;
+                let token = s.counter;
+                let Phase::Holding(h) = &mut s.clients[c as usize] else {
+                    return None;
+                };
+                h.mint = Mint::Minted(token);
+            }
+            Action::Minted(c) => {
+                let now = s.now;
+                let Phase::Holding(h) = &mut s.clients[c as usize] else {
+                    return None;
+                };
+                let Mint::Minted(token) = h.mint else {
+                    return None;
+                };
+                if self.check_mint && now >= h.until {
+                    // Expired while minting: released, the attempt failed.
+                    s.clients[c as usize] = Phase::Done;
+                    send(&mut s.net, c, self.all(), Kind::Release);
+                } else {
+                    h.mint = Mint::None;
+                    let acquired = h.acquired;
+                    insert_sorted(&mut s.returned, (acquired, token));
+                }
             }
             Action::Release(c) => {
                 s.clients[c as usize] = Phase::Done;
@@ -253,11 +371,15 @@ impl Model for LockModel {
                     let valid = s
                         .clients
                         .iter()
-                        .filter(|p| matches!(p, Phase::Holding(until) if s.now < *until))
+                        .filter(|p| matches!(p, Phase::Holding(h) if s.now < h.until))
                         .count();
                     valid <= 1
                 },
             ),
+            Property::always(FENCING, |_, s: &State| {
+                // Sorted by acquisition: tokens must be sorted too.
+                s.returned.windows(2).all(|w| w[0].1 < w[1].1)
+            }),
             Property::always(
                 "a release or an extension never deletes another holder's key",
                 |_, s: &State| !s.foreign_delete,
@@ -277,8 +399,8 @@ impl LockModel {
         (1 << self.nodes) - 1
     }
 
-    /// A node applies a message at the current instant; returns whether a
-    /// `SET NX` set the key.
+    /// A node applies a message at the current instant; returns whether it
+    /// did what was asked (a `SET NX` set the key, an extension extended).
     fn apply(&self, s: &mut State, m: &Msg) -> bool {
         let now = s.now;
         let node = &mut s.nodes[m.node as usize];
@@ -288,25 +410,68 @@ impl LockModel {
         match m.kind {
             Kind::Set if live.is_some() => false,
             Kind::Set => {
-                node.key = Some((m.client, now + self.real_ttl()));
+                node.key = Some((m.client, now + self.real_ttl(self.ttl)));
                 true
             }
-            Kind::Extend if ours => {
-                node.key = Some((m.client, now + self.real_ttl()));
-                false
+            Kind::Extend { ttl, .. } if ours => {
+                node.key = Some((m.client, now + self.real_ttl(ttl)));
+                true
             }
-            Kind::Extend if self.failed_extend_deletes => {
+            Kind::Extend { .. } if self.failed_extend_deletes => {
                 node.key = None;
                 s.foreign_delete |= foreign;
                 false
             }
-            Kind::Extend => false,
+            Kind::Extend { .. } => false,
             Kind::Release if ours || (foreign && !self.compare_on_release) => {
                 node.key = None;
                 s.foreign_delete |= foreign;
                 false
             }
             Kind::Release => false,
+        }
+    }
+
+    /// Nodes not in `heard`.
+    fn unheard(&self, heard: NodeSet) -> impl Iterator<Item = u8> {
+        (0..self.nodes as u8).filter(move |n| heard & node_bit((*n).into()) == 0)
+    }
+
+    /// Holder `c` counts node `n`'s vote on its extension `seq` and, once
+    /// the round decided, updates its validity by the guard's rule.
+    fn ext_vote(&self, s: &mut State, c: u8, seq: u8, n: u8, vote: Vote) {
+        let now = s.now;
+        let Phase::Holding(h) = &mut s.clients[c as usize] else {
+            return;
+        };
+        let Some(e) = h.exts.iter_mut().find(|e| e.seq == seq && !e.decided) else {
+            return;
+        };
+        let bit = node_bit(n.into());
+        if (e.yes | e.no | e.failed) & bit != 0 {
+            return;
+        }
+        match vote {
+            Vote::Yes => e.yes |= bit,
+            Vote::No => e.no |= bit,
+            Vote::Failed(_) => e.failed |= bit,
+        }
+        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), e.yes, e.no, e.failed);
+        let Some(won) = tally.decided() else { return };
+        e.decided = true;
+        let left = self.left(e.ttl, now - e.start);
+        // Confirmed: won, time left, and finished within the validity it
+        // was sent with. Otherwise the guard keeps what it has.
+        if !won || left == 0 || now >= e.before {
+            return;
+        }
+        let until = now + left;
+        if !self.dispatch_order {
+            h.until = until;
+        } else if seq > h.confirmed {
+            h.confirmed = seq;
+            h.exts.retain(|e| e.seq > seq);
+            h.until = h.exts.iter().fold(until, |u, e| u.min(e.bound));
         }
     }
 
@@ -336,23 +501,24 @@ impl LockModel {
             None => return,
             Some(won) => won,
         };
-        let elapsed = Duration::from_millis((now - *start).into());
-        let ttl = Duration::from_millis(self.ttl.into());
         let left = if won {
-            (self.validity)(ttl, elapsed, self.drift())
+            self.left(self.ttl, now - *start)
         } else {
-            None
+            0
         };
-        match left {
-            // Whole milliseconds only, rounded down: the client's view.
-            Some(v) if v.as_millis() > 0 => {
-                s.clients[c as usize] = Phase::Holding(now + v.as_millis().min(255) as u8);
-            }
-            _ => {
-                let undo = self.all() & !tally.no;
-                s.clients[c as usize] = Phase::Done;
-                send(&mut s.net, c, undo, Kind::Release);
-            }
+        if left > 0 {
+            s.clients[c as usize] = Phase::Holding(Hold {
+                until: now + left,
+                acquired: now,
+                sent: 0,
+                confirmed: 0,
+                exts: Vec::new(),
+                mint: if self.fenced { Mint::Asked } else { Mint::None },
+            });
+        } else {
+            let undo = self.all() & !tally.no;
+            s.clients[c as usize] = Phase::Done;
+            send(&mut s.net, c, undo, Kind::Release);
         }
     }
 }
@@ -495,6 +661,63 @@ mod tests {
             ..LockModel::shipped()
         };
         unsafe_("lock, weakened: quorum n/2", m, EXCLUSION);
+    }
+
+    #[test]
+    fn model_lock_safe_with_extensions_of_two_ttls_in_flight() {
+        safe(
+            "lock: two extensions in flight, TTL 7 or 3 ms, a slow node",
+            LockModel::extending(),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_an_extension_does_not_lower_validity() {
+        let m = LockModel {
+            lower_before_send: false,
+            ..LockModel::extending()
+        };
+        unsafe_(
+            "lock, weakened: a short extension leaves the validity as it was",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_extensions_count_as_they_finish() {
+        let m = LockModel {
+            dispatch_order: false,
+            ..LockModel::extending()
+        };
+        unsafe_(
+            "lock, weakened: the last extension to finish sets the validity",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_lock_fenced_tokens_follow_acquisition_order() {
+        let m = LockModel {
+            fenced: true,
+            ..LockModel::shipped()
+        };
+        safe("lock: fenced, a slow node, clocks 10 % fast", m);
+    }
+
+    #[test]
+    fn model_lock_finds_tokens_out_of_order_when_a_lock_expired_while_minting() {
+        let m = LockModel {
+            fenced: true,
+            check_mint: false,
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: a fenced lock returned however long minting took",
+            m,
+            FENCING,
+        );
     }
 
     #[test]

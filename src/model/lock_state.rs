@@ -32,10 +32,61 @@ pub(crate) enum Phase {
         /// Nodes given up on.
         failed: NodeSet,
     },
-    /// Holds the lock, valid until this real instant (exclusive).
-    Holding(u8),
+    /// Holds the lock.
+    Holding(Hold),
     /// Released, or failed.
     Done,
+}
+
+/// What a holder knows and has in flight.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Hold {
+    /// The guard's validity: valid until this real instant (exclusive).
+    pub(crate) until: u8,
+    /// When the acquisition decided (for the fencing order).
+    pub(crate) acquired: u8,
+    /// Extensions sent so far (the acquisition is number 0).
+    pub(crate) sent: u8,
+    /// The latest extension (by dispatch order) a quorum confirmed.
+    pub(crate) confirmed: u8,
+    /// Extensions sent after `confirmed`, in dispatch order.
+    pub(crate) exts: Vec<Ext>,
+    /// Where its fencing token stands.
+    pub(crate) mint: Mint,
+}
+
+/// One extension sent by a holder.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ext {
+    /// Its number, in dispatch order.
+    pub(crate) seq: u8,
+    /// Its TTL, ms.
+    pub(crate) ttl: u8,
+    /// When it was sent.
+    pub(crate) start: u8,
+    /// Valid until this instant if it takes effect (start + ttl - drift).
+    pub(crate) bound: u8,
+    /// The guard's validity when it was sent (it must finish before).
+    pub(crate) before: u8,
+    /// Nodes that extended.
+    pub(crate) yes: NodeSet,
+    /// Nodes that refused (not ours).
+    pub(crate) no: NodeSet,
+    /// Nodes given up on.
+    pub(crate) failed: NodeSet,
+    /// The outcome is known (won or lost).
+    pub(crate) decided: bool,
+}
+
+/// A fencing token's progress.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mint {
+    /// Not fenced, or the lock was returned.
+    None,
+    /// Asked the counter; its compare-and-set has not reached a quorum.
+    Asked,
+    /// The counter issued this token; the answer is on its way back.
+    Minted(u8),
 }
 
 /// What a client asks a node.
@@ -43,8 +94,15 @@ pub(crate) enum Phase {
 pub(crate) enum Kind {
     /// `SET NX` with the TTL.
     Set,
-    /// Compare-and-pexpire: reset the TTL if the key is still ours.
-    Extend,
+    /// Compare-and-pexpire to `ttl` (extension number `seq`): reset the
+    /// TTL if the key is still ours.
+    Extend {
+        /// The extension's number, so a client's extensions to a node
+        /// arrive in the order sent.
+        seq: u8,
+        /// Its TTL, ms.
+        ttl: u8,
+    },
     /// Compare-and-delete.
     Release,
 }
@@ -77,6 +135,10 @@ pub(crate) struct State {
     pub(crate) faults: [u8; 4],
     /// A release or an extension deleted a key another client held.
     pub(crate) foreign_delete: bool,
+    /// The fencing counter (linearizable: the counter model checks that).
+    pub(crate) counter: u8,
+    /// Fenced locks returned to their callers: (acquired at, token).
+    pub(crate) returned: Vec<(u8, u8)>,
 }
 
 /// What can happen next.
@@ -90,11 +152,15 @@ pub(crate) enum Action {
     Deliver(Msg),
     /// A message is lost.
     Drop(Msg),
-    /// A client stops waiting for a node.
-    Timeout(u8, u8),
-    /// A holder extends (its own validity it leaves as it was: an
-    /// extension only makes keys live longer).
-    Extend(u8),
+    /// A client stops waiting for a node (its attempt's answer, or if
+    /// `Some(seq)` its extension's).
+    Timeout(u8, u8, Option<u8>),
+    /// A holder extends with this TTL.
+    Extend(u8, u8),
+    /// The counter's compare-and-set for a client's token reaches a quorum.
+    Mint(u8),
+    /// The minted token reaches the client.
+    Minted(u8),
     /// A holder releases.
     Release(u8),
     /// A node crashes.
@@ -132,6 +198,19 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
                 no: set(*no),
                 failed: set(*failed),
             },
+            Phase::Holding(h) => Phase::Holding(Hold {
+                exts: h
+                    .exts
+                    .iter()
+                    .map(|e| Ext {
+                        yes: set(e.yes),
+                        no: set(e.no),
+                        failed: set(e.failed),
+                        ..e.clone()
+                    })
+                    .collect(),
+                ..h.clone()
+            }),
             other => other.clone(),
         };
     }

@@ -44,29 +44,34 @@ impl Call {
     pub(crate) fn poll_reply(&mut self, cx: &mut Context<'_>) -> Poll<RedisResult<Value>> {
         let result = loop {
             match &mut self.pending {
-                Pending::Sent { reply, .. } => {
-                    let result = match reply.as_mut().poll(cx) {
+                Pending::Sent { reply, slot, .. } => {
+                    // Polled through the slot, so the reply frees the
+                    // connection for others even if we are not polled.
+                    let result = match slot.poll_with(cx, |cx| reply.as_mut().poll(cx)) {
                         Poll::Ready(result) => result,
                         Poll::Pending => return Poll::Pending,
                     };
-                    let Pending::Sent {
-                        outstanding, seq, ..
-                    } = std::mem::replace(&mut self.pending, Pending::Done(None))
+                    let Pending::Sent { slot, id, seq, .. } =
+                        std::mem::replace(&mut self.pending, Pending::Done(None))
                     else {
                         unreachable!("matched above");
                     };
                     match result {
                         Err(e) if link_broken(&e) => {
                             // Move what queued behind it to the new connection
-                            // before this one's slot frees up.
-                            let resent = self.link.resend(outstanding.id, seq, &self.req);
-                            drop(outstanding);
+                            // before this one's place frees up (if it has not
+                            // already).
+                            let resent = self.link.resend(id, seq, &self.req);
+                            slot.free();
                             match resent {
                                 Some(rx) => self.pending = Pending::Queued(rx),
                                 None => break Err(e),
                             }
                         }
-                        result => break result,
+                        result => {
+                            slot.free();
+                            break result;
+                        }
                     }
                 }
                 Pending::Queued(rx) => match Pin::new(rx).poll(cx) {

@@ -10,10 +10,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
 use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting, PIPELINE_BUFFER};
-use crate::node::request::{is_noscript, Request};
-use crate::node::wire::{
-    hand_over, hand_pipeline, link_broken, send_eval, BatchFuture, SendFuture,
-};
+use crate::node::request::Request;
+use crate::node::slot::Slot;
+use crate::node::wire::{hand_over, hand_pipeline, link_broken, BatchFuture, SendFuture};
 
 /// A node's connection, opened on first use and again after it breaks.
 ///
@@ -50,8 +49,10 @@ pub(crate) enum Pending {
     Sent {
         /// The rest of the exchange.
         reply: SendFuture,
-        /// Marks the link idle when dropped.
-        outstanding: Outstanding,
+        /// Its place on the connection, given up when the reply arrives.
+        slot: Arc<Slot<Outstanding>>,
+        /// The connection it went out on.
+        id: u64,
         /// [`LinkState::dispatched`] right after it.
         seq: u64,
     },
@@ -113,6 +114,21 @@ impl Link {
     /// Hands `req` to the connection, or queues it.
     pub(crate) fn dispatch(self: &Arc<Self>, req: &Arc<Request>) -> Pending {
         let mut st = self.state();
+        let pending = self.dispatch_locked(&mut st, req);
+        drop(st);
+        if let Pending::Sent { slot, id, .. } = &pending {
+            // Armed with the link's lock released: a reply that is already
+            // in gives the place up at once, which takes that lock.
+            slot.arm(Outstanding {
+                link: Arc::clone(self),
+                id: *id,
+            });
+        }
+        pending
+    }
+
+    /// [`Link::dispatch`] under the link's lock.
+    fn dispatch_locked(self: &Arc<Self>, st: &mut LinkState, req: &Arc<Request>) -> Pending {
         st.dispatched += 1;
         let seq = st.dispatched;
         match &mut st.conn {
@@ -123,15 +139,14 @@ impl Link {
                 queue,
             } if queue.is_empty() && *outstanding < MAX_OUTSTANDING => {
                 let id = *id;
-                match hand_over(conn.clone(), Arc::clone(req)) {
+                let slot = Slot::new();
+                match hand_over(conn.clone(), Arc::clone(req), &slot.waker()) {
                     Ok(reply) => {
                         *outstanding += 1;
                         Pending::Sent {
                             reply,
-                            outstanding: Outstanding {
-                                link: Arc::clone(self),
-                                id,
-                            },
+                            slot,
+                            id,
                             seq,
                         }
                     }
@@ -139,7 +154,7 @@ impl Link {
                     // away) and nothing was sent: queue it for a new one.
                     Err(e) if link_broken(&e) => {
                         tracing::debug!(node = self.index, error = %e, "connection closed");
-                        self.connect(&mut st, Vec::new());
+                        self.connect(st, Vec::new());
                         queued(st.enqueue(req))
                     }
                     Err(e) => Pending::Done(Some(Err(e))),
@@ -151,7 +166,7 @@ impl Link {
                 retry_at,
             } if Instant::now() < *retry_at => Pending::Done(Some(Err(e.clone()))),
             Conn::Down { .. } => {
-                self.connect(&mut st, Vec::new());
+                self.connect(st, Vec::new());
                 queued(st.enqueue(req))
             }
         }
@@ -211,32 +226,14 @@ impl Link {
         };
         let link = Arc::clone(self);
         runtime.spawn(tokio::task::unconstrained(async move {
-            // Dropped as soon as the replies are in (what queued behind the
-            // batch then goes out), or after a script was sent again.
+            // Dropped as soon as the replies are in: what queued behind the
+            // batch goes out before these replies are passed on.
             let mut outstanding = Some(outstanding);
             match sent.await {
                 Ok(values) if values.len() == batch.len() => {
-                    let noscript =
-                        |v: &Value| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT");
-                    if !values.iter().any(noscript) {
-                        // Nothing to resend: the next batch goes out before
-                        // these replies are passed on.
-                        outstanding = None;
-                    }
+                    outstanding = None;
                     for (w, v) in batch.into_iter().zip(values) {
-                        let r = match (v.extract_error(), w.req.script_src) {
-                            (Err(e), Some(src)) if is_noscript(&e) => {
-                                // Rare (the node's script cache was emptied):
-                                // the full script goes out on its own, before
-                                // anything queued after it.
-                                match link.connection(id) {
-                                    Some(mut c) => send_eval(&mut c, &w.req, src).await,
-                                    None => Err(e),
-                                }
-                            }
-                            (r, _) => r,
-                        };
-                        let _ = w.reply.send(r);
+                        let _ = w.reply.send(v.extract_error());
                     }
                 }
                 Ok(_) => {
@@ -257,16 +254,6 @@ impl Link {
             }
             drop(outstanding);
         }));
-    }
-
-    /// Connection `id`, if it is still the current one.
-    fn connection(&self, id: u64) -> Option<MultiplexedConnection> {
-        match &self.state().conn {
-            Conn::Up {
-                conn, id: current, ..
-            } if *current == id => Some(conn.clone()),
-            _ => None,
-        }
     }
 
     /// Connection `id` broke under a batch: the batch goes out again first

@@ -8,12 +8,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
-use crate::node::request::{is_noscript, Request};
+use crate::node::request::Request;
 
 /// One request's send, boxed so it can be polled once where it is made and
 /// then moved into the round.
@@ -22,11 +22,15 @@ pub(crate) type SendFuture = Pin<Box<dyn Future<Output = RedisResult<Value>> + S
 /// A batch's send, polled once where it is made, then awaited by a task.
 pub(crate) type BatchFuture = Pin<Box<dyn Future<Output = RedisResult<Vec<Value>>> + Send>>;
 
-/// Starts sending `req` on `conn` and polls it once, which puts it in the
-/// connection's queue. Returns the rest of the exchange, or the error if it
-/// ended at once (a closed connection fails on this first poll, before
-/// sending).
-pub(crate) fn hand_over(conn: MultiplexedConnection, req: Arc<Request>) -> RedisResult<SendFuture> {
+/// Starts sending `req` on `conn` and polls it once with `waker`, which puts
+/// it in the connection's queue (and has `waker` woken when the reply
+/// arrives). Returns the rest of the exchange, or the error if it ended at
+/// once (a closed connection fails on this first poll, before sending).
+pub(crate) fn hand_over(
+    conn: MultiplexedConnection,
+    req: Arc<Request>,
+    waker: &Waker,
+) -> RedisResult<SendFuture> {
     // Unconstrained: out of cooperative budget, the first poll would return
     // without handing the request over. (Under load that queued a task's
     // release after its next SET: 380 of 3200 attempts failed in the stress
@@ -35,7 +39,7 @@ pub(crate) fn hand_over(conn: MultiplexedConnection, req: Arc<Request>) -> Redis
         let mut conn = conn;
         send(&mut conn, &req).await
     }));
-    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    let mut cx = Context::from_waker(waker);
     match fut.as_mut().poll(&mut cx) {
         Poll::Ready(Err(e)) => Err(e),
         Poll::Ready(Ok(v)) => Ok(Box::pin(std::future::ready(Ok(v)))),
@@ -67,27 +71,11 @@ pub(crate) fn hand_pipeline<'a>(
     }
 }
 
-/// Sends one request, falling back from EVALSHA to EVAL on NOSCRIPT.
+/// Sends one request.
 async fn send(conn: &mut MultiplexedConnection, req: &Request) -> RedisResult<Value> {
     // Server errors arrive as `Value::ServerError`; `extract_error` turns
     // them (also nested in arrays) into `Err`.
-    let result = conn
-        .send_packed_command(&req.cmd)
-        .await
-        .and_then(Value::extract_error);
-    match (&result, req.script_src) {
-        (Err(e), Some(src)) if is_noscript(e) => send_eval(conn, req, src).await,
-        _ => result,
-    }
-}
-
-/// Sends a script request in full (`EVAL` with its source).
-pub(crate) async fn send_eval(
-    conn: &mut MultiplexedConnection,
-    req: &Request,
-    src: &str,
-) -> RedisResult<Value> {
-    conn.send_packed_command(&req.eval_form(src))
+    conn.send_packed_command(&req.cmd)
         .await
         .and_then(Value::extract_error)
 }

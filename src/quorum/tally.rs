@@ -98,6 +98,30 @@ impl Tally {
         }
     }
 
+    /// Whether the nodes that refused are enough on their own to make the
+    /// quorum unreachable: the resource is held by someone else.
+    pub(crate) fn refusals_prevent_quorum(&self) -> bool {
+        self.asked.saturating_sub(self.no.count_ones() as usize) < self.quorum
+    }
+
+    /// Whether the outcome is decided *and* its cause is known: a quorum
+    /// agreed; or it cannot, and either the refusals alone or the failures
+    /// alone rule it out, or every node has spoken. A lost round that stops
+    /// earlier cannot tell contention from an outage (two refusals and one
+    /// dead node of five: the two unheard nodes decide which it is).
+    pub(crate) fn explained(&self) -> bool {
+        match self.decided() {
+            Some(true) => true,
+            Some(false) => {
+                let heard = self.yes_count() + self.no.count_ones() as usize + self.failures.len();
+                self.refusals_prevent_quorum()
+                    || self.failures_prevent_quorum()
+                    || heard >= self.asked
+            }
+            None => false,
+        }
+    }
+
     /// Whether enough nodes failed (rather than refused) to make the quorum
     /// unreachable whatever the others said: the outcome is then a
     /// connectivity problem, not contention.
@@ -183,6 +207,27 @@ mod tests {
         let e = t.into_no_quorum("r");
         let order: Vec<usize> = e.node_failures().iter().map(|f| f.index).collect();
         assert_eq!(order, [2, 3, 4]);
+    }
+
+    #[test]
+    fn a_lost_round_is_explained_once_refusals_or_failures_alone_rule_it_out() {
+        let mut t = Tally::new(5, 5);
+        vote(&mut t, 0, Vote::Failed(NodeErrorKind::UnexpectedReply));
+        vote(&mut t, 1, Vote::No);
+        vote(&mut t, 2, Vote::No);
+        // Lost, but held elsewhere or an outage? Nodes 3 and 4 decide.
+        assert_eq!(t.decided(), Some(false));
+        assert!(!t.explained());
+        vote(&mut t, 3, Vote::No);
+        assert!(t.explained() && t.refusals_prevent_quorum());
+        let mut t = Tally::new(5, 5);
+        for i in 0..2 {
+            vote(&mut t, i, Vote::No);
+        }
+        for i in 2..5 {
+            vote(&mut t, i, Vote::Failed(NodeErrorKind::UnexpectedReply));
+        }
+        assert!(t.explained() && !t.refusals_prevent_quorum());
     }
 
     #[test]

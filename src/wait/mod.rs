@@ -96,7 +96,9 @@ impl Waiting {
             // The front waiter attempts at least once per cap (each attempt
             // renews), so three caps and two slow rounds never lapse a live
             // waiter's registration, and a dead one blocks others that long.
-            lease: cap * 3 + timeout * 2,
+            lease: cap
+                .saturating_mul(3)
+                .saturating_add(timeout.saturating_mul(2)),
         }
     }
 
@@ -131,7 +133,7 @@ impl Waiting {
         quorum: usize,
         deadline: Instant,
     ) {
-        let cap_at = Instant::now() + jittered(self.cap);
+        let cap_at = crate::config::deadline_in(jittered(self.cap));
         loop {
             let heard = signal.news();
             if signal.poked() {

@@ -1,0 +1,187 @@
+//! Where the parts meet, on real redis-server processes: an extension and
+//! the guard's validity, a lock and its fencing token, and one caller that
+//! stops polling beside others on the same connections.
+
+mod support;
+
+use std::time::Duration;
+
+use redquorum::Error;
+use support::{wait_until, Cluster, Proxy, ProxyMode};
+use tokio::time::Instant;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A short extension that fails may still land on the nodes that were slow
+/// to answer: the guard must not keep believing in the long validity it had.
+/// (It used to keep ~28 s while the keys expired 1 s later, and a second
+/// client took the lock while the first still passed `ensure_valid(5s)`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_extension_never_leaves_the_guard_believing_more_than_the_nodes() {
+    let mut c = Cluster::start(3);
+    let a = c.builder().node_timeout(ms(100)).build().unwrap();
+    let b = c.builder().retry_count(0).build().unwrap();
+    let key = "failed_short_extend";
+    let lock = a.try_lock(key, Duration::from_secs(30)).await.unwrap();
+    let on_all = wait_until(Duration::from_secs(2), || c.set_on(key) == 3).await;
+    assert!(on_all, "{:?}", c.values(key));
+    c.nodes[1].pause();
+    c.nodes[2].pause();
+    let err = lock.extend(Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    // The extension may still take effect: at most 1 s (less drift) is ours.
+    assert!(
+        lock.validity() <= Duration::from_secs(1),
+        "{:?}",
+        lock.validity()
+    );
+    c.resume_all();
+    // The paused nodes apply the extension now; their keys expire in 1 s.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let taken = loop {
+        match b.try_lock(key, Duration::from_secs(10)).await {
+            Ok(taken) => break taken,
+            Err(e) if e.is_contended() && Instant::now() < deadline => {
+                tokio::time::sleep(ms(20)).await;
+            }
+            Err(e) => panic!("second client never got the lock: {e}"),
+        }
+    };
+    // Whenever the second client holds it, the first one knows it does not.
+    assert!(
+        !lock.is_valid(),
+        "two valid holders: {:?} left",
+        lock.validity()
+    );
+    assert!(lock.ensure_valid(Duration::from_secs(5)).is_err());
+    taken.release().await.unwrap();
+}
+
+/// Two extensions of one lock in flight: the nodes apply them in the order
+/// they were sent, and so does the guard, whichever finishes last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_count_in_the_order_they_were_sent() {
+    let c = Cluster::start(3);
+    // A 20 ms link, so the first poll of an extension cannot see its reply.
+    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &proxies {
+        p.set_mode(ProxyMode::Delay(20));
+    }
+    let redlock = redquorum::Redlock::builder()
+        .nodes(proxies.iter().map(Proxy::url))
+        .node_timeout(ms(1000))
+        .build()
+        .unwrap();
+    let key = "extensions_in_order";
+    let lock = redlock
+        .try_lock(key, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let on_all = wait_until(Duration::from_secs(2), || c.set_on(key) == 3).await;
+    assert!(on_all, "{:?}", c.values(key));
+    // A long extension is sent (polled once) and its caller steps away; a
+    // short one is sent after it and finishes first.
+    let mut long = Box::pin(lock.extend(Duration::from_secs(10)));
+    assert!(futures::poll!(long.as_mut()).is_pending());
+    lock.extend(Duration::from_secs(1)).await.unwrap();
+    long.await.unwrap();
+    // The nodes hold the short TTL (applied last) ...
+    for node in &c.nodes {
+        let pttl = node.pttl(key);
+        assert!(
+            (0..=1000).contains(&pttl),
+            "node {}: pttl {pttl}",
+            node.port
+        );
+    }
+    // ... and so does the guard.
+    assert!(
+        lock.validity() <= Duration::from_secs(1),
+        "{:?}",
+        lock.validity()
+    );
+    lock.release().await.unwrap();
+}
+
+/// A fenced lock is returned only if it was still valid when its token was
+/// minted: through a 100 ms-each-way link the lock expires while minting, so
+/// the client must not return it (it used to return `Ok` with validity 0
+/// and a token larger than the next rightful holder's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_lock_that_expired_while_minting_is_not_returned() {
+    let c = Cluster::start(3);
+    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &proxies {
+        p.set_mode(ProxyMode::Delay(100));
+    }
+    let far = redquorum::Redlock::builder()
+        .nodes(proxies.iter().map(Proxy::url))
+        .node_timeout(ms(1000))
+        .retry_count(2)
+        .build()
+        .unwrap();
+    let key = "fenced_far";
+    // Connections (and their handshakes) open first.
+    far.try_lock("fenced_far_warm_up", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    // Held for 350 ms less drift from the attempt's start; the acquisition
+    // takes ~200 ms and the token another ~200 ms.
+    let started = Instant::now();
+    match far.lock_fenced(key, ms(350)).await {
+        Ok(lock) => panic!(
+            "returned a fenced lock with {:?} left, token {:?}, after {:?}",
+            lock.validity(),
+            lock.fencing_token(),
+            started.elapsed()
+        ),
+        Err(e) => assert!(e.is_expired(), "{e:?}"),
+    }
+    // Nothing of ours stays behind, and a near client gets a larger token.
+    far.settle().await;
+    assert_eq!(c.set_on(key), 0, "{:?}", c.values(key));
+    let near = c.redlock();
+    let lock = near.lock_fenced(key, Duration::from_secs(5)).await.unwrap();
+    assert!(lock.fencing_token().unwrap() > 1);
+    lock.release().await.unwrap();
+}
+
+/// A caller that polls an attempt once and then leaves its future unpolled
+/// does not stall the other callers of the same client: the connection
+/// moves on when the reply arrives. (They used to time out with NoQuorum
+/// after the node timeout, every one of them, for as long as it stalled.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_stops_polling_never_stalls_the_others() {
+    let c = Cluster::start(3);
+    let redlock = c
+        .builder()
+        .node_timeout(ms(100))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    // Connections open first, so the stalled call is sent, not queued.
+    redlock
+        .try_lock("warm_up", ms(1000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let mut stalled = Box::pin(redlock.try_lock("stalled_caller", ms(5000)));
+    assert!(futures::poll!(stalled.as_mut()).is_pending());
+    let others = Instant::now();
+    for i in 0..20 {
+        let lock = redlock
+            .try_lock(&format!("other_caller_{i}"), ms(1000))
+            .await
+            .unwrap_or_else(|e| panic!("caller {i} after {:?}: {e}", others.elapsed()));
+        lock.release().await.unwrap();
+    }
+    // The stalled caller still gets its lock when it comes back.
+    stalled.await.unwrap().release().await.unwrap();
+}
