@@ -167,12 +167,16 @@ impl Redlock {
         // waiting list on every node, which keeps the order of waiters the
         // same everywhere (a SET they make is undone by the release queued
         // behind them). Then undo on every node that did not clearly
-        // refuse, because a SET may have landed where the reply was lost.
+        // refuse, because a SET may have landed where the reply was lost;
+        // and on every node whose connection broke and was remade during
+        // the attempt, because a SET sent again there finds our own key
+        // and refuses.
         match ask {
             Ask::Plain => drop(stragglers),
             Ask::Queued(_) => stragglers.finish_in_background(),
         }
-        self.release_quietly(key, &value, self.nodes().all() & !tally.no);
+        let resent = self.nodes().reconnected_after(start.into_std());
+        self.release_quietly(key, &value, self.nodes().all() & (!tally.no | resent));
         let error = if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
             Error::Expired {

@@ -185,3 +185,54 @@ async fn a_caller_that_stops_polling_never_stalls_the_others() {
     // The stalled caller still gets its lock when it comes back.
     stalled.await.unwrap().release().await.unwrap();
 }
+
+/// A `SET` sent again after its connection broke finds our own key and
+/// answers nil, like a refusal; the failed attempt's cleanup must still
+/// reach that node. (Our key used to stay there for the whole TTL.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_leaves_our_value_nowhere_even_after_a_resend() {
+    let c = Cluster::start(5);
+    let key = "resent_set";
+    // Held by someone else on two nodes, free on two; node 0 decides, and
+    // its replies are slow, so its connection can break after the SET
+    // landed and before the reply came back.
+    for node in &c.nodes[1..3] {
+        node.set(key, "foreign", Duration::from_secs(60));
+    }
+    let slow = Proxy::start(c.nodes[0].port);
+    let urls: Vec<String> = std::iter::once(slow.url())
+        .chain(c.nodes[1..].iter().map(|n| n.url()))
+        .collect();
+    let redlock = redquorum::Redlock::builder()
+        .nodes(&urls)
+        .node_timeout(ms(3000))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    redlock
+        .try_lock("resent_warm_up", ms(1000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    slow.set_mode(ProxyMode::Delay(300));
+    let attempt = tokio::spawn({
+        let redlock = redlock.clone();
+        async move {
+            redlock
+                .try_lock(key, Duration::from_secs(60))
+                .await
+                .map(|_| ())
+        }
+    });
+    // Our SET reached node 0; its reply is on the way: break the link.
+    let landed = wait_until(Duration::from_secs(3), || c.nodes[0].get(key).is_some()).await;
+    assert!(landed, "{:?}", c.values(key));
+    slow.cut();
+    let err = attempt.await.unwrap().unwrap_err();
+    assert!(err.is_contended(), "{err}");
+    redlock.settle().await;
+    let left = wait_until(Duration::from_secs(3), || c.nodes[0].get(key).is_none()).await;
+    assert!(left, "our value stayed on node 0: {:?}", c.values(key));
+}

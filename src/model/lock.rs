@@ -123,13 +123,15 @@ impl LockModel {
 
     /// Extensions as shipped: TTL 7 ms (a key lives 6 ms on a fast node;
     /// validity 4 ms), extensions with the TTL or with 3 ms (a key then
-    /// lives 2 ms; it leaves no validity), two of them, 5 ms of time.
+    /// lives 2 ms; it leaves no validity), two of them in flight at once,
+    /// 4 ms of time, no timeouts (a failed extension fails on refusals).
     pub(crate) fn extending() -> Self {
         Self {
             ttl: 7,
             short_ttl: 3,
             extends: 2,
-            horizon: 5,
+            horizon: 4,
+            timeouts: 0,
             ..Self::shipped()
         }
     }
@@ -666,7 +668,7 @@ mod tests {
     #[test]
     fn model_lock_safe_with_extensions_of_two_ttls_in_flight() {
         safe(
-            "lock: two extensions in flight, TTL 7 or 3 ms, a slow node",
+            "lock: two extensions in flight, TTL 7 or 3 ms, messages delayed",
             LockModel::extending(),
         );
     }

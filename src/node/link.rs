@@ -3,7 +3,7 @@
 //! them under load.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -35,6 +35,10 @@ pub(crate) struct Link {
     /// Rounds that like to hear from every node (the counter) do not wait
     /// for a node known to be unresponsive.
     pub(crate) healthy: AtomicBool,
+    /// When the current connection was made, in ns after [`epoch`]: a
+    /// request resent on it after the old one broke may find what its first
+    /// sending did (a `SET` then finds our own key and answers nil).
+    connected_at: AtomicU64,
     /// How to connect.
     client: redis::Client,
     /// Limit on one connection attempt.
@@ -99,10 +103,16 @@ impl Link {
         Self {
             index,
             healthy: AtomicBool::new(true),
+            connected_at: AtomicU64::new(0),
             client,
             connect_timeout,
             state: Mutex::new(LinkState::new()),
         }
+    }
+
+    /// Whether the connection was (re)made after `since`.
+    pub(crate) fn connected_after(&self, since: Instant) -> bool {
+        self.connected_at.load(Ordering::Relaxed) > nanos_since_epoch(since)
     }
 
     /// Locks the state, also after a panic elsewhere (every change to it is
@@ -357,6 +367,8 @@ impl Link {
         match result {
             Ok(conn) => {
                 tracing::debug!(node = self.index, "connected");
+                let now = nanos_since_epoch(Instant::now());
+                self.connected_at.store(now, Ordering::Relaxed);
                 let id = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                 waiting.retain(Waiting::wanted);
                 // The queue goes out first, before the link is open to
@@ -402,6 +414,19 @@ impl Link {
             }
         }
     }
+}
+
+/// A fixed instant early in the process, to keep instants in atomics.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// `at` in ns after [`epoch`] (0 before it).
+fn nanos_since_epoch(at: Instant) -> u64 {
+    at.saturating_duration_since(epoch())
+        .as_nanos()
+        .min(u128::from(u64::MAX)) as u64
 }
 
 /// The outcome of queueing a request, as a call's state.

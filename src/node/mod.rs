@@ -68,6 +68,12 @@ impl Node {
         self.link.healthy.load(Ordering::Relaxed)
     }
 
+    /// Whether the node's connection was (re)made after `since` (a request
+    /// sent before may have been sent twice).
+    pub(crate) fn reconnected_after(&self, since: std::time::Instant) -> bool {
+        self.link.connected_after(since)
+    }
+
     /// Marks the node unresponsive (it missed a round's deadline).
     pub(crate) fn mark_unresponsive(&self) {
         self.link.healthy.store(false, Ordering::Relaxed);

@@ -76,6 +76,14 @@ impl Quorum {
         }
     }
 
+    /// The nodes whose connection was (re)made after `since`.
+    pub(crate) fn reconnected_after(&self, since: std::time::Instant) -> NodeSet {
+        self.nodes
+            .iter()
+            .filter(|n| n.reconnected_after(since))
+            .fold(0, |set, n| set | tally::node_bit(n.index))
+    }
+
     /// Waits until the rounds left to finish in the background are done.
     pub(crate) async fn settled(&self) {
         self.background.settled().await;

@@ -557,6 +557,14 @@ impl Proxy {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Breaks every connection made through the proxy so far (as a network
+    /// fault would); new ones are still accepted.
+    pub fn cut(&self) {
+        for s in self.sockets.lock().expect("sockets").drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
     /// Changes what the proxy does with traffic from now on.
     pub fn set_mode(&self, mode: ProxyMode) {
         let v = match mode {
