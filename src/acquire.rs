@@ -228,7 +228,7 @@ impl Redlock {
 
     /// Mints the next fencing token for `resource` from the quorum counter.
     async fn mint(&self, resource: &str) -> Result<u64> {
-        let key = self.fence_key(resource);
+        let keys = self.fence_keys(resource);
         let mut next = |e: &Record| -> Result<Record> {
             let n =
                 e.n.checked_add(1)
@@ -238,7 +238,7 @@ impl Redlock {
                 n,
             })
         };
-        let (_, new) = counter::allocate(self.nodes(), resource, &key, None, &mut next).await?;
+        let (_, new) = counter::allocate(self.nodes(), resource, &keys, None, &mut next).await?;
         Ok(new.n)
     }
 
@@ -301,8 +301,37 @@ impl Redlock {
     /// until `patience` runs out.
     async fn acquire(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
         tracing::Span::current().record("resource", resource);
-        let ttl_ms = self.check_resource(resource, ttl)?;
-        let key = self.key_for(resource);
+        self.check_resource(resource, ttl)?;
+        self.acquire_key(resource, &self.key_for(resource), ttl, patience)
+            .await
+    }
+
+    /// Takes one of our own locks (its key in the reserved namespace, see
+    /// `keys.rs`), waiting as [`Redlock::lock`] does; `label` names it in
+    /// errors and logs.
+    pub(crate) async fn lock_internal(
+        &self,
+        label: &str,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Lock> {
+        let patience = Patience {
+            until: deadline_in(self.config().lock_patience()),
+            timeout: false,
+        };
+        self.acquire_key(label, key, ttl, patience).await
+    }
+
+    /// [`Redlock::acquire`] of the lock at `key`, named `resource`.
+    async fn acquire_key(
+        &self,
+        resource: &str,
+        key: &str,
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Lock> {
+        let ttl_ms = self.config().check_ttl(ttl)?;
+        let key = key.to_owned();
         let (started, since) = (Instant::now(), SystemTime::now());
         let give_up = |last: Error| patience.give_up(resource, started, last);
         let waiting = self.waiting();
@@ -350,7 +379,8 @@ impl Redlock {
                     .await;
             } else {
                 // Nodes failing, or a round too slow to leave validity:
-                // nothing says when to try again, so pause with jitter.
+                // nothing says when to try again, so pause with jitter (our
+                // place in the list was given up: those behind go first).
                 let pause = self.retry_pause();
                 if deadline_in(pause) >= patience.until {
                     return Err(give_up(error));

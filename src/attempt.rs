@@ -10,7 +10,7 @@
 //! that did not clearly refuse, because a `SET` may have landed where the
 //! reply was lost; so does an attempt whose future is dropped.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -54,9 +54,10 @@ pub(crate) struct Waiter<'a> {
     keys: WaitKeys,
     /// This waiter's id in the list (random).
     id: String,
-    /// When it started waiting, in microseconds of this client's wall clock:
-    /// its place in the list, the same on every node.
-    ticket: u64,
+    /// When it started waiting (or last gave its place up), in
+    /// microseconds of this client's wall clock: its place in the list, the
+    /// same on every node.
+    ticket: AtomicU64,
     /// How long its registration lasts without renewal, in ms.
     lease_ms: u64,
     /// Set once a queued attempt was sent: the entry may exist somewhere.
@@ -66,23 +67,32 @@ pub(crate) struct Waiter<'a> {
 impl<'a> Waiter<'a> {
     /// A waiter for the lock at `key` that started waiting at `since`.
     pub(crate) fn new(redlock: &'a Redlock, key: &str, since: SystemTime) -> Self {
-        let ticket = since
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros().min(u128::from(u64::MAX)) as u64);
         Self {
             redlock,
-            keys: WaitKeys::of(key),
+            keys: WaitKeys::of(&redlock.config().key_prefix, key),
             id: format!("{:016x}", rand::random::<u64>()),
-            ticket,
+            ticket: AtomicU64::new(micros(since)),
             lease_ms: redlock.waiting().lease().as_millis().max(1) as u64,
             registered: AtomicBool::new(false),
         }
     }
 }
 
-impl Drop for Waiter<'_> {
-    fn drop(&mut self) {
-        if self.registered.load(Ordering::Acquire) {
+impl Waiter<'_> {
+    /// Gives its place in the list up: a waiter that won but could not use
+    /// the lock (its round took longer than the TTL allows), or failed for
+    /// want of nodes, would otherwise block everyone behind it for as long
+    /// as it waits. Its next attempt joins at the back.
+    pub(crate) fn yield_place(&self) {
+        self.leave();
+        self.ticket
+            .store(micros(SystemTime::now()), Ordering::Release);
+    }
+
+    /// Leaves the list on every node (sent in the background, ahead of
+    /// anything sent to the nodes later).
+    fn leave(&self) {
+        if self.registered.swap(false, Ordering::AcqRel) {
             let keys = &self.keys;
             let req = Request::script(&scripts::UNQUEUE, |cmd| {
                 cmd.arg(2).arg(&keys.queue).arg(&keys.leases).arg(&self.id);
@@ -91,6 +101,18 @@ impl Drop for Waiter<'_> {
             nodes.send_quietly(&req, nodes.all());
         }
     }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// `at` in microseconds since the Unix epoch (0 before it).
+fn micros(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros().min(u128::from(u64::MAX)) as u64)
 }
 
 impl Redlock {
@@ -175,16 +197,22 @@ impl Redlock {
             Ask::Plain => drop(stragglers),
             Ask::Queued(_) => stragglers.finish_in_background(),
         }
-        let resent = self.nodes().reconnected_after(start.into_std());
-        self.release_quietly(key, &value, self.nodes().all() & (!tally.no | resent));
+        let refused = tally.no;
         let error = if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
             Error::Expired {
                 resource: resource.to_owned(),
             }
         } else {
-            self.failure(resource, tally)
+            self.failure(resource, key, tally)
         };
+        if let (Ask::Queued(w), false) = (ask, error.is_contended()) {
+            // Leaves the list before the release, so the waiter behind it,
+            // woken by the release, finds itself at the front.
+            w.yield_place();
+        }
+        let resent = self.nodes().reconnected_after(start.into_std());
+        self.release_quietly(key, &value, self.nodes().all() & (!refused | resent));
         Err(Failed { error, seen })
     }
 }
@@ -212,7 +240,7 @@ fn set_request(key: &str, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request
                     .arg(value)
                     .arg(ttl_ms)
                     .arg(&w.id)
-                    .arg(w.ticket)
+                    .arg(w.ticket.load(Ordering::Acquire))
                     .arg(w.lease_ms);
             })
         }

@@ -209,6 +209,7 @@ impl RedlockBuilder {
     /// node fewer.
     pub fn build(self) -> Result<Redlock> {
         let c = &self.config;
+        crate::keys::check_prefix(&c.key_prefix)?;
         if !(0.0..0.5).contains(&c.drift_factor) {
             return Err(Error::InvalidConfig(format!(
                 "drift factor {} is outside 0.0..0.5",

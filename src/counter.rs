@@ -62,6 +62,17 @@ impl Ord for Record {
     }
 }
 
+/// Where a counter's record lives on every node.
+#[derive(Clone, Debug)]
+pub(crate) struct CounterKeys {
+    /// Its key, in our reserved namespace (see `keys.rs`).
+    pub(crate) key: String,
+    /// Where versions before the reserved namespace kept it, in the same
+    /// hash slot: read (if it is a hash) while `key` does not exist yet, so
+    /// numbering goes on from there after an upgrade; never written.
+    pub(crate) legacy: String,
+}
+
 /// Outcome of one compare-and-set round.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Round {
@@ -118,7 +129,7 @@ pub(crate) fn cas_outcome(tally: &Tally, highest: Option<Record>) -> Option<Roun
 pub(crate) async fn allocate(
     nodes: &Quorum,
     name: &str,
-    key: &str,
+    key: &CounterKeys,
     hint: Option<Record>,
     plan: &mut (dyn FnMut(&Record) -> Result<Record> + Send),
 ) -> Result<(Record, Record)> {
@@ -143,14 +154,15 @@ pub(crate) async fn allocate(
 async fn cas_round(
     quorum: &Quorum,
     name: &str,
-    key: &str,
+    key: &CounterKeys,
     expected: &Record,
     new: &Record,
 ) -> Result<Round> {
     let nodes = &quorum.nodes;
     let req: Arc<Request> = Request::script(&scripts::COUNTER_CAS, |cmd| {
-        cmd.arg(1)
-            .arg(key)
+        cmd.arg(2)
+            .arg(&key.key)
+            .arg(&key.legacy)
             .arg(&expected.period)
             .arg(expected.n)
             .arg(&new.period)
@@ -178,7 +190,7 @@ async fn cas_round(
             Ok(Round::Won)
         }
         Some(stale) => Ok(stale),
-        None => Err(tally.into_no_quorum(name)),
+        None => Err(tally.into_error(name, &key.key)),
     }
 }
 
@@ -336,6 +348,59 @@ mod tests {
             }
         }
         assert_eq!(checked, records.len() * records.len());
+        // A record an older version kept under the legacy key is where
+        // numbering goes on, while ours does not exist; a legacy key of
+        // another type (a user's lock) is ignored.
+        let cas = |conn: &mut redis::Connection, expected: &Record| -> (bool, Record) {
+            let reply: Value = redis::cmd("EVAL")
+                .arg(scripts::COUNTER_CAS.src)
+                .arg(2)
+                .arg("cas")
+                .arg("legacy")
+                .arg(&expected.period)
+                .arg(expected.n)
+                .arg(&expected.period)
+                .arg(expected.n + 1)
+                .query(conn)
+                .expect("EVAL");
+            parse_cas_reply(&reply).expect("a CAS reply")
+        };
+        let _: () = redis::cmd("DEL").arg("cas").query(&mut conn).expect("DEL");
+        let _: () = redis::cmd("HSET")
+            .arg("legacy")
+            .arg("p")
+            .arg("20261122")
+            .arg("n")
+            .arg(9)
+            .query(&mut conn)
+            .expect("HSET");
+        assert_eq!(
+            cas(&mut conn, &Record::default()),
+            (false, rec("20261122", 9))
+        );
+        assert_eq!(
+            cas(&mut conn, &rec("20261122", 9)),
+            (true, rec("20261122", 9))
+        );
+        // From now on ours decides.
+        assert_eq!(
+            cas(&mut conn, &rec("20261122", 9)),
+            (false, rec("20261122", 10))
+        );
+        let _: () = redis::cmd("DEL")
+            .arg("cas")
+            .arg("legacy")
+            .query(&mut conn)
+            .expect("DEL");
+        let _: () = redis::cmd("SET")
+            .arg("legacy")
+            .arg("v")
+            .query(&mut conn)
+            .expect("SET");
+        assert_eq!(
+            cas(&mut conn, &Record::default()),
+            (true, Record::default())
+        );
     }
 
     #[test]

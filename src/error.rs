@@ -52,6 +52,17 @@ pub enum Error {
         resource: String,
     },
 
+    /// A key redquorum uses holds data of another type on a node (a string
+    /// where a waiting list or counter belongs, or a hash at a lock's key):
+    /// it is not ours, and no retry will change that.
+    #[error("key {key:?} (or a key redquorum keeps for it) holds data of another type on {node}; it is not redquorum's: delete it or use another name")]
+    WrongType {
+        /// The key the operation was about.
+        key: String,
+        /// The node where the key was met, with the server's reply.
+        node: NodeError,
+    },
+
     /// Waiting for the lock took longer than the allowed time.
     #[error("gave up on {resource:?} after {}: {}", rounded(*waited), last.reason())]
     Timeout {

@@ -1,6 +1,8 @@
 //! The rule for a held lock's extensions: the guard never believes more
 //! than the nodes (see [`Extensions`]).
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use tokio::time::Instant;
 
 /// The extensions of one lock, in dispatch order: the rule that keeps the
@@ -27,6 +29,12 @@ pub(crate) struct Extensions {
 }
 
 impl Extensions {
+    /// The record behind `m`, also after a panic elsewhere (each change to
+    /// it is made whole under the lock).
+    pub(crate) fn locked(m: &Mutex<Self>) -> MutexGuard<'_, Self> {
+        m.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Records an extension about to be sent that, if it takes effect, leaves
     /// the lock valid until `bound`; returns its number.
     pub(crate) fn send(&mut self, bound: Instant) -> u64 {

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::Value;
@@ -231,7 +231,7 @@ impl Lock {
             debug!("released");
             Ok(())
         } else {
-            Err(s.redlock.failure_or_expired(&s.resource, tally))
+            Err(s.redlock.failure_or_expired(&s.resource, &s.key, tally))
         }
     }
 
@@ -365,11 +365,11 @@ impl Shared {
     #[instrument(skip_all, fields(resource = %self.resource))]
     async fn extend(&self, ttl: Duration) -> Result<()> {
         let redlock = &self.redlock;
-        let ttl_ms = redlock.check_resource(&self.resource, ttl)?;
+        let ttl_ms = redlock.config().check_ttl(ttl)?;
         let drift = redlock.config().drift(ttl);
         let start = Instant::now();
         let (seq, old) = {
-            let mut ext = self.extensions();
+            let mut ext = Extensions::locked(&self.extensions);
             let old = *self.state.borrow();
             if old.lost || start >= old.valid_until {
                 // Never extend a lock that has already expired: someone else
@@ -393,7 +393,7 @@ impl Shared {
         let now = Instant::now();
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
             (Some(true), Some(until)) if now < old.valid_until => {
-                let mut ext = self.extensions();
+                let mut ext = Extensions::locked(&self.extensions);
                 if let Some(until) = ext.confirm(seq, until) {
                     self.state.send_modify(|s| s.valid_until = until);
                 }
@@ -403,16 +403,8 @@ impl Shared {
             (Some(true), _) => Err(Error::Expired {
                 resource: self.resource.clone(),
             }),
-            _ => Err(redlock.failure_or_expired(&self.resource, tally)),
+            _ => Err(redlock.failure_or_expired(&self.resource, &self.key, tally)),
         }
-    }
-
-    /// The extension record, also after a panic elsewhere (each change to
-    /// it is made whole under the lock).
-    fn extensions(&self) -> std::sync::MutexGuard<'_, Extensions> {
-        self.extensions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// See [`Lock::is_held`].
@@ -429,7 +421,9 @@ impl Shared {
         let (tally, _) = redlock.nodes().vote_round(&req, "get", ours).await;
         match tally.decided() {
             Some(true) => Ok(true),
-            _ if tally.failures_prevent_quorum() => Err(redlock.failure(&self.resource, tally)),
+            _ if tally.failures_prevent_quorum() => {
+                Err(redlock.failure(&self.resource, &self.key, tally))
+            }
             _ => Ok(false),
         }
     }

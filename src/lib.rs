@@ -100,6 +100,7 @@
 //
 // 1 error.rs            Error, Result, per-node NodeError.
 //   scripts.rs          The Lua sources, each run atomically on one node.
+//   keys.rs             Our keys: the reserved namespace, hash slots.
 //   extensions.rs       A held lock's extensions in flight: the rule that
 //                       bounds its validity, pure.
 // 2 node/request.rs     A command, encoded once per round.
@@ -148,6 +149,7 @@ mod counter;
 mod error;
 mod extensions;
 mod guard;
+mod keys;
 #[cfg(test)]
 mod model;
 mod node;

@@ -15,7 +15,9 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::config::Config;
+use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
+use crate::keys::{self, Kind};
 use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::Quorum;
@@ -104,11 +106,22 @@ impl Redlock {
         format!("{}{}", self.inner.config.key_prefix, resource)
     }
 
-    /// The key of the fencing counter for `resource` (the shared one, if
-    /// configured).
-    pub(crate) fn fence_key(&self, resource: &str) -> String {
+    /// The keys of the fencing counter for `resource` (the shared one, if
+    /// configured): ours, and where versions before the reserved namespace
+    /// kept it (read once, when ours does not exist yet).
+    pub(crate) fn fence_keys(&self, resource: &str) -> CounterKeys {
         let name = self.config().fencing_counter.as_deref().unwrap_or(resource);
-        self.key_for(&format!("fence:{name}"))
+        self.counter_keys(Kind::Fence, &format!("fence:{name}"))
+    }
+
+    /// The keys of a counter of `kind` whose keys were named `name` before
+    /// the reserved namespace (see [`CounterKeys`]).
+    pub(crate) fn counter_keys(&self, kind: Kind, name: &str) -> CounterKeys {
+        let legacy = self.key_for(name);
+        CounterKeys {
+            key: keys::internal(&self.config().key_prefix, kind, &legacy),
+            legacy,
+        }
     }
 
     /// Waits until requests this client left to finish in the background
@@ -128,11 +141,13 @@ impl Redlock {
         self.inner.quorum.settled().await;
     }
 
-    /// Validates a resource name and TTL; returns the TTL in milliseconds.
+    /// Validates a resource name a caller gave (not empty, not in our
+    /// reserved namespace) and a TTL; returns the TTL in milliseconds.
     pub(crate) fn check_resource(&self, resource: &str, ttl: Duration) -> Result<u64> {
         if resource.is_empty() {
             return Err(Error::InvalidConfig("resource name is empty".into()));
         }
+        keys::check_resource(resource)?;
         self.inner.config.check_ttl(ttl)
     }
 
@@ -140,21 +155,21 @@ impl Redlock {
     /// by someone else only when the refusals alone rule a quorum out;
     /// anything else is an outage that names the failed nodes (and says how
     /// many refused, when some did).
-    pub(crate) fn failure(&self, resource: &str, tally: Tally) -> Error {
+    pub(crate) fn failure(&self, resource: &str, key: &str, tally: Tally) -> Error {
         if tally.refusals_prevent_quorum() {
             Error::Contended {
                 resource: resource.to_owned(),
             }
         } else {
-            tally.into_no_quorum(resource)
+            tally.into_error(resource, key)
         }
     }
 
     /// The error for a lost compare-and-X vote: too many nodes failed, or the
     /// nodes no longer hold our value.
-    pub(crate) fn failure_or_expired(&self, resource: &str, tally: Tally) -> Error {
+    pub(crate) fn failure_or_expired(&self, resource: &str, key: &str, tally: Tally) -> Error {
         if tally.failures_prevent_quorum() {
-            tally.into_no_quorum(resource)
+            tally.into_error(resource, key)
         } else {
             Error::Expired {
                 resource: resource.to_owned(),
@@ -174,7 +189,7 @@ impl Redlock {
     pub(crate) async fn release_round(&self, key: &str, value: &str, contended: bool) -> Tally {
         let ask = contended || self.config().strict_fifo || self.waiting().queues.is_contended(key);
         let req = if ask {
-            telling_release_request(key, value)
+            telling_release_request(&self.config().key_prefix, key, value)
         } else {
             release_request(key, value)
         };
@@ -215,10 +230,14 @@ fn release_request(key: &str, value: &str) -> Arc<Request> {
 }
 
 /// Compare-and-delete that also says whether others wait.
-fn telling_release_request(key: &str, value: &str) -> Arc<Request> {
-    let waiters = WaitKeys::of(key);
+fn telling_release_request(prefix: &str, key: &str, value: &str) -> Arc<Request> {
+    let waiters = WaitKeys::of(prefix, key);
     Request::script(&scripts::RELEASE_TELLING_WAITERS, |cmd| {
-        cmd.arg(2).arg(key).arg(&waiters.queue).arg(value);
+        cmd.arg(3)
+            .arg(key)
+            .arg(&waiters.queue)
+            .arg(&waiters.leases)
+            .arg(value);
     })
 }
 

@@ -44,17 +44,23 @@ else
 end"#,
 );
 
-/// [`RELEASE`] that also says whether others wait: KEYS[2] is the lock's
-/// waiting list ([`QUEUED_SET`]). Returns 0 if the key was not ours, 1 if
-/// deleted, 2 if deleted while clients wait for it (the releasing client
-/// then queues its own next `lock()` for the resource behind them instead
-/// of racing them). Used only where this client has seen contention on the
-/// key, or in strict-FIFO mode: the extra read costs the free path 13 % of
-/// its throughput.
+/// [`RELEASE`] that also says whether others wait: KEYS[2] and KEYS[3] are
+/// the lock's waiting list and its leases ([`QUEUED_SET`]). Returns 0 if
+/// the key was not ours, 1 if deleted, 2 if deleted while a live waiter (one
+/// whose lease has not ended) waits for it: the releasing client then queues
+/// its own next `lock()` for the resource behind them instead of racing
+/// them. Used only where this client has seen contention on the key, or in
+/// strict-FIFO mode: the extra read costs the free path 13 % of its
+/// throughput.
 pub(crate) static RELEASE_TELLING_WAITERS: Lua = Lua::cleanup(
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   redis.call("DEL", KEYS[1])
-  return 1 + redis.call("EXISTS", KEYS[2])
+  local t = redis.call("TIME")
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  if redis.call("ZCOUNT", KEYS[3], "(" .. now, "+inf") > 0 then
+    return 2
+  end
+  return 1
 end
 return 0"#,
 );
@@ -69,12 +75,16 @@ return 0"#,
 /// lock value, ttl ms, waiter id, ticket, lease ms.
 ///
 /// Waiters whose lease ran out (they died or were cut off) are dropped
-/// first, so a dead waiter blocks the others for one lease at most. A waiter
-/// keeps its first ticket (`ZADD NX`) and renews its lease with every call.
-/// Both sets expire when nobody renews them, so they never outlive their
-/// waiters. Safety does not depend on any of this: the lock is still a plain
-/// `SET NX PX` on a quorum. Returns {1, 0, 0} when the lock was taken, else
-/// {0, PTTL of the lock, 1 if someone live is ahead of us}.
+/// first, so a dead waiter blocks the others for one lease at most; so is a
+/// head of the list whose lease entry is gone (evicted or deleted), which
+/// would otherwise block everyone while others keep the list alive. A
+/// waiter keeps its first ticket (`ZADD NX`) and renews its lease with
+/// every call. Both sets expire when nobody renews them, so they never
+/// outlive their waiters; their expiry only ever grows, so a client with a
+/// short lease never cuts a longer one short. Safety does not depend on any
+/// of this: the lock is still a plain `SET NX PX` on a quorum. Returns {1,
+/// 0, 0} when the lock was taken, else {0, PTTL of the lock, 1 if someone
+/// live is ahead of us}.
 pub(crate) static QUEUED_SET: Lua = Lua::new(
     r#"local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -85,9 +95,17 @@ for _, id in ipairs(dead) do
 end
 redis.call("ZADD", KEYS[2], "NX", ARGV[4], ARGV[3])
 redis.call("ZADD", KEYS[3], now + ARGV[5], ARGV[3])
-redis.call("PEXPIRE", KEYS[2], ARGV[5] * 2)
-redis.call("PEXPIRE", KEYS[3], ARGV[5] * 2)
+local keep = ARGV[5] * 2
+for i = 2, 3 do
+  if redis.call("PTTL", KEYS[i]) < keep then
+    redis.call("PEXPIRE", KEYS[i], keep)
+  end
+end
 local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+while head ~= ARGV[3] and not redis.call("ZSCORE", KEYS[3], head) do
+  redis.call("ZREM", KEYS[2], head)
+  head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+end
 if head ~= ARGV[3] then
   return {0, redis.call("PTTL", KEYS[1]), 1}
 end
@@ -118,8 +136,10 @@ end"#,
 
 /// The counter's compare-and-set (see `counter.rs`). KEYS[1] is a hash with
 /// fields `p` (period stamp, a fixed-width digit string, so string order is
-/// time order) and `n` (last number issued in it, decimal). ARGV = expected
-/// period, expected n, new period, new n.
+/// time order) and `n` (last number issued in it, decimal); KEYS[2], if
+/// given, where an older version kept the record: read while KEYS[1] does
+/// not exist and KEYS[2] is a hash, so numbering goes on after an upgrade.
+/// ARGV = expected period, expected n, new period, new n.
 ///
 /// Accepts iff the stored record is <= expected in (period, n) order, then
 /// stores the new record. Numbers are compared as decimal strings (shorter is
@@ -130,6 +150,9 @@ end"#,
 /// Returns {1, p, n} on accept (the record before), {0, p, n} on refusal.
 pub(crate) static COUNTER_CAS: Lua = Lua::new(
     r#"local cur = redis.call("HMGET", KEYS[1], "p", "n")
+if not cur[1] and KEYS[2] and redis.call("TYPE", KEYS[2]).ok == "hash" then
+  cur = redis.call("HMGET", KEYS[2], "p", "n")
+end
 local p, n = cur[1] or "", cur[2] or "0"
 local ep, en = ARGV[1], ARGV[2]
 local n_le = (#n < #en) or (#n == #en and n <= en)

@@ -789,8 +789,18 @@ async fn busy_clients_never_contend_with_themselves() {
     // never overtakes its own SET): otherwise stale keys of ours pile up
     // unnoticed while five nodes answer, and make attempts fail once two
     // nodes hang and every remaining node is needed.
+    //
+    // The node timeout is a second: this is about order, and on a machine
+    // whose cores are busy with other work (CI beside a build) a worker
+    // thread can be descheduled past the 100 ms default, which fails rounds
+    // for want of replies that were there all along.
     let mut c = Cluster::start(5);
-    let redlock = c.builder().retry_count(0).build().unwrap();
+    let redlock = c
+        .builder()
+        .retry_count(0)
+        .node_timeout(ms(1000))
+        .build()
+        .unwrap();
     let hammer = |ops: usize| {
         let redlock = redlock.clone();
         async move {

@@ -356,3 +356,162 @@ async fn a_failed_wait_leaves_no_key_behind() {
     redlock.settle().await;
     assert_eq!(c.nodes[0].get("wait_no_leftovers"), None, "{}", c.logs());
 }
+
+/// A head waiter that can never get a valid lock (its round trip is longer
+/// than its TTL) gives its place up instead of blocking everyone behind it
+/// for its whole patience. (A direct waiter behind a 30 ms-away waiter with
+/// a 50 ms TTL used to time out after 3 s while the key was free.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_cannot_use_the_lock_yields_its_place() {
+    let c = Cluster::start(3);
+    let key = "hopeless_head";
+    let holder = c.redlock();
+    let held = holder.try_lock(key, ms(10_000)).await.unwrap();
+    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    for p in &far {
+        p.set_mode(ProxyMode::Delay(30));
+    }
+    let hopeless = Redlock::builder()
+        .nodes(far.iter().map(Proxy::url))
+        .node_timeout(ms(1000))
+        .build()
+        .unwrap();
+    let head = tokio::spawn(async move {
+        hopeless
+            .lock_timeout(key, ms(50), ms(4000))
+            .await
+            .map(|_| ())
+    });
+    assert!(
+        wait_until(ms(3000), || c.waiting_on(key) >= 2).await,
+        "far waiter registered"
+    );
+    // Its default-sized cap: the head leaving the list changes no key, so
+    // only the far waiter's release of its useless SET, or the cap, wakes it.
+    let near = waiter_client(&c, ms(200));
+    let next = tokio::spawn(async move {
+        let started = Instant::now();
+        near.lock_timeout(key, ms(5000), ms(3000))
+            .await
+            .map(|l| (started.elapsed(), l))
+    });
+    let both = wait_until(ms(3000), || c.nodes.iter().all(|n| n.waiters(key) >= 2)).await;
+    assert!(both, "both waiters registered");
+    held.release().await.unwrap();
+    let (waited, lock) = next.await.unwrap().expect("the near waiter gets the lock");
+    assert!(waited < ms(2500), "{waited:?}");
+    lock.release().await.unwrap();
+    assert!(
+        head.await.unwrap().is_err(),
+        "a 50 ms lock 60 ms away is never valid"
+    );
+}
+
+/// An entry at the head of the waiting list whose lease is gone (evicted,
+/// deleted) is swept by the next waiter, not kept while others keep the
+/// list alive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_entry_without_a_lease_is_swept() {
+    let c = Cluster::start(3);
+    let key = "leaseless_head";
+    let queue = support::internal_key("waiters", key);
+    for node in &c.nodes {
+        let _: () = redis::cmd("ZADD")
+            .arg(&queue)
+            .arg(1)
+            .arg("ghost")
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let holder = c.redlock();
+    let held = holder.try_lock(key, ms(10_000)).await.unwrap();
+    let waiter = wait_for(&waiter_client(&c, ms(100)), key);
+    let swept_and_queued = || {
+        c.nodes.iter().all(|n| {
+            let ghost: Option<f64> = redis::cmd("ZSCORE")
+                .arg(&queue)
+                .arg("ghost")
+                .query(&mut n.conn())
+                .unwrap();
+            ghost.is_none() && n.waiters(key) == 1
+        })
+    };
+    assert!(
+        wait_until(ms(3000), swept_and_queued).await,
+        "the ghost was never swept"
+    );
+    held.release().await.unwrap();
+    let (_, lock) = tokio::time::timeout(ms(3000), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    lock.release().await.unwrap();
+}
+
+/// The waiting list lives as long as its longest lease: a client with a
+/// short wait cap does not cut it short for a client with a long one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_lease_never_shortens_the_list() {
+    let c = Cluster::start(3);
+    let key = "lease_lengths";
+    let queue = support::internal_key("waiters", key);
+    let held = c.redlock().try_lock(key, ms(10_000)).await.unwrap();
+    // Lease 3 x 2 s + 2 x 100 ms: the list lives 12.4 s after each attempt.
+    let patient = wait_for(&waiter_client(&c, ms(2000)), key);
+    assert!(wait_until(ms(3000), || c.nodes.iter().all(|n| n.waiters(key) >= 1)).await);
+    // Lease 3 x 20 ms + 2 x 100 ms: 520 ms; it attempts every 10-20 ms.
+    let hasty = wait_for(&waiter_client(&c, ms(20)), key);
+    assert!(wait_until(ms(3000), || c.nodes.iter().all(|n| n.waiters(key) >= 2)).await);
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&queue)
+        .query(&mut c.nodes[0].conn())
+        .unwrap();
+    assert!(pttl > 5_000, "the list expires in {pttl} ms");
+    held.release().await.unwrap();
+    for w in [patient, hasty] {
+        let (_, lock) = w.await.unwrap();
+        lock.release().await.unwrap();
+    }
+}
+
+/// A release that asks whether others wait counts only live waiters: a dead
+/// entry (its lease over) does not make the releasing client queue its next
+/// `lock()` (a script) instead of taking a free lock with a plain `SET NX`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_does_not_count_dead_waiters() {
+    let c = Cluster::start(3);
+    let key = "dead_waiter";
+    for node in &c.nodes {
+        let mut conn = node.conn();
+        for (kind, score) in [("waiters", 1), ("leases", 1)] {
+            let _: () = redis::cmd("ZADD")
+                .arg(support::internal_key(kind, key))
+                .arg(score)
+                .arg("ghost")
+                .query(&mut conn)
+                .unwrap();
+        }
+    }
+    let redlock = c.builder().strict_fifo(true).build().unwrap();
+    redlock
+        .lock(key, ms(5000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    redlock.settle().await;
+    let evals: Vec<u64> = c.nodes.iter().map(|n| n.command_calls("eval")).collect();
+    redlock
+        .lock(key, ms(5000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    redlock.settle().await;
+    for (node, before) in c.nodes.iter().zip(evals) {
+        // The release only: the lock was a plain SET NX, not a waiter's script.
+        assert_eq!(node.command_calls("eval"), before + 1, "{}", c.logs());
+    }
+}

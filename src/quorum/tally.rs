@@ -129,6 +129,22 @@ impl Tally {
         self.asked.saturating_sub(self.failures.len()) < self.quorum
     }
 
+    /// The error for a round that did not win, about `key`: a key of
+    /// another type met on a node says so; otherwise [`Tally::into_no_quorum`].
+    pub(crate) fn into_error(self, resource: &str, key: &str) -> Error {
+        let wrong = self
+            .failures
+            .iter()
+            .find(|f| matches!(&f.kind, NodeErrorKind::Redis(e) if e.code() == Some("WRONGTYPE")));
+        match wrong {
+            Some(node) => Error::WrongType {
+                key: key.to_owned(),
+                node: node.clone(),
+            },
+            None => self.into_no_quorum(resource),
+        }
+    }
+
     /// The error for a round that did not win: which nodes failed and why,
     /// in node order.
     pub(crate) fn into_no_quorum(mut self, resource: &str) -> Error {

@@ -18,8 +18,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::counter::{self, Record};
+use crate::counter::{self, CounterKeys, Record};
 use crate::error::{Error, Result};
+use crate::keys::Kind;
 use crate::redlock::Redlock;
 use crate::serial::number::Serial;
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
@@ -132,10 +133,12 @@ impl Settings {
 struct CounterState {
     /// The business prefix this counter serves.
     prefix: String,
-    /// Counter name (`serial:<period>:<prefix>`), also the lock's resource stem.
+    /// Counter name (`serial:<period>:<prefix>`), for errors and logs.
     name: String,
-    /// The Redis key of the counter record.
-    key: String,
+    /// The Redis keys of the counter record.
+    key: CounterKeys,
+    /// The key of the lock allocators take turns with after contention.
+    lock_key: String,
     /// Callers waiting for numbers, and whether a round is running.
     queue: Mutex<Queue>,
     /// The record our last allocation wrote: the next proposal starts here,
@@ -328,9 +331,11 @@ impl SerialGenerator {
         let mut map = lock(&self.inner.counters);
         let state = map.entry(prefix.to_owned()).or_insert_with(|| {
             let name = format!("serial:{}:{}", self.inner.settings.period.name(), prefix);
+            let redlock = &self.inner.redlock;
             Arc::new(CounterState {
                 prefix: prefix.to_owned(),
-                key: self.inner.redlock.key_for(&name),
+                key: redlock.counter_keys(Kind::Serial, &name),
+                lock_key: redlock.counter_keys(Kind::SerialLock, &name).key,
                 name,
                 queue: Mutex::default(),
                 hint: Mutex::default(),
@@ -420,7 +425,7 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
         // Take turns with the other instances through the counter's lock.
         let guard = inner
             .redlock
-            .lock(&format!("{name}:lock"), COUNTER_LOCK_TTL)
+            .lock_internal(name, &state.lock_key, COUNTER_LOCK_TTL)
             .await?;
         let r =
             counter::allocate(inner.redlock.nodes(), prefix, key, hint.clone(), &mut plan).await;

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::keys::{self, Kind};
 use crate::node::watch::{Sink, Watch};
 use crate::quorum::tally::node_bit;
 use crate::wait::plan::{next_try, Seen};
@@ -51,12 +52,14 @@ pub(crate) struct WaitKeys {
 }
 
 impl WaitKeys {
-    /// The waiting-list keys for the lock at `key`: beside it, with the
-    /// same prefix, so key-pattern ACLs that allow the lock allow them too.
-    pub(crate) fn of(key: &str) -> Self {
+    /// The waiting-list keys for the lock at `key` (whose key prefix is
+    /// `prefix`): in our reserved namespace, in the lock key's hash slot
+    /// (see `keys.rs`), with the same prefix, so key-pattern ACLs that
+    /// allow the lock allow them too.
+    pub(crate) fn of(prefix: &str, key: &str) -> Self {
         Self {
-            queue: format!("{key}:waiters"),
-            leases: format!("{key}:waiters:lease"),
+            queue: keys::internal(prefix, Kind::Waiters, key),
+            leases: keys::internal(prefix, Kind::Leases, key),
         }
     }
 }

@@ -24,6 +24,10 @@ pub enum Persistence {
     None,
     /// AOF with `appendfsync always`: acknowledged writes survive kill -9.
     Aof,
+    /// Nothing on disk, cluster mode on, the node owning all 16384 slots:
+    /// a one-shard Redis Cluster, as managed offerings run them. Scripts
+    /// must keep the keys they use in one hash slot.
+    OneShardCluster,
 }
 
 /// One real `redis-server` process.
@@ -98,7 +102,14 @@ impl RedisNode {
     /// Starts the process on `self.port` and waits until it answers PING.
     fn spawn(&mut self) -> Result<(), String> {
         let aof = self.persistence == Persistence::Aof;
-        let child = Command::new(server_binary())
+        let cluster = self.persistence == Persistence::OneShardCluster;
+        let mut cmd = Command::new(server_binary());
+        if cluster {
+            cmd.args(["--cluster-enabled", "yes"])
+                .arg("--cluster-config-file")
+                .arg(self.dir.path().join("nodes.conf"));
+        }
+        let child = cmd
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
@@ -135,6 +146,9 @@ impl RedisNode {
                 // node that took the same port a moment earlier.
                 let pid = self.child.as_ref().map(Child::id);
                 if server_pid(self.port) == pid {
+                    if cluster {
+                        self.own_all_slots()?;
+                    }
                     return Ok(());
                 }
                 return Err(format!("port {} answered by another process", self.port));
@@ -145,6 +159,29 @@ impl RedisNode {
             "redis-server did not answer PING; log:\n{}",
             self.log()
         ))
+    }
+
+    /// Makes a cluster-mode node own every slot and waits until it serves.
+    fn own_all_slots(&self) -> Result<(), String> {
+        let mut conn = self.conn();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(0)
+            .arg(16383)
+            .query(&mut conn)
+            .map_err(|e| format!("CLUSTER ADDSLOTSRANGE: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut conn)
+                .map_err(|e| format!("CLUSTER INFO: {e}"))?;
+            if info.contains("cluster_state:ok") {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Err("cluster state never became ok".into())
     }
 
     /// The process id of the running server.
@@ -279,10 +316,11 @@ impl RedisNode {
 }
 
 impl RedisNode {
-    /// How many clients wait in `key`'s waiting list on this node.
+    /// How many clients wait in `key`'s waiting list on this node (for a
+    /// key with no prefix and no hash tag).
     pub fn waiters(&self, key: &str) -> usize {
         redis::cmd("ZCARD")
-            .arg(format!("{key}:waiters"))
+            .arg(internal_key("waiters", key))
             .query(&mut self.conn())
             .expect("ZCARD")
     }
@@ -467,6 +505,19 @@ impl Cluster {
             n.resume();
         }
     }
+}
+
+/// Our internal key of `kind` for `key` (no key prefix, no `}` outside a
+/// hash tag), as the crate's docs describe the reserved namespace: in
+/// `key`'s hash slot, through its hash tag or the whole key.
+pub fn internal_key(kind: &str, key: &str) -> String {
+    let tag = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    format!("redquorum:{kind}:{{{tag}}}:{key}")
 }
 
 /// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.
