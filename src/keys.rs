@@ -7,9 +7,9 @@
 //! `key_prefix + "redquorum:"`, which resource names may not use, so no
 //! resource can collide with our keys, and ours never touch a user's key.
 //!
-//! An internal key is `key_prefix + "redquorum:" + kind + ":{" + tag + "}:"
-//! + name`, where `name` is what it belongs to (the anchor key without the
-//! prefix) and `tag` makes it share the anchor key's hash slot: the
+//! An internal key is `<key_prefix>redquorum:<kind>:{<tag>}:<name>`, where
+//! `name` is what it belongs to (the anchor key without the prefix) and
+//! `tag` makes it share the anchor key's hash slot: the
 //! anchor's own hash tag if it has one (`{user42}:cart` -> `user42`), else
 //! the whole anchor key. Keys a script uses together therefore share one
 //! slot, and a member may be a one-shard Redis Cluster. The tag is followed
