@@ -136,7 +136,8 @@
 // 11 model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
-//                       model/lock_state.rs and model/lock.rs (the lock),
+//                       model/lock_state.rs, model/lock_rules.rs and
+//                       model/lock.rs (the lock),
 //                       model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.

@@ -30,8 +30,8 @@ use stateright::{Model, Property};
 
 use crate::config::Config;
 use crate::error::NodeErrorKind;
-use crate::model::lock_state::{Action, Ext, Hold, Kind, Mint, Msg, Node, Phase, State};
-use crate::model::{insert_sorted, take_one, tally_of};
+use crate::model::lock_state::{Action, Ext, Kind, Mint, Msg, Node, Phase, State};
+use crate::model::{insert_sorted, take_one};
 use crate::quorum::tally::{node_bit, quorum, NodeSet, Vote};
 use crate::redlock::validity;
 
@@ -148,7 +148,7 @@ impl LockModel {
     /// Validity left by a round of `ttl` that decided `elapsed` ms after it
     /// started: the crate's rule, in whole ms (rounded down: the client's
     /// view); zero when nothing is left.
-    fn left(&self, ttl: u8, elapsed: u8) -> u8 {
+    pub(crate) fn left(&self, ttl: u8, elapsed: u8) -> u8 {
         let ttl_d = Duration::from_millis(ttl.into());
         let drift = self.drift_of(ttl);
         (self.validity)(ttl_d, Duration::from_millis(elapsed.into()), drift)
@@ -167,7 +167,7 @@ impl LockModel {
 
     /// How long a key set with `ttl` lasts in real time on a node whose
     /// clock runs the drift fast (rounded down: the worst case).
-    fn real_ttl(&self, ttl: u8) -> u8 {
+    pub(crate) fn real_ttl(&self, ttl: u8) -> u8 {
         (f64::from(ttl) / (1.0 + self.drift_factor)).floor() as u8
     }
 }
@@ -406,136 +406,13 @@ impl Model for LockModel {
 
 impl LockModel {
     /// Every node.
-    fn all(&self) -> NodeSet {
+    pub(crate) fn all(&self) -> NodeSet {
         (1 << self.nodes) - 1
-    }
-
-    /// A node applies a message at the current instant; returns whether it
-    /// did what was asked (a `SET NX` set the key, an extension extended).
-    fn apply(&self, s: &mut State, m: &Msg) -> bool {
-        let now = s.now;
-        let node = &mut s.nodes[m.node as usize];
-        let live = node.key.filter(|(_, expires)| now < *expires);
-        let ours = live.is_some_and(|(holder, _)| holder == m.client);
-        let foreign = live.is_some() && !ours;
-        match m.kind {
-            Kind::Set if live.is_some() => false,
-            Kind::Set => {
-                node.key = Some((m.client, now + self.real_ttl(self.ttl)));
-                true
-            }
-            Kind::Extend { ttl, .. } if ours => {
-                node.key = Some((m.client, now + self.real_ttl(ttl)));
-                true
-            }
-            Kind::Extend { .. } if self.failed_extend_deletes => {
-                node.key = None;
-                s.foreign_delete |= foreign;
-                false
-            }
-            Kind::Extend { .. } => false,
-            Kind::Release if ours || (foreign && !self.compare_on_release) => {
-                node.key = None;
-                s.foreign_delete |= foreign;
-                false
-            }
-            Kind::Release => false,
-        }
-    }
-
-    /// Nodes not in `heard`.
-    fn unheard(&self, heard: NodeSet) -> impl Iterator<Item = u8> {
-        (0..self.nodes as u8).filter(move |n| heard & node_bit((*n).into()) == 0)
-    }
-
-    /// Holder `c` counts node `n`'s vote on its extension `seq` and, once
-    /// the round decided, updates its validity by the guard's rule.
-    fn ext_vote(&self, s: &mut State, c: u8, seq: u8, n: u8, vote: Vote) {
-        let now = s.now;
-        let Phase::Holding(h) = &mut s.clients[c as usize] else {
-            return;
-        };
-        let Some(e) = h.exts.iter_mut().find(|e| e.seq == seq && !e.decided) else {
-            return;
-        };
-        let bit = node_bit(n.into());
-        if (e.yes | e.no | e.failed) & bit != 0 {
-            return;
-        }
-        match vote {
-            Vote::Yes => e.yes |= bit,
-            Vote::No => e.no |= bit,
-            Vote::Failed(_) => e.failed |= bit,
-        }
-        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), e.yes, e.no, e.failed);
-        let Some(won) = tally.decided() else { return };
-        e.decided = true;
-        let left = self.left(e.ttl, now - e.start);
-        // Confirmed: won, time left, and finished within the validity it
-        // was sent with. Otherwise the guard keeps what it has.
-        if !won || left == 0 || now >= e.before {
-            return;
-        }
-        let until = now + left;
-        if !self.dispatch_order {
-            h.until = until;
-        } else if seq > h.confirmed {
-            h.confirmed = seq;
-            h.exts.retain(|e| e.seq > seq);
-            h.until = h.exts.iter().fold(until, |u, e| u.min(e.bound));
-        }
-    }
-
-    /// Client `c` counts node `n`'s vote and acts once the round decided.
-    fn vote(&self, s: &mut State, c: u8, n: u8, vote: Vote) {
-        let now = s.now;
-        let Phase::Trying {
-            start,
-            yes,
-            no,
-            failed,
-        } = &mut s.clients[c as usize]
-        else {
-            return;
-        };
-        let bit = node_bit(n.into());
-        if (*yes | *no | *failed) & bit != 0 {
-            return;
-        }
-        match vote {
-            Vote::Yes => *yes |= bit,
-            Vote::No => *no |= bit,
-            Vote::Failed(_) => *failed |= bit,
-        }
-        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), *yes, *no, *failed);
-        let won = match tally.decided() {
-            None => return,
-            Some(won) => won,
-        };
-        let left = if won {
-            self.left(self.ttl, now - *start)
-        } else {
-            0
-        };
-        if left > 0 {
-            s.clients[c as usize] = Phase::Holding(Hold {
-                until: now + left,
-                acquired: now,
-                sent: 0,
-                confirmed: 0,
-                exts: Vec::new(),
-                mint: if self.fenced { Mint::Asked } else { Mint::None },
-            });
-        } else {
-            let undo = self.all() & !tally.no;
-            s.clients[c as usize] = Phase::Done;
-            send(&mut s.net, c, undo, Kind::Release);
-        }
     }
 }
 
 /// Sends client `c`'s message of `kind` to the nodes in `to`.
-fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
+pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
     for n in 0..64u8 {
         if to & node_bit(n.into()) != 0 {
             let m = Msg {

@@ -12,6 +12,7 @@
 mod counter;
 mod counter_state;
 mod lock;
+mod lock_rules;
 mod lock_state;
 
 use std::fmt::Debug;

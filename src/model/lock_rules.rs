@@ -1,0 +1,133 @@
+//! How the lock model's nodes and clients act on a message: a node applies
+//! it; a client counts the vote of its attempt or of one of its extensions
+//! and, once the round decided, acts by the crate's rules (see `lock.rs`).
+
+use crate::model::lock::{send, LockModel};
+use crate::model::lock_state::{Hold, Kind, Mint, Msg, Phase, State};
+use crate::model::tally_of;
+use crate::quorum::tally::{node_bit, NodeSet, Vote};
+
+impl LockModel {
+    /// A node applies a message at the current instant; returns whether it
+    /// did what was asked (a `SET NX` set the key, an extension extended).
+    pub(crate) fn apply(&self, s: &mut State, m: &Msg) -> bool {
+        let now = s.now;
+        let node = &mut s.nodes[m.node as usize];
+        let live = node.key.filter(|(_, expires)| now < *expires);
+        let ours = live.is_some_and(|(holder, _)| holder == m.client);
+        let foreign = live.is_some() && !ours;
+        match m.kind {
+            Kind::Set if live.is_some() => false,
+            Kind::Set => {
+                node.key = Some((m.client, now + self.real_ttl(self.ttl)));
+                true
+            }
+            Kind::Extend { ttl, .. } if ours => {
+                node.key = Some((m.client, now + self.real_ttl(ttl)));
+                true
+            }
+            Kind::Extend { .. } if self.failed_extend_deletes => {
+                node.key = None;
+                s.foreign_delete |= foreign;
+                false
+            }
+            Kind::Extend { .. } => false,
+            Kind::Release if ours || (foreign && !self.compare_on_release) => {
+                node.key = None;
+                s.foreign_delete |= foreign;
+                false
+            }
+            Kind::Release => false,
+        }
+    }
+
+    /// Nodes not in `heard`.
+    pub(crate) fn unheard(&self, heard: NodeSet) -> impl Iterator<Item = u8> {
+        (0..self.nodes as u8).filter(move |n| heard & node_bit((*n).into()) == 0)
+    }
+
+    /// Holder `c` counts node `n`'s vote on its extension `seq` and, once
+    /// the round decided, updates its validity by the guard's rule.
+    pub(crate) fn ext_vote(&self, s: &mut State, c: u8, seq: u8, n: u8, vote: Vote) {
+        let now = s.now;
+        let Phase::Holding(h) = &mut s.clients[c as usize] else {
+            return;
+        };
+        let Some(e) = h.exts.iter_mut().find(|e| e.seq == seq && !e.decided) else {
+            return;
+        };
+        let bit = node_bit(n.into());
+        if (e.yes | e.no | e.failed) & bit != 0 {
+            return;
+        }
+        match vote {
+            Vote::Yes => e.yes |= bit,
+            Vote::No => e.no |= bit,
+            Vote::Failed(_) => e.failed |= bit,
+        }
+        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), e.yes, e.no, e.failed);
+        let Some(won) = tally.decided() else { return };
+        e.decided = true;
+        let left = self.left(e.ttl, now - e.start);
+        // Confirmed: won, time left, and finished within the validity it
+        // was sent with. Otherwise the guard keeps what it has.
+        if !won || left == 0 || now >= e.before {
+            return;
+        }
+        let until = now + left;
+        if !self.dispatch_order {
+            h.until = until;
+        } else if seq > h.confirmed {
+            h.confirmed = seq;
+            h.exts.retain(|e| e.seq > seq);
+            h.until = h.exts.iter().fold(until, |u, e| u.min(e.bound));
+        }
+    }
+
+    /// Client `c` counts node `n`'s vote and acts once the round decided.
+    pub(crate) fn vote(&self, s: &mut State, c: u8, n: u8, vote: Vote) {
+        let now = s.now;
+        let Phase::Trying {
+            start,
+            yes,
+            no,
+            failed,
+        } = &mut s.clients[c as usize]
+        else {
+            return;
+        };
+        let bit = node_bit(n.into());
+        if (*yes | *no | *failed) & bit != 0 {
+            return;
+        }
+        match vote {
+            Vote::Yes => *yes |= bit,
+            Vote::No => *no |= bit,
+            Vote::Failed(_) => *failed |= bit,
+        }
+        let tally = tally_of(self.nodes, (self.quorum)(self.nodes), *yes, *no, *failed);
+        let won = match tally.decided() {
+            None => return,
+            Some(won) => won,
+        };
+        let left = if won {
+            self.left(self.ttl, now - *start)
+        } else {
+            0
+        };
+        if left > 0 {
+            s.clients[c as usize] = Phase::Holding(Hold {
+                until: now + left,
+                acquired: now,
+                sent: 0,
+                confirmed: 0,
+                exts: Vec::new(),
+                mint: if self.fenced { Mint::Asked } else { Mint::None },
+            });
+        } else {
+            let undo = self.all() & !tally.no;
+            s.clients[c as usize] = Phase::Done;
+            send(&mut s.net, c, undo, Kind::Release);
+        }
+    }
+}
