@@ -85,8 +85,10 @@ impl Redlock {
     /// How it waits: callers of this client for the same resource are served
     /// in arrival order, and only the first one contends. It tries once; if
     /// the lock is held, it joins the resource's waiting list on the nodes
-    /// (ordered by when it started waiting, so neither newcomers nor the
-    /// releasing holder can overtake it) and tries again as soon as a quorum
+    /// (ordered by when it started waiting: the releasing holder and clients
+    /// that have seen the resource contended queue behind it; a client's
+    /// first plain attempt on a resource it has not seen contended, and
+    /// other Redlock libraries, do not) and tries again as soon as a quorum
     /// of nodes may have the lock free: when a node tells it the key changed
     /// (a release by any client, see
     /// [`RedlockBuilder::notifications`](crate::RedlockBuilder::notifications)), when

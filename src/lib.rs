@@ -68,9 +68,17 @@
 //! * **Independence.** Point it at independent masters, not at one
 //!   replicated deployment: asynchronous replication can lose a lock on
 //!   failover.
-//! * **Waiting** is fair and fast among clients of this crate; clients of
-//!   other Redlock libraries on the same keys are excluded as usual, but do
-//!   not queue.
+//! * **Waiting** is fair and fast among clients of this crate: the longest
+//!   registered waiter goes next, ahead of the releasing client and of
+//!   clients that have seen the resource contended; a client's first plain
+//!   attempt on a resource it has not seen contended, and clients of other
+//!   Redlock libraries (excluded as usual), do not queue.
+//! * **Extensions.** A failed [`Lock::extend`] may still have been applied
+//!   on slow nodes: validity never exceeds what the last extension sent
+//!   would leave.
+//! * **Our keys** live under `redquorum:` after the key prefix, in each
+//!   lock key's hash slot (a member may be a one-shard Redis Cluster);
+//!   resource names may not start with it.
 //!
 //! The repository's README states the exact limits, and `docs/DESIGN.md`
 //! the algorithms.

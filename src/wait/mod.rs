@@ -4,9 +4,11 @@
 //! front one contends ([`queue`]). Across clients, a waiter registers in the
 //! resource's waiting list on every node, ordered by ticket (the time it
 //! started waiting), and a waiter's attempt (`QUEUED_SET`) takes the lock
-//! only when nobody live is ahead of it there; so the waiter that waited
-//! longest goes next, and neither newcomers nor the releasing holder can
-//! overtake it. Between attempts it sleeps until a quorum of nodes may have
+//! only when nobody live is ahead of it there; so the registered waiter
+//! that waited longest goes next, and the releasing holder and clients that
+//! have seen the resource contended queue behind it (a client's first plain
+//! `SET NX` on a resource it has not seen contended does not: that keeps the
+//! free path one round trip). Between attempts it sleeps until a quorum of nodes may have
 //! the lock free ([`plan`]): when the holder's key expires by the nodes'
 //! TTLs, or at once when the nodes report a change to the key (server-
 //! assisted tracking on a notification connection per node,
