@@ -65,15 +65,8 @@ async fn a_failed_extension_never_leaves_the_guard_believing_more_than_the_nodes
 async fn extensions_count_in_the_order_they_were_sent() {
     let c = Cluster::start(3);
     // A 20 ms link, so the first poll of an extension cannot see its reply.
-    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    for p in &proxies {
-        p.set_mode(ProxyMode::Delay(20));
-    }
-    let redlock = redquorum::Redlock::builder()
-        .nodes(proxies.iter().map(Proxy::url))
-        .node_timeout(ms(1000))
-        .build()
-        .unwrap();
+    let (_proxies, builder) = c.far_builder(20);
+    let redlock = builder.build().unwrap();
     let key = "extensions_in_order";
     let lock = redlock
         .try_lock(key, Duration::from_secs(10))
@@ -112,16 +105,8 @@ async fn extensions_count_in_the_order_they_were_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_lock_that_expired_while_minting_is_not_returned() {
     let c = Cluster::start(3);
-    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    for p in &proxies {
-        p.set_mode(ProxyMode::Delay(100));
-    }
-    let far = redquorum::Redlock::builder()
-        .nodes(proxies.iter().map(Proxy::url))
-        .node_timeout(ms(1000))
-        .retry_count(2)
-        .build()
-        .unwrap();
+    let (_proxies, builder) = c.far_builder(100);
+    let far = builder.retry_count(2).build().unwrap();
     let key = "fenced_far";
     // Connections (and their handshakes) open first.
     far.try_lock("fenced_far_warm_up", Duration::from_secs(5))

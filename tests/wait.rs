@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redquorum::{Lock, Redlock};
-use support::{wait_until, Cluster, Persistence, Proxy, ProxyMode};
+use support::{wait_until, Cluster, Persistence, Proxy};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -45,16 +45,8 @@ fn wait_for(redlock: &Redlock, resource: &'static str) -> JoinHandle<(Instant, L
 /// as long as the returned list): it hears of a release long after a client
 /// next to the nodes does.
 fn far_client(c: &Cluster) -> (Vec<Proxy>, Redlock) {
-    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    for p in &far {
-        p.set_mode(ProxyMode::Delay(20));
-    }
-    let client = Redlock::builder()
-        .nodes(far.iter().map(Proxy::url))
-        .wait_cap(ms(10_000))
-        .build()
-        .expect("client");
-    (far, client)
+    let (far, builder) = c.far_builder(20);
+    (far, builder.wait_cap(ms(10_000)).build().expect("client"))
 }
 
 /// Waits for `resource` with `b`; once it has it, notes "b" in `order`,
@@ -367,15 +359,8 @@ async fn a_waiter_that_cannot_use_the_lock_yields_its_place() {
     let key = "hopeless_head";
     let holder = c.redlock();
     let held = holder.try_lock(key, ms(10_000)).await.unwrap();
-    let far: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    for p in &far {
-        p.set_mode(ProxyMode::Delay(30));
-    }
-    let hopeless = Redlock::builder()
-        .nodes(far.iter().map(Proxy::url))
-        .node_timeout(ms(1000))
-        .build()
-        .unwrap();
+    let (_far, builder) = c.far_builder(30);
+    let hopeless = builder.build().unwrap();
     let head = tokio::spawn(async move {
         hopeless
             .lock_timeout(key, ms(50), ms(4000))

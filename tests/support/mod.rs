@@ -444,6 +444,20 @@ impl Cluster {
         redquorum::Redlock::builder().nodes(self.urls())
     }
 
+    /// A builder for a client `delay_ms` away from every node, each way,
+    /// behind delaying proxies (which live as long as the returned list),
+    /// with a 1 s node timeout.
+    pub fn far_builder(&self, delay_ms: u64) -> (Vec<Proxy>, redquorum::RedlockBuilder) {
+        let proxies: Vec<Proxy> = self.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+        for p in &proxies {
+            p.set_mode(ProxyMode::Delay(delay_ms));
+        }
+        let builder = redquorum::Redlock::builder()
+            .nodes(proxies.iter().map(Proxy::url))
+            .node_timeout(Duration::from_millis(1000));
+        (proxies, builder)
+    }
+
     /// A client for every node with default settings.
     pub fn redlock(&self) -> redquorum::Redlock {
         self.builder().build().expect("build redlock")
