@@ -71,7 +71,8 @@ pub fn all_codes() -> String {
 /// The exit code for a library error.
 pub fn for_error(e: &Error) -> u8 {
     match e {
-        Error::InvalidConfig(_) | Error::InvalidUrl { .. } => CONFIG,
+        // Someone else's data where we keep ours: rename or delete it.
+        Error::InvalidConfig(_) | Error::InvalidUrl { .. } | Error::WrongType { .. } => CONFIG,
         Error::Exhausted { .. } | Error::ClockBehind { .. } => CANNOT_ISSUE,
         Error::Timeout { last, .. } => for_error(last),
         Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,

@@ -110,6 +110,17 @@ async fn bad_configuration_is_78() {
     let o = run(cli(&c).args(["lock", "x", "--ttl", "30", "--", "true"]));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("has no unit"), "{err}");
+    // A reserved name, and someone else's data where a counter belongs.
+    let o = run(cli(&c).args(["lock", "redquorum:x", "--", "true"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let counter = support::internal_key("serial", "serial:day:TAKEN");
+    for node in &c.nodes {
+        node.set(&counter, "not a counter", Duration::from_secs(60));
+    }
+    let o = run(cli(&c).args(["serial", "next", "TAKEN"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("another type"), "{err}");
     let o = run(cli(&c).args(["--help"]));
     assert_eq!(code(&o), 0, "{o:?}");
 }
