@@ -197,7 +197,7 @@ impl Redlock {
             Ask::Plain => drop(stragglers),
             Ask::Queued(_) => stragglers.finish_in_background(),
         }
-        let refused = tally.no;
+        let (refused, lacks_nodes) = (tally.no, tally.failures_prevent_quorum());
         let error = if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
             Error::Expired {
@@ -206,10 +206,14 @@ impl Redlock {
         } else {
             self.failure(resource, key, tally)
         };
-        if let (Ask::Queued(w), false) = (ask, error.is_contended()) {
-            // Leaves the list before the release, so the waiter behind it,
-            // woken by the release, finds itself at the front.
-            w.yield_place();
+        if let Ask::Queued(w) = ask {
+            // A waiter that won but could not use the lock, or that too few
+            // nodes answered, gives its place up (a split vote with one slow
+            // node keeps it). It leaves the list before the release, so the
+            // waiter behind it, woken by the release, finds itself first.
+            if error.is_expired() || lacks_nodes {
+                w.yield_place();
+            }
         }
         let resent = self.nodes().reconnected_after(start.into_std());
         self.release_quietly(key, &value, self.nodes().all() & (!refused | resent));
