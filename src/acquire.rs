@@ -201,6 +201,33 @@ impl Redlock {
             until: deadline_in(self.config().lock_patience()),
             timeout: false,
         };
+        self.fenced(resource, ttl, patience).await
+    }
+
+    /// Takes the lock and mints a fencing token (as
+    /// [`Redlock::lock_fenced`]), waiting for at most `wait` (as
+    /// [`Redlock::lock_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_timeout`] and [`Redlock::lock_fenced`].
+    #[instrument(skip_all, fields(resource))]
+    pub async fn lock_fenced_timeout(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lock> {
+        let patience = Patience {
+            until: deadline_in(wait),
+            timeout: true,
+        };
+        self.fenced(resource, ttl, patience).await
+    }
+
+    /// The loop of [`Redlock::lock_fenced`]: take the lock, mint, keep the
+    /// lock only if it outlived the minting.
+    async fn fenced(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
         loop {
             let lock = self.acquire(resource, ttl, patience).await?;
             let minted = self.mint(resource).await;

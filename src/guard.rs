@@ -2,9 +2,8 @@
 //! "lock lost" signal.
 //!
 //! All holders of one lock (the guard, [`LockHandle`]s given to `with_lock`
-//! work, the auto-extend task) share one `Shared` record. Its `watch` channel
-//! carries the monotonic instant the lock is valid until and whether it was
-//! lost or released, so waiters re-arm when an extension moves the deadline.
+//! work, the auto-extend task) share one `Shared` record; where the lock
+//! stands (its deadline, lost or released) is in `standing.rs`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,17 +21,7 @@ use crate::node::request::Request;
 use crate::quorum::background::Background;
 use crate::redlock::{int_vote, valid_until, Redlock};
 use crate::scripts;
-
-/// Where a lock stands; published through a `watch` channel.
-#[derive(Clone, Copy, Debug)]
-struct State {
-    /// The lock is ours until this instant (monotonic clock).
-    valid_until: Instant,
-    /// An extension failed: the lock must be treated as gone.
-    lost: bool,
-    /// Released (or being released); background tasks stop.
-    released: bool,
-}
+use crate::standing::{Standing, State};
 
 /// What every holder of one lock shares.
 #[derive(Debug)]
@@ -52,7 +41,7 @@ struct Shared {
     /// Taken after waiting: its release asks whether others wait.
     contended: bool,
     /// Validity and status, observable by `lost()` waiters.
-    state: watch::Sender<State>,
+    state: Standing,
     /// Set once an auto-extend task was started, so there is only one.
     watchdog: AtomicBool,
     /// Extensions sent and not yet overtaken by a confirmed later one: what
@@ -109,11 +98,6 @@ impl Lock {
         valid_until: Instant,
         contended: bool,
     ) -> Self {
-        let (state, _) = watch::channel(State {
-            valid_until,
-            lost: false,
-            released: false,
-        });
         Self {
             shared: Arc::new(Shared {
                 redlock,
@@ -123,7 +107,7 @@ impl Lock {
                 ttl,
                 fencing_token: None,
                 contended,
-                state,
+                state: Standing::new(valid_until),
                 watchdog: AtomicBool::new(false),
                 extensions: Mutex::default(),
             }),
@@ -149,6 +133,22 @@ impl Lock {
     /// with the drift allowance already taken off). Zero once expired or lost.
     pub fn validity(&self) -> Duration {
         self.shared.validity()
+    }
+
+    /// The instant (monotonic clock) the lock's validity ends by this
+    /// client's count, including after a failed extension marked it lost:
+    /// [`Lock::validity`] then reads zero, but the keys a quorum of nodes
+    /// granted stay ours until this instant. Work that must stop before
+    /// anyone else can hold the lock stops by then (the CLI kills a command
+    /// whose lock was lost no later than this).
+    pub fn valid_until(&self) -> Instant {
+        self.shared.state.deadline()
+    }
+
+    /// Why the lock was marked lost (the failed extension's error, or
+    /// [`Error::Expired`] when validity ran out), or `None` while it is not.
+    pub fn lost_reason(&self) -> Option<Error> {
+        self.shared.state.lost_because()
     }
 
     /// True while [`Lock::validity`] is above zero and no extension failed.
@@ -224,7 +224,7 @@ impl Lock {
     #[instrument(skip_all, fields(resource = %self.shared.resource))]
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
-        self.shared.mark_released();
+        self.shared.state.mark_released();
         let s = &self.shared;
         let tally = s.redlock.release_round(&s.key, &s.value, s.contended).await;
         if tally.decided() == Some(true) {
@@ -272,7 +272,7 @@ impl Drop for Lock {
         if !self.armed {
             return;
         }
-        self.shared.mark_released();
+        self.shared.state.mark_released();
         let shared = Arc::clone(&self.shared);
         let token = Background::enter(&shared.redlock.nodes().background);
         // Best effort: if the runtime is gone the task is dropped and the key
@@ -301,6 +301,16 @@ impl LockHandle {
         self.shared.validity()
     }
 
+    /// See [`Lock::valid_until`].
+    pub fn valid_until(&self) -> Instant {
+        self.shared.state.deadline()
+    }
+
+    /// See [`Lock::lost_reason`].
+    pub fn lost_reason(&self) -> Option<Error> {
+        self.shared.state.lost_because()
+    }
+
     /// See [`Lock::ensure_valid`].
     ///
     /// # Errors
@@ -326,39 +336,12 @@ impl LockHandle {
 impl Shared {
     /// Validity left, zero if lost.
     fn validity(&self) -> Duration {
-        let st = *self.state.borrow();
-        if st.lost {
-            return Duration::ZERO;
-        }
-        st.valid_until.saturating_duration_since(Instant::now())
+        self.state.validity()
     }
 
     /// See [`Lock::ensure_valid`].
     fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
-        let left = self.validity();
-        if left.is_zero() {
-            return Err(Error::Expired {
-                resource: self.resource.clone(),
-            });
-        }
-        if left < min_remaining {
-            return Err(Error::ValidityTooShort {
-                resource: self.resource.clone(),
-                left,
-                needed: min_remaining,
-            });
-        }
-        Ok(left)
-    }
-
-    /// Marks released so the watchdog stops.
-    fn mark_released(&self) {
-        self.state.send_modify(|s| s.released = true);
-    }
-
-    /// Marks lost and wakes `lost()` waiters.
-    fn mark_lost(&self) {
-        self.state.send_modify(|s| s.lost = true);
+        self.state.ensure_valid(&self.resource, min_remaining)
     }
 
     /// See [`Lock::extend`] (and `extensions.rs` for the validity rule).
@@ -370,7 +353,7 @@ impl Shared {
         let start = Instant::now();
         let (seq, old) = {
             let mut ext = Extensions::locked(&self.extensions);
-            let old = *self.state.borrow();
+            let old = self.state.now();
             if old.lost || start >= old.valid_until {
                 // Never extend a lock that has already expired: someone else
                 // may hold it by now, and we could not tell.
@@ -381,8 +364,7 @@ impl Shared {
             // From here the extension may take effect on any node: the
             // lock is ours at most until what it would leave.
             let bound = start + ttl.saturating_sub(drift);
-            self.state
-                .send_modify(|s| s.valid_until = s.valid_until.min(bound));
+            self.state.lower_to(bound);
             (ext.send(bound), old)
         };
         let req = Request::script(&scripts::EXTEND, |cmd| {
@@ -395,7 +377,7 @@ impl Shared {
             (Some(true), Some(until)) if now < old.valid_until => {
                 let mut ext = Extensions::locked(&self.extensions);
                 if let Some(until) = ext.confirm(seq, until) {
-                    self.state.send_modify(|s| s.valid_until = until);
+                    self.state.set_until(until);
                 }
                 debug!(validity = ?self.validity(), "extended");
                 Ok(())
@@ -428,28 +410,9 @@ impl Shared {
         }
     }
 
-    /// See [`Lock::lost`]: waits for a failed extension or for validity to
-    /// run out, re-arming whenever an extension moves the deadline.
-    fn lost(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.state.subscribe();
-        async move {
-            loop {
-                let st = *rx.borrow_and_update();
-                if st.lost {
-                    return;
-                }
-                tokio::select! {
-                    changed = rx.changed() => {
-                        if changed.is_err() {
-                            // Every holder is gone; nothing can extend it now.
-                            tokio::time::sleep_until(st.valid_until).await;
-                            return;
-                        }
-                    }
-                    () = tokio::time::sleep_until(st.valid_until) => return,
-                }
-            }
-        }
+    /// See [`Lock::lost`].
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.state.lost()
     }
 }
 
@@ -472,25 +435,27 @@ async fn watchdog(weak: Weak<Shared>, mut rx: watch::Receiver<State>, interval: 
             }
         }
         let Some(shared) = weak.upgrade() else { return };
-        let st = *shared.state.borrow();
+        let st = shared.state.now();
         if st.released || st.lost {
             return;
         }
         match shared.extend(shared.ttl).await {
             Ok(()) => {}
             Err(e) => {
-                if shared.state.borrow().released {
+                if shared.state.now().released {
                     return;
                 }
                 error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
-                shared.mark_lost();
+                shared.state.mark_lost(e);
                 return;
             }
         }
         let _ = rx.borrow_and_update();
         if shared.validity().is_zero() {
             warn!(resource = %shared.resource, "lock validity ran out");
-            shared.mark_lost();
+            shared.state.mark_lost(Error::Expired {
+                resource: shared.resource.clone(),
+            });
             return;
         }
     }

@@ -111,6 +111,8 @@
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   extensions.rs       A held lock's extensions in flight: the rule that
 //                       bounds its validity, pure.
+//   standing.rs         Where a held lock stands: deadline, lost (why) or
+//                       released; waiting for loss.
 // 2 node/request.rs     A command, encoded once per round.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
@@ -166,6 +168,7 @@ mod quorum;
 mod redlock;
 mod scripts;
 mod serial;
+mod standing;
 mod wait;
 
 pub use chrono;

@@ -52,16 +52,29 @@ fn top_help() -> String {
     )
 }
 
-/// `redquorum lock --help`: examples, exit codes, signals.
+/// `redquorum lock --help`: examples, what the command learns, exit codes,
+/// signals.
 fn lock_help() -> String {
     format!(
         "Examples:\n  \
          redquorum lock nightly-report --ttl 30s --wait 10s -- ./report.sh\n  \
-         redquorum lock deploy --wait 0s -- make deploy   # fail at once if held\n\n\
-         {}\n\
-         SIGINT/SIGTERM/SIGHUP sent to redquorum are forwarded to the command\n\
-         (while still waiting for the lock, they end the wait: nothing runs);\n\
-         the lock is released when the command exits.",
+         redquorum lock deploy --wait 0s -- make deploy   # fail at once if held\n  \
+         redquorum lock ledger --fenced -- sh -c 'store --token \"$REDQUORUM_FENCING_TOKEN\"'\n\n\
+         The command's environment also has:\n  \
+         REDQUORUM_RESOURCE        the resource name\n  \
+         REDQUORUM_KEY             the lock's Redis key (with --key-prefix)\n  \
+         REDQUORUM_TTL_MS          the TTL, renewed in the background every ttl/3\n  \
+         REDQUORUM_VALID_UNTIL_MS  when the lock's first validity ends (Unix time, ms;\n                            \
+         renewals push it later)\n  \
+         REDQUORUM_FENCING_TOKEN   with --fenced: a number larger than every earlier\n                            \
+         holder's; pass it to your storage and have it refuse smaller ones\n\n\
+         {}\n\n\
+         The command runs in a process group of its own (in the terminal's foreground\n\
+         when redquorum is, so it can read the terminal and gets one Ctrl-C).\n\
+         SIGINT/SIGTERM/SIGHUP sent to redquorum go to that whole group (while still\n\
+         waiting for the lock, they end the wait: nothing runs). When the command's\n\
+         first process exits, what is left of its group gets SIGTERM (SIGKILL after\n\
+         --grace), then the lock is released: nothing of the command outlives the lock.",
         exit::lock_codes()
     )
 }
@@ -85,9 +98,18 @@ pub struct LockArgs {
     /// How long to wait for the lock before giving up with exit code 75.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub wait: Duration,
-    /// After SIGTERM on lock loss, wait this long before SIGKILL.
+    /// After SIGTERM, wait at most this long before SIGKILL (on lock loss:
+    /// never past the lock's validity, unless --grace-past-lock).
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub grace: Duration,
+    /// On lock loss, give the command its whole --grace even past the lock's
+    /// validity. This breaks mutual exclusion: another owner may hold the
+    /// lock while the command still runs.
+    #[arg(long)]
+    pub grace_past_lock: bool,
+    /// Mint a fencing token with the lock (REDQUORUM_FENCING_TOKEN).
+    #[arg(long)]
+    pub fenced: bool,
     /// Key prefix (e.g. "redlock:" to share keys with pottery).
     #[arg(long, default_value = "")]
     pub key_prefix: String,

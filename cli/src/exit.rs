@@ -19,6 +19,9 @@ pub const LOCK_LOST: u8 = 76;
 /// Bad configuration or usage: nodes, durations, time zone, a missing `--`
 /// (`EX_CONFIG`).
 pub const CONFIG: u8 = 78;
+/// The command was found but could not be executed (the shell's
+/// convention).
+pub const NOT_EXECUTABLE: u8 = 126;
 /// The command could not be started (the shell's convention).
 pub const CANNOT_RUN: u8 = 127;
 
@@ -34,9 +37,10 @@ fn common() -> String {
 pub fn lock_codes() -> String {
     format!(
         "Exit codes: the command's status; {NOT_ACQUIRED} lock held by another owner, not \
-         acquired within --wait;\n{LOCK_LOST} lock lost while the command ran (SIGTERM, then \
-         SIGKILL after --grace);\n{CANNOT_RUN} command could not be started; 128+N killed by \
-         signal N; {}.",
+         acquired within --wait;\n{LOCK_LOST} lock lost while the command ran (SIGTERM to its \
+         process group, then SIGKILL after --grace\n   or when the lock's validity ends, \
+         whichever is first);\n{NOT_EXECUTABLE} command found but not executable; {CANNOT_RUN} \
+         command not found; 128+N killed by signal N;\n{}.",
         common()
     )
 }
@@ -77,6 +81,15 @@ pub fn for_error(e: &Error) -> u8 {
         Error::Timeout { last, .. } => for_error(last),
         Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,
         _ => NOT_ACQUIRED,
+    }
+}
+
+/// The exit code for a command that could not be started: 126 when it
+/// exists but cannot be executed, 127 otherwise (as shells do).
+pub fn cannot_run(e: &std::io::Error) -> u8 {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => NOT_EXECUTABLE,
+        _ => CANNOT_RUN,
     }
 }
 

@@ -1,14 +1,17 @@
 //! `redquorum lock`: run a command while holding a lock, renewed in the
-//! background; forward signals to it; terminate it if the lock is lost.
+//! background; forward signals to the command's process group; end the
+//! whole group if the lock is lost, no later than the lock's validity.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redquorum::Redlock;
+use redquorum::{Lock, Redlock};
 use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::Instant;
 
 use crate::args::LockArgs;
 use crate::exit;
+use crate::group::Group;
 
 /// The signals `lock` forwards to its command. Installed before the first
 /// request, so that from then on none of them can kill us with the default
@@ -50,8 +53,19 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
             return exit::code(exit::CONFIG);
         }
     };
+    let attempt = async {
+        if args.fenced {
+            redlock
+                .lock_fenced_timeout(&args.resource, args.ttl, args.wait)
+                .await
+        } else {
+            redlock
+                .lock_timeout(&args.resource, args.ttl, args.wait)
+                .await
+        }
+    };
     let acquired = tokio::select! {
-        r = redlock.lock_timeout(&args.resource, args.ttl, args.wait) => r,
+        r = attempt => r,
         sig = signals.recv() => {
             // Dropping the attempt releases whatever it had set; wait for
             // that to reach the nodes, then die of the signal's status.
@@ -73,30 +87,30 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
         }
     };
     lock.auto_extend();
-    let mut child = match tokio::process::Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .kill_on_drop(true)
-        .spawn()
-    {
-        Ok(c) => c,
+    let env = environment(&redlock, &args, &lock);
+    let mut group = match Group::spawn(&args.command, &env) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("redquorum: cannot run {:?}: {e}", args.command[0]);
             let _ = lock.release().await;
-            return exit::code(exit::CANNOT_RUN);
+            redlock.settle().await;
+            return exit::code(exit::cannot_run(&e));
         }
     };
-    let pid = child.id().map(|p| p as libc::pid_t);
     let lost = lock.lost();
     tokio::pin!(lost);
     let status = loop {
         tokio::select! {
-            status = child.wait() => break Ok(status),
-            () = &mut lost => break Err(()),
-            sig = signals.recv() => send(pid, sig),
+            status = group.wait() => break Some(status),
+            () = &mut lost => break None,
+            sig = signals.recv() => group.signal(sig),
         }
     };
     match status {
-        Ok(status) => {
+        Some(status) => {
+            // The first process is done; what it left running in its group
+            // (background jobs) ends now, while the lock is still ours.
+            group.end_rest(kill_at(&lock, &args)).await;
             if let Err(e) = lock.release().await {
                 eprintln!("redquorum: release: {e}");
             }
@@ -110,19 +124,19 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
                 }
             }
         }
-        Err(()) => {
+        None => {
+            let at = kill_at(&lock, &args);
+            let cause = lock
+                .lost_reason()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
             eprintln!(
-                "redquorum: lock {:?} lost while the command ran; terminating it",
-                args.resource
+                "redquorum: lock {:?} lost while the command ran{cause}; SIGTERM to the command, \
+                 SIGKILL in {} at the latest",
+                args.resource,
+                rounded(at.saturating_duration_since(Instant::now())),
             );
-            send(pid, libc::SIGTERM);
-            if tokio::time::timeout(args.grace, child.wait())
-                .await
-                .is_err()
-            {
-                send(pid, libc::SIGKILL);
-                let _ = child.wait().await;
-            }
+            let _ = group.end(at).await;
             drop(lock);
             let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
             exit::code(exit::LOCK_LOST)
@@ -130,13 +144,49 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
     }
 }
 
-/// Sends `sig` to the child.
-fn send(pid: Option<libc::pid_t>, sig: libc::c_int) {
-    if let Some(pid) = pid {
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
-        // own child's, which we have not reaped yet.
-        unsafe {
-            libc::kill(pid, sig);
-        }
+/// When whatever is left of the command gets SIGKILL: `--grace` from now,
+/// but no later than the end of the lock's validity unless
+/// `--grace-past-lock` says otherwise.
+fn kill_at(lock: &Lock, args: &LockArgs) -> Instant {
+    let grace = Instant::now() + args.grace;
+    if args.grace_past_lock {
+        grace
+    } else {
+        grace.min(lock.valid_until())
+    }
+}
+
+/// What the command learns about the lock it runs under (documented in
+/// `redquorum lock --help`).
+fn environment(redlock: &Redlock, args: &LockArgs, lock: &Lock) -> Vec<(String, String)> {
+    let unix_ms = |left: Duration| {
+        (SystemTime::now() + left)
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    };
+    let mut env = vec![
+        ("REDQUORUM_RESOURCE".to_owned(), args.resource.clone()),
+        ("REDQUORUM_KEY".to_owned(), redlock.key_for(&args.resource)),
+        (
+            "REDQUORUM_TTL_MS".to_owned(),
+            args.ttl.as_millis().to_string(),
+        ),
+        (
+            "REDQUORUM_VALID_UNTIL_MS".to_owned(),
+            unix_ms(lock.validity()).to_string(),
+        ),
+    ];
+    if let Some(token) = lock.fencing_token() {
+        env.push(("REDQUORUM_FENCING_TOKEN".to_owned(), token.to_string()));
+    }
+    env
+}
+
+/// A duration for a message: `950ms`, `4.2s`.
+fn rounded(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }

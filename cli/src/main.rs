@@ -3,16 +3,19 @@
 //!
 //! Layout, bottom to top: `exit.rs` (the exit-code table and error
 //! reports), `args.rs` (the command line), `client.rs` (the library client
-//! from `--nodes`), then one file per subcommand: `lock.rs`, `serial.rs`,
-//! `status.rs`, which never import each other; `main.rs` dispatches.
+//! from `--nodes`), `group.rs` (the wrapped command's process group), then
+//! one file per subcommand: `lock.rs`, `serial.rs`, `status.rs`, which never
+//! import each other; `main.rs` dispatches.
 
 mod args;
 mod client;
 mod exit;
+mod group;
 mod lock;
 mod serial;
 mod status;
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -22,10 +25,15 @@ use crate::args::{Cli, Command, SerialCommand};
 use crate::client::build;
 
 fn main() -> ExitCode {
+    // Warnings by default, but not the library's own "lock lost" events:
+    // `lock` says that itself, with the cause, once. Colour only on a
+    // terminal, so that log files and pipes get plain lines.
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("warn,redquorum::guard=off")),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let cli = match Cli::try_parse() {

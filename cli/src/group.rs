@@ -1,0 +1,207 @@
+//! The guarded command as a whole: it runs in a process group of its own,
+//! every signal we send goes to that group, and nothing of it is left
+//! running when we return.
+//!
+//! Why a group: a shell script's background jobs and pipelines are the
+//! command's work too; signalling only the first process would leave them
+//! running after the lock is gone. Why not our group: a terminal's Ctrl-C
+//! goes to the foreground group, and if the command shared ours it would get
+//! the terminal's SIGINT and then the one we forward, two in all.
+//!
+//! When we run in the foreground of a terminal, the command's group is made
+//! the terminal's foreground group while it runs (as a job-control shell
+//! does), so an interactive command can read the terminal and a Ctrl-C
+//! reaches it exactly once, from the terminal; we take the terminal back
+//! afterwards. We become a child subreaper, so the command's orphaned
+//! processes are re-parented to us and can be reaped and counted.
+
+use std::io;
+use std::os::unix::process::CommandExt as _;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// How often the group is checked for members while we wait for it to
+/// empty (only while ending it).
+const POLL: Duration = Duration::from_millis(10);
+/// How long processes that got SIGKILL may take to vanish before we stop
+/// waiting for them (one in uninterruptible sleep cannot be hurried).
+const AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// A command running in its own process group.
+pub struct Group {
+    /// The group's first process.
+    leader: Child,
+    /// The process group id (the leader's pid).
+    pgid: libc::pid_t,
+    /// Whether the group was given the terminal (and we must take it back).
+    terminal: bool,
+}
+
+impl Group {
+    /// Starts `argv` with the extra environment `env` in a new process
+    /// group, in the terminal's foreground if we are.
+    pub fn spawn(argv: &[String], env: &[(String, String)]) -> io::Result<Self> {
+        // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) only sets a flag on this
+        // process.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+        let terminal = in_terminal_foreground();
+        let mut cmd = std::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]).envs(env.iter().map(|(k, v)| (k, v)));
+        // SAFETY: the closure calls only async-signal-safe functions
+        // (setpgid, sigprocmask, tcsetpgrp, getpid) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setpgid(0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if terminal {
+                    // From a background group tcsetpgrp raises SIGTTOU
+                    // unless it is blocked; the mask is restored before exec.
+                    foreground(libc::getpid());
+                }
+                Ok(())
+            });
+        }
+        let leader = Command::from(cmd).kill_on_drop(true).spawn()?;
+        let pgid = leader.id().map_or(0, |p| p as libc::pid_t);
+        // Both sides set the group (as shells do), so that whichever runs
+        // first, the group exists before we signal it.
+        // SAFETY: setpgid on our own, not yet reaped child.
+        unsafe {
+            libc::setpgid(pgid, pgid);
+        }
+        if terminal {
+            foreground(pgid);
+        }
+        Ok(Self {
+            leader,
+            pgid,
+            terminal,
+        })
+    }
+
+    /// Sends `sig` to every process of the group.
+    pub fn signal(&self, sig: libc::c_int) {
+        if self.pgid > 0 {
+            // SAFETY: kill(2) has no memory-safety preconditions; a negative
+            // pid names our child's process group.
+            unsafe {
+                libc::kill(-self.pgid, sig);
+            }
+        }
+    }
+
+    /// SIGTERM to the group, and SIGCONT so that stopped members get it.
+    fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Waits for the group's first process to exit.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        let status = self.leader.wait().await;
+        self.take_terminal_back();
+        status
+    }
+
+    /// Ends the group: SIGTERM to every process still in it, SIGKILL to
+    /// whatever is left at `kill_at`, and returns once it is empty (or
+    /// [`AFTER_KILL`] after the SIGKILL) with the first process's status.
+    pub async fn end(&mut self, kill_at: Instant) -> io::Result<ExitStatus> {
+        self.terminate();
+        let status = match tokio::time::timeout_at(kill_at, self.leader.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                self.signal(libc::SIGKILL);
+                self.leader.wait().await
+            }
+        };
+        self.take_terminal_back();
+        self.drain(kill_at).await;
+        status
+    }
+
+    /// After the first process exited: ends what is left of the group (the
+    /// command's background jobs) as [`Group::end`] does.
+    pub async fn end_rest(&mut self, kill_at: Instant) {
+        if self.reap_and_count() {
+            self.terminate();
+            self.drain(kill_at).await;
+        }
+    }
+
+    /// Waits for the group to empty, with SIGKILL at `kill_at`.
+    async fn drain(&mut self, kill_at: Instant) {
+        let mut killed = false;
+        let mut give_up = kill_at + AFTER_KILL;
+        while self.reap_and_count() {
+            let now = Instant::now();
+            if !killed && now >= kill_at {
+                self.signal(libc::SIGKILL);
+                killed = true;
+                give_up = now + AFTER_KILL;
+            } else if now >= give_up {
+                eprintln!(
+                    "redquorum: processes of group {} survive SIGKILL; not waiting for them",
+                    self.pgid
+                );
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Reaps the group's exited processes (ours as subreaper) and says
+    /// whether any process of the group is still alive. Called only once the
+    /// leader has been reaped, so it never takes the leader's status.
+    fn reap_and_count(&self) -> bool {
+        if self.pgid <= 0 {
+            return false;
+        }
+        loop {
+            // SAFETY: waitpid on our own process group, no status pointer
+            // kept.
+            let r = unsafe { libc::waitpid(-self.pgid, std::ptr::null_mut(), libc::WNOHANG) };
+            if r <= 0 {
+                break;
+            }
+        }
+        // SAFETY: signal 0 only checks that the group has a member.
+        unsafe { libc::kill(-self.pgid, 0) == 0 }
+    }
+
+    /// Makes our own group the terminal's foreground group again.
+    fn take_terminal_back(&mut self) {
+        if std::mem::take(&mut self.terminal) {
+            // SAFETY: getpgrp has no preconditions.
+            foreground(unsafe { libc::getpgrp() });
+        }
+    }
+}
+
+/// Whether standard input is a terminal whose foreground group is ours.
+fn in_terminal_foreground() -> bool {
+    // SAFETY: isatty, tcgetpgrp and getpgrp only read process state.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Makes `pgid` the foreground group of the terminal on standard input,
+/// with SIGTTOU blocked in the calling thread meanwhile (async-signal-safe:
+/// also used between fork and exec).
+fn foreground(pgid: libc::pid_t) {
+    // SAFETY: sigset operations on local values; the mask is restored.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        libc::tcsetpgrp(0, pgid);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}

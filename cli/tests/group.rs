@@ -1,0 +1,345 @@
+//! `redquorum lock` guards the whole command: its process group gets every
+//! signal, nothing of it outlives the lock or `redquorum`, a Ctrl-C reaches
+//! it once, a terminal stays usable, and it learns what it holds.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{wait_until, Cluster};
+
+fn cli(c: &Cluster) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redquorum"));
+    cmd.env("REDQUORUM_NODES", c.urls().join(","))
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn kill(pid: i32, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+}
+
+/// The pids a command wrote to `file`, one per line.
+fn pids_in(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live `sleep` (not a zombie, not a reused pid).
+fn sleep_alive(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+    cmdline.starts_with(b"sleep") && !state.starts_with('Z') && !state.is_empty()
+}
+
+async fn wait_output(child: Child) -> Output {
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A shell command that starts a background `sleep`, then a foreground one,
+/// writing both pids to `pids` (the shape from the issue: `sleep & wait;
+/// sleep`, but both alive at once).
+fn two_sleeps(pids: &Path) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "sleep 31 & echo $! >> {p}; sh -c 'echo $$ >> {p}; exec sleep 32'",
+            p = pids.display()
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn nothing_of_the_command_survives_lock_loss() {
+    let mut c = Cluster::start(5);
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let child = cli(&c)
+        .args([
+            "--node-timeout",
+            "50ms",
+            "lock",
+            "grp_lost",
+            "--ttl",
+            "900ms",
+        ])
+        .args(["--grace", "30s", "--"])
+        .args(two_sleeps(&pids))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || pids_in(&pids).len() == 2).await);
+    assert!(pids_in(&pids).into_iter().all(sleep_alive));
+    let t = Instant::now();
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let out = wait_output(child).await;
+    c.resume_all();
+    assert_eq!(code(&out), 76, "{out:?}");
+    // --grace is 30 s, the TTL 900 ms: SIGKILL came with the validity's end,
+    // not after the grace (sleep ignores nothing, but the rule is timed).
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    for pid in pids_in(&pids) {
+        assert!(!sleep_alive(pid), "sleep {pid} outlived the lock: {out:?}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("lost while").count(), 1, "said once: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+#[tokio::test]
+async fn sigkill_comes_when_validity_ends_not_after_the_grace() {
+    let mut c = Cluster::start(5);
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // The command ignores SIGTERM: only SIGKILL ends it.
+    let script = format!(
+        "trap '' TERM; echo $$ >> {p}; while :; do sleep 0.05; done",
+        p = pids.display()
+    );
+    let child = cli(&c)
+        .args([
+            "--node-timeout",
+            "50ms",
+            "lock",
+            "grp_kill",
+            "--ttl",
+            "1500ms",
+        ])
+        .args(["--grace", "60s", "--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || pids_in(&pids).len() == 1).await);
+    let t = Instant::now();
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let out = wait_output(child).await;
+    c.resume_all();
+    assert_eq!(code(&out), 76, "{out:?}");
+    // At most one TTL of validity was left when the nodes stopped.
+    assert!(
+        t.elapsed() < Duration::from_millis(1500 + 1000),
+        "took {:?}: {out:?}",
+        t.elapsed()
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("SIGKILL in"), "{err}");
+}
+
+#[tokio::test]
+async fn nothing_of_the_command_survives_a_sigterm_to_redquorum() {
+    let c = Cluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let child = cli(&c)
+        .args(["lock", "grp_term", "--ttl", "30s", "--"])
+        .args(two_sleeps(&pids))
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || pids_in(&pids).len() == 2).await);
+    kill(child.id() as i32, libc::SIGTERM);
+    let out = wait_output(child).await;
+    assert_eq!(code(&out), 128 + 15, "{out:?}");
+    for pid in pids_in(&pids) {
+        assert!(!sleep_alive(pid), "sleep {pid} outlived redquorum");
+    }
+    assert_eq!(c.values("grp_term"), vec![None; 3], "released");
+}
+
+#[tokio::test]
+async fn background_jobs_end_before_the_lock_is_released() {
+    let c = Cluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let script = format!("sleep 33 & echo $! >> {}; echo started", pids.display());
+    let out = cli(&c)
+        .args(["lock", "grp_bg", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    let pids = pids_in(&pids);
+    assert_eq!(pids.len(), 1);
+    assert!(
+        !sleep_alive(pids[0]),
+        "the background sleep outlived the lock"
+    );
+    assert_eq!(c.values("grp_bg"), vec![None; 3]);
+}
+
+/// A command that prints a line per SIGINT and ends when `stop` exists.
+fn counts_sigints(stop: &Path) -> String {
+    format!(
+        "n=0; trap 'n=$((n+1)); echo INT$n' INT; echo ready; \
+         while [ ! -e {s} ]; do sleep 0.05; done; echo done",
+        s = stop.display()
+    )
+}
+
+#[tokio::test]
+async fn a_process_group_ctrl_c_reaches_the_command_once() {
+    let c = Cluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let stop = dir.path().join("stop");
+    let out_file = dir.path().join("out");
+    // redquorum in a group of its own, as a shell runs a foreground job; a
+    // terminal's Ctrl-C signals that whole group.
+    let child = cli(&c)
+        .args([
+            "lock",
+            "grp_int",
+            "--",
+            "bash",
+            "-c",
+            &counts_sigints(&stop),
+        ])
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(5), || printed().contains("ready")).await);
+    kill(-(child.id() as i32), libc::SIGINT);
+    assert!(wait_until(Duration::from_secs(5), || printed().contains("INT1")).await);
+    std::fs::write(&stop, "").unwrap();
+    let out = wait_output(child).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(printed(), "ready\nINT1\ndone\n", "exactly one SIGINT");
+}
+
+/// A pseudo-terminal: the master side to type into and read from, and the
+/// slave side for the process under test.
+fn openpty() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two fds into the given ints; no name, termios or
+    // window size is passed.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both fds were just opened and are owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
+#[tokio::test]
+async fn an_interactive_command_reads_the_terminal_and_gets_one_ctrl_c() {
+    let c = Cluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let stop = dir.path().join("stop");
+    let (master, slave) = openpty();
+    let script = format!("read line; echo \"got:$line\"; {}", counts_sigints(&stop));
+    let mut cmd = cli(&c);
+    cmd.args(["lock", "grp_tty", "--", "bash", "-c", &script])
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
+    // pty its controlling terminal, as a login shell's session would have.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd);
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut reader = std::fs::File::from(master.try_clone().unwrap());
+    let sink = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut typing = std::fs::File::from(master);
+    let printed = || seen.lock().unwrap().clone();
+    typing.write_all(b"hello\n").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || printed().contains("got:hello")).await,
+        "the command could not read the terminal: {}",
+        printed()
+    );
+    assert!(wait_until(Duration::from_secs(5), || printed().contains("ready")).await);
+    typing.write_all(&[0x03]).unwrap(); // Ctrl-C, from the terminal itself
+    assert!(wait_until(Duration::from_secs(5), || printed().contains("INT1")).await);
+    std::fs::write(&stop, "").unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", printed());
+    assert!(wait_until(Duration::from_secs(2), || printed().contains("done")).await);
+    let text = printed();
+    assert!(!text.contains("INT2"), "two SIGINTs: {text}");
+    assert_eq!(c.values("grp_tty"), vec![None; 3]);
+}
+
+#[test]
+fn the_command_learns_what_it_holds() {
+    let c = Cluster::start(3);
+    let env = "echo \"$REDQUORUM_RESOURCE $REDQUORUM_KEY $REDQUORUM_TTL_MS \
+               $REDQUORUM_FENCING_TOKEN $REDQUORUM_VALID_UNTIL_MS\"";
+    let run = |fenced: bool| {
+        let mut cmd = cli(&c);
+        cmd.args(["lock", "grp_env", "--key-prefix", "app:", "--ttl", "7s"]);
+        if fenced {
+            cmd.arg("--fenced");
+        }
+        let out = cmd.args(["--", "sh", "-c", env]).output().unwrap();
+        assert_eq!(code(&out), 0, "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let plain = run(false);
+    let fields: Vec<&str> = plain.split(' ').collect();
+    assert_eq!(fields[..3], ["grp_env", "app:grp_env", "7000"], "{plain}");
+    assert_eq!(fields[3], "", "no token without --fenced: {plain}");
+    let until: u128 = fields[4].parse().unwrap();
+    assert!(until > now_ms && until <= now_ms + 7000 + 5000, "{plain}");
+    let first: u64 = run(true).split(' ').nth(3).unwrap().parse().unwrap();
+    let second: u64 = run(true).split(' ').nth(3).unwrap().parse().unwrap();
+    assert!(second > first, "{first} then {second}");
+}
