@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test lint fmt demo bench docker-demo ensure-redis
+.PHONY: all test lint fmt demo demo-on-nodes bench docker-demo ensure-redis
 
 all: lint test
 
@@ -23,6 +23,8 @@ test: ensure-redis
 	$(CARGO) test -q --release --lib model -- --nocapture --test-threads 1
 	@echo "stress test, optimised build (request ordering under load):"
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
+	@echo "make demo with REDQUORUM_NODES set leaves those nodes untouched:"
+	scripts/demo-leaves-given-nodes-alone.sh
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:
@@ -33,10 +35,20 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## make demo: five local nodes; instances contending for a lock, then issuing serial numbers.
+## make demo: five local nodes of its own (whatever REDQUORUM_NODES says);
+## instances contending for a lock, then issuing serial numbers.
+DEMO_RUN = $(CARGO) run -q --release -p redquorum-demo --bin
 demo: ensure-redis
-	$(CARGO) build -q --release --examples
-	scripts/with-nodes.sh 5 sh -c '$(CARGO) run -q --release --example demo && $(CARGO) run -q --release --example serial'
+	$(CARGO) build --release -p redquorum-demo
+	scripts/with-nodes.sh 5 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
+
+## make demo-on-nodes: the same against the nodes in REDQUORUM_NODES; it writes
+## the key demo:counter on the first node and issues DEMO... serial numbers.
+demo-on-nodes:
+	@test -n "$$REDQUORUM_NODES" || { echo "set REDQUORUM_NODES=redis://host:port,..." >&2; exit 2; }
+	$(CARGO) build --release -p redquorum-demo
+	@echo "running against $$REDQUORUM_NODES: writes demo:counter, issues DEMO... numbers"
+	DEMO_SERIAL_PREFIX=DEMO $(DEMO_RUN) demo && DEMO_SERIAL_PREFIX=DEMO $(DEMO_RUN) serial
 
 ## make bench: ours vs rslock and redlock, serial numbers vs INCR; five local nodes.
 bench: ensure-redis

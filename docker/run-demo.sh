@@ -40,10 +40,9 @@ if [ -z "${REDIS_IMAGE:-}" ]; then
 fi
 
 echo "building the worker (cargo build --release) ..." >&2
-cargo build -q --release --example worker -p redquorum
-cargo build -q --release -p redquorum-cli
+cargo build --release -p redquorum-demo --bin worker -p redquorum-cli
 mkdir -p docker/dist
-cp target/release/examples/worker target/release/redquorum docker/dist/
+cp target/release/worker target/release/redquorum docker/dist/
 
 cleanup() { compose down -v --remove-orphans >/dev/null 2>&1 || true; }
 trap cleanup EXIT

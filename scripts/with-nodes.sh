@@ -3,13 +3,14 @@
 # Starts N local redis-server nodes (AOF, appendfsync always) on free loopback
 # ports in a temp dir, runs COMMAND with REDQUORUM_NODES set to their URLs,
 # and stops the nodes on exit, also on Ctrl-C or failure.
-# If REDQUORUM_NODES is already set, runs COMMAND against those nodes instead.
+# Always its own nodes: a REDQUORUM_NODES in the environment (your real
+# nodes, say) is replaced for COMMAND, never used.
 set -euo pipefail
 n="$1"; shift
 if [ -n "${REDQUORUM_NODES:-}" ]; then
-    echo "using REDQUORUM_NODES=$REDQUORUM_NODES" >&2
-    exec "$@"
+    echo "REDQUORUM_NODES is set; not using it: starting $n local nodes instead" >&2
 fi
+unset REDQUORUM_NODES
 "$(dirname "$0")/ensure-redis.sh"
 bin="${REDQUORUM_REDIS_SERVER:-redis-server}"
 dir="$(mktemp -d -t redquorum-nodes.XXXXXX)"

@@ -10,8 +10,8 @@
 //! `numbers=N duplicates=D lost_updates=L`, exiting non-zero on any duplicate
 //! or lost update.
 //!
-//! Run: `REDQUORUM_NODES=redis://...,... DATA_DIR=/tmp/x cargo run --example worker -- run`
-//! (env: WORKER_ID, ITERATIONS, PACE_MS between iterations), then `... --example worker -- verify`.
+//! Run: `REDQUORUM_NODES=redis://...,... DATA_DIR=/tmp/x cargo run -p redquorum-demo --bin worker -- run`
+//! (env: WORKER_ID, ITERATIONS, PACE_MS between iterations), then `... --bin worker -- verify`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

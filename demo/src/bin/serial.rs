@@ -2,11 +2,14 @@
 //! would be) issue order numbers at the same time from the same five nodes.
 //! Prints a sample and checks that no number was issued twice.
 //!
-//! Run it with `make demo` (starts five local nodes), or against your own:
-//! `REDQUORUM_NODES=redis://h1:6379,... cargo run --example serial`.
+//! Run it with `make demo`, which starts five local nodes of its own whatever
+//! the environment says. `make demo-on-nodes` runs it against the nodes in
+//! `REDQUORUM_NODES` instead, with the prefix `DEMO` (`DEMO_SERIAL_PREFIX`),
+//! so that it burns no real order numbers.
 
 use std::collections::HashSet;
 
+use redquorum::chrono_tz;
 use redquorum::{Redlock, SerialGenerator};
 use tracing_subscriber::EnvFilter;
 
@@ -22,6 +25,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let nodes = std::env::var("REDQUORUM_NODES")
         .map_err(|_| "set REDQUORUM_NODES=redis://host:port,... (make demo does this)")?;
     let urls: Vec<&str> = nodes.split(',').map(str::trim).collect();
+    let prefix: &'static str = std::env::var("DEMO_SERIAL_PREFIX")
+        .unwrap_or_else(|_| "ORDER".to_owned())
+        .leak();
     println!("== serial numbers: {INSTANCES} instances x {CALLERS_PER_INSTANCE} callers ==");
 
     let mut tasks = Vec::new();
@@ -36,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tasks.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
                 for _ in 0..NUMBERS_PER_CALLER {
-                    mine.push(serials.next("ORDER").await?.to_string());
+                    mine.push(serials.next(prefix).await?.to_string());
                 }
                 if caller == 0 {
                     println!(
@@ -57,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batch = SerialGenerator::builder(Redlock::builder().nodes(&urls).build()?)
         .time_zone(chrono_tz::Asia::Shanghai)
         .build()?
-        .next_batch("ORDER", 3)
+        .next_batch(prefix, 3)
         .await?;
     let batch: Vec<String> = batch.iter().map(ToString::to_string).collect();
     println!("a batch of 3: {}", batch.join(" "));

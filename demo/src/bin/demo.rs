@@ -3,12 +3,15 @@
 //! counter inside the lock. It prints every acquisition with its validity and
 //! checks at the end that no update was lost.
 //!
-//! Run it with `make demo` (starts five local nodes), or against your own:
-//! `REDQUORUM_NODES=redis://h1:6379,redis://h2:6379,... cargo run --example demo`.
+//! Run it with `make demo`, which starts five local nodes of its own whatever
+//! the environment says. `make demo-on-nodes` runs it against the nodes in
+//! `REDQUORUM_NODES` instead, and then writes the key `demo:counter` on the
+//! first of them.
 //! Set `RUST_LOG=redquorum=debug` to see per-node outcomes.
 
 use std::time::{Duration, Instant};
 
+use redquorum::redis;
 use redquorum::Redlock;
 use tracing_subscriber::EnvFilter;
 
