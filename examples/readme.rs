@@ -23,7 +23,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Wait at most 3 s; tell contention from outages.
     let ttl = Duration::from_secs(10);
-    match redlock.lock_timeout("orders", ttl, Duration::from_secs(3)).await {
+    match redlock
+        .lock_timeout("orders", ttl, Duration::from_secs(3))
+        .await
+    {
         Ok(lock) => lock.release().await?,
         Err(e) if e.is_contended() => println!("someone else holds it"),
         Err(e) => e.node_failures().iter().for_each(|f| eprintln!("{f}")),
@@ -39,7 +42,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("the report finished with {left:?} of validity left");
 
     // Fencing token: strictly larger than any earlier holder's.
-    let lock = redlock.lock_fenced("invoice-7", Duration::from_secs(5)).await?;
+    let lock = redlock
+        .lock_fenced("invoice-7", Duration::from_secs(5))
+        .await?;
     let token = lock.fencing_token().unwrap_or_default(); // pass it to your storage
     println!("fencing token {token}");
     lock.release().await?;

@@ -27,12 +27,22 @@ use crate::wait::plan::Seen;
 struct Patience {
     /// No attempt starts after this instant (one always does).
     until: Instant,
-    /// Give up with [`Error::Timeout`] (`lock_timeout`) rather than the last
-    /// attempt's error (`lock`).
+    /// Give up with [`Error::Timeout`] (saying how long it waited) rather
+    /// than the last attempt's error (one attempt only).
     timeout: bool,
 }
 
 impl Patience {
+    /// `lock()`'s patience: the retry count's worth of pauses; giving up
+    /// says how long it waited unless it made only one attempt.
+    fn default_for(redlock: &Redlock) -> Self {
+        let patience = redlock.config().lock_patience();
+        Self {
+            until: deadline_in(patience),
+            timeout: !patience.is_zero(),
+        }
+    }
+
     /// The error to give up with, after `last`.
     fn give_up(self, resource: &str, started: Instant, last: Error) -> Error {
         if self.timeout {
@@ -53,7 +63,7 @@ impl Redlock {
     /// # Errors
     ///
     /// [`Error::Contended`] when someone else holds it, [`Error::NoQuorum`]
-    /// when too many nodes are unreachable, [`Error::Expired`] when the quorum
+    /// when too many nodes are unreachable, [`Error::TtlTooShort`] when the quorum
     /// took longer than the TTL allows, [`Error::InvalidConfig`] for an empty
     /// resource or an unusable TTL.
     ///
@@ -102,7 +112,9 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// As [`Redlock::try_lock`], for the last attempt.
+    /// [`Error::Timeout`] (saying how long it waited, and carrying the last
+    /// attempt's error) when the patience runs out; with no retries, the
+    /// errors of [`Redlock::try_lock`].
     ///
     /// # Examples
     ///
@@ -115,11 +127,7 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let until = deadline_in(self.config().lock_patience());
-        let patience = Patience {
-            until,
-            timeout: false,
-        };
+        let patience = Patience::default_for(self);
         self.acquire(resource, ttl, patience).await
     }
 
@@ -197,10 +205,7 @@ impl Redlock {
     /// ```
     #[instrument(skip_all, fields(resource))]
     pub async fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let patience = Patience {
-            until: deadline_in(self.config().lock_patience()),
-            timeout: false,
-        };
+        let patience = Patience::default_for(self);
         self.fenced(resource, ttl, patience).await
     }
 

@@ -200,8 +200,10 @@ impl Redlock {
         let (refused, lacks_nodes) = (tally.no, tally.failures_prevent_quorum());
         let error = if tally.decided() == Some(true) {
             // Won the quorum but took so long the lock would be stale.
-            Error::Expired {
+            Error::TtlTooShort {
                 resource: resource.to_owned(),
+                ttl,
+                took: start.elapsed(),
             }
         } else {
             self.failure(resource, key, tally)

@@ -1,7 +1,7 @@
 //! [`RedlockBuilder`]: checks the settings and the node list, and makes the
 //! [`Redlock`] with its node set.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -204,9 +204,11 @@ impl RedlockBuilder {
     ///
     /// [`Error::InvalidUrl`] for a URL that does not parse (or `rediss://`
     /// without the `tls` feature), [`Error::InvalidConfig`] for no nodes, the
-    /// same node twice, or settings out of range. An even node count is
-    /// allowed but logged as a warning: it tolerates no more failures than one
-    /// node fewer.
+    /// same node twice (also spelled differently: `localhost` and
+    /// `127.0.0.1`, with and without the default port or `/0`), or settings
+    /// out of range. An even node count is allowed but logged as a warning:
+    /// it tolerates no more failures than one node fewer; so is a single
+    /// node, which tolerates none.
     pub fn build(self) -> Result<Redlock> {
         let c = &self.config;
         crate::keys::check_prefix(&c.key_prefix)?;
@@ -238,8 +240,14 @@ impl RedlockBuilder {
             }
         }
         let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
-        for url in &self.urls {
-            clients.push(open_client(url)?);
+        for (index, url) in self.urls.iter().enumerate() {
+            if url.trim().is_empty() {
+                return Err(Error::InvalidConfig(format!(
+                    "node {index} is an empty entry in the node list (a doubled or trailing \
+                     comma?)"
+                )));
+            }
+            clients.push(open_client(url.trim())?);
         }
         clients.extend(self.clients);
         if clients.is_empty() {
@@ -252,7 +260,7 @@ impl RedlockBuilder {
                 MAX_NODES
             )));
         }
-        let mut seen = HashSet::new();
+        let mut seen = HashMap::new();
         let mut nodes = Vec::with_capacity(clients.len());
         let mut watched = Vec::with_capacity(clients.len());
         // A connection attempt is never waited for past a round's deadline,
@@ -260,21 +268,30 @@ impl RedlockBuilder {
         let connect_timeout = self.node_timeout.max(MIN_CONNECT_TIMEOUT);
         for (index, client) in clients.into_iter().enumerate() {
             let info = client.get_connection_info();
-            let identity = format!("{}/{}", info.addr(), info.redis_settings().db());
-            if !seen.insert(identity.clone()) {
+            let identity = identity(info);
+            if let Some(first) = seen.insert(identity.clone(), index) {
                 return Err(Error::InvalidConfig(format!(
-                    "node {index} ({identity}) is listed twice; each node must be independent"
+                    "node {index} ({}) is node {first} again ({identity}); each node must be an \
+                     independent server",
+                    info.addr()
                 )));
             }
             watched.push(client.clone());
             nodes.push(Node::new(index, client, connect_timeout));
         }
-        if nodes.len().is_multiple_of(2) {
-            tracing::warn!(
-                nodes = nodes.len(),
-                "even number of redis nodes: it tolerates no more failures than {} nodes",
-                nodes.len() - 1
-            );
+        match nodes.len() {
+            1 => tracing::warn!(
+                "a single redis node: nothing is tolerated if it fails or restarts empty; \
+                 use 3 or 5 independent nodes"
+            ),
+            n if n.is_multiple_of(2) => tracing::warn!(
+                nodes = n,
+                "an even number of redis nodes ({n}) tolerates no more failures ({}) than {} \
+                 would; use an odd number",
+                (n - 1) / 2,
+                n - 1
+            ),
+            _ => {}
         }
         let waiting = Waiting::new(
             &watched,
@@ -310,11 +327,79 @@ fn open_client(url: &str) -> Result<redis::Client> {
             )),
         });
     }
+    if let Some(problem) = url_problem(url) {
+        return Err(problem);
+    }
+    #[cfg(feature = "tls")]
+    if url.starts_with("rediss://") && url.ends_with("#insecure") {
+        return Err(bad_url(
+            url,
+            None,
+            "#insecure (no certificate check) is not supported: give the node a certificate \
+             this machine trusts",
+        ));
+    }
     redis::Client::open(url).map_err(|source| Error::InvalidUrl {
         url: redact(url),
         hint: (!url.contains("://")).then(|| format!("redis://{}", redact(url))),
         source,
     })
+}
+
+/// The mistakes redis-rs reports only as "did not parse": a scheme that is
+/// not Redis's, a port out of range.
+fn url_problem(url: &str) -> Option<Error> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !matches!(scheme, "redis" | "rediss" | "unix" | "redis+unix") {
+        return Some(bad_url(
+            url,
+            Some(format!("redis://{}", redact(rest))),
+            "the scheme is not Redis's: use redis:// (rediss:// for TLS, unix:// for a socket)",
+        ));
+    }
+    if scheme.contains("unix") {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let port = match host_port.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => port,
+        _ => return None,
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => None,
+        _ => Some(bad_url(
+            url,
+            None,
+            "the port is not a port number (1 to 65535)",
+        )),
+    }
+}
+
+/// An [`Error::InvalidUrl`] that says `why`.
+fn bad_url(url: &str, hint: Option<String>, why: &'static str) -> Error {
+    Error::InvalidUrl {
+        url: redact(url),
+        hint,
+        source: redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, why)),
+    }
+}
+
+/// What makes two URLs the same server: the host with the obvious
+/// loopback spellings made one (`localhost`, `127.0.0.1`, `::1`), the port (redis-rs fills in 6379), and the
+/// database (`/0`, `/` and none are the same).
+fn identity(info: &redis::ConnectionInfo) -> String {
+    let addr = info.addr().to_string();
+    let (host, port) = addr.rsplit_once(':').unwrap_or((&addr, ""));
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let host = match host.as_str() {
+        "localhost" | "::1" | "0:0:0:0:0:0:0:1" => "127.0.0.1".to_owned(),
+        _ => host,
+    };
+    format!("{host}:{port}/{}", info.redis_settings().db())
 }
 
 /// Removes the userinfo part (`user:password@`) of a URL for messages,

@@ -52,6 +52,19 @@ pub enum Error {
         resource: String,
     },
 
+    /// A quorum of nodes granted the lock, but the attempt took longer than
+    /// the TTL allows (less the drift allowance): it was never usable, and
+    /// it was released. The TTL is too short for these nodes' round trips.
+    #[error("winning a quorum for {resource:?} took {}, more than its TTL of {} allows (less the drift allowance): the lock was never usable; use a longer TTL", rounded(*took), rounded(*ttl))]
+    TtlTooShort {
+        /// The resource that was asked for.
+        resource: String,
+        /// The TTL asked for.
+        ttl: Duration,
+        /// How long the attempt took.
+        took: Duration,
+    },
+
     /// A key redquorum uses holds data of another type on a node (a string
     /// where a waiting list or counter belongs, or a hash at a lock's key):
     /// it is not ours, and no retry will change that.
@@ -64,7 +77,7 @@ pub enum Error {
     },
 
     /// Waiting for the lock took longer than the allowed time.
-    #[error("gave up on {resource:?} after {}: {}", rounded(*waited), last.reason())]
+    #[error("gave up on {resource:?} after waiting {}: {}", rounded(*waited), last.reason())]
     Timeout {
         /// The resource that was asked for.
         resource: String,
@@ -92,7 +105,7 @@ pub enum Error {
     },
 
     /// A node URL could not be parsed or uses a scheme this build cannot serve.
-    #[error("invalid node url {url:?}: {}{}", describe(source), hint.as_deref().map(|h| format!("; did you mean {h:?}?")).unwrap_or_default())]
+    #[error("invalid node url {url:?}: {}{}", url_reason(source), hint.as_deref().map(|h| format!("; did you mean {h:?}?")).unwrap_or_default())]
     InvalidUrl {
         /// The URL as given, with any password removed.
         url: String,
@@ -163,6 +176,11 @@ impl Error {
                 no_quorum(*asked, *answered, *needed, *succeeded, failures)
             ),
             Error::Expired { .. } => "the lock expired before it could be used".into(),
+            Error::TtlTooShort { ttl, took, .. } => format!(
+                "the last attempt took {}, more than the TTL of {} allows: use a longer TTL",
+                rounded(*took),
+                rounded(*ttl)
+            ),
             other => other.to_string(),
         }
     }
@@ -200,9 +218,10 @@ impl Error {
         }
     }
 
-    /// True when our lock expired or was lost.
+    /// True when our lock expired or was lost (also one that expired
+    /// while it was being taken, [`Error::TtlTooShort`]).
     pub fn is_expired(&self) -> bool {
-        matches!(self, Error::Expired { .. })
+        matches!(self, Error::Expired { .. } | Error::TtlTooShort { .. })
     }
 
     /// The per-node failures behind a [`Error::NoQuorum`] (also behind a
@@ -238,6 +257,34 @@ pub enum NodeErrorKind {
     Redis(redis::RedisError),
     /// The node answered with something our scripts never return.
     UnexpectedReply,
+    /// The node's ACL user may not run a command a script needs.
+    Denied {
+        /// The commands the script runs, one of which is not allowed
+        /// (`EVAL TIME ZADD ...`).
+        needs: String,
+        /// What the node said.
+        error: redis::RedisError,
+    },
+}
+
+impl NodeErrorKind {
+    /// True for failures that retrying never fixes and an operator must:
+    /// the node is not a Redis server, wants a password or another one, or
+    /// its ACL refuses a command we need.
+    pub(crate) fn needs_operator(&self) -> bool {
+        match self {
+            NodeErrorKind::Denied { .. } => true,
+            NodeErrorKind::Redis(e) => {
+                matches!(
+                    e.kind(),
+                    redis::ErrorKind::Parse | redis::ErrorKind::AuthenticationFailed
+                ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+                    || is_denied(e)
+                    || e.to_string().contains("unauthenticated")
+            }
+            _ => false,
+        }
+    }
 }
 
 impl NodeError {
@@ -246,7 +293,7 @@ impl NodeError {
         match &self.kind {
             NodeErrorKind::Timeout(_) => true,
             NodeErrorKind::Redis(e) => e.is_timeout(),
-            NodeErrorKind::UnexpectedReply => false,
+            NodeErrorKind::UnexpectedReply | NodeErrorKind::Denied { .. } => false,
         }
     }
 }
@@ -256,8 +303,13 @@ impl fmt::Display for NodeError {
         write!(f, "node {} ({}): ", self.index, self.addr)?;
         match &self.kind {
             NodeErrorKind::Timeout(d) => write!(f, "no reply within {}", rounded(*d)),
-            NodeErrorKind::Redis(e) => f.write_str(&describe(e)),
+            NodeErrorKind::Redis(e) => f.write_str(&explain(e)),
             NodeErrorKind::UnexpectedReply => f.write_str("unexpected reply"),
+            NodeErrorKind::Denied { needs, .. } => write!(
+                f,
+                "the node's ACL user may not run one of the commands this needs ({needs}): \
+                 allow them for that user (the README lists what each feature needs)"
+            ),
         }
     }
 }
@@ -289,16 +341,19 @@ fn no_quorum(
     }
     let unheard = asked.saturating_sub(answered + failures.len());
     if unheard > 0 {
-        out.push_str(&format!(", {unheard} not waited for"));
+        out.push_str(&format!(
+            ", {unheard} more not waited for (a quorum was already out of reach)"
+        ));
     }
     out.push_str(&format!("; {needed} needed"));
     out
 }
 
 /// What a redis-rs error says, lowercase unless it starts with a server
-/// error code (`WRONGTYPE ...`).
+/// error code (`WRONGTYPE ...`); always one line.
 fn describe(e: &redis::RedisError) -> String {
     let text = e.to_string();
+    let text = text.lines().next().unwrap_or("").trim_end().to_owned();
     let first = text.split_whitespace().next().unwrap_or("");
     if first.len() > 1 && first.chars().all(|c| c.is_ascii_uppercase()) {
         return text;
@@ -308,6 +363,54 @@ fn describe(e: &redis::RedisError) -> String {
         Some(c) => c.to_lowercase().chain(chars).collect(),
         None => text,
     }
+}
+
+/// Why a URL was refused, without redis-rs's error-kind suffix.
+fn url_reason(e: &redis::RedisError) -> String {
+    let text = describe(e);
+    match text.strip_suffix(" - InvalidClientConfig") {
+        Some("redis URL did not parse") => {
+            "not a URL redis can use (redis://[user:password@]host:port[/db])".into()
+        }
+        Some(reason) => reason.to_owned(),
+        None => text,
+    }
+}
+
+/// Whether the node refused a command for want of an ACL permission.
+pub(crate) fn is_denied(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM") || e.to_string().contains("can't run this command")
+}
+
+/// One line saying what a node's error means for someone running
+/// redquorum: the few causes an operator must fix (not Redis, a password,
+/// an ACL) in plain words with the fix, anything else as the server or the
+/// connection said it, on one line. Never contains a password (redis-rs
+/// errors do not carry the URL).
+pub fn explain(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    let code = e.code().unwrap_or("");
+    if matches!(e.kind(), redis::ErrorKind::Parse) {
+        return "not a Redis server (its reply is not in the Redis protocol)".into();
+    }
+    if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) || code == "WRONGPASS" {
+        return "authentication failed: wrong user name or password in the node's URL".into();
+    }
+    if code == "NOAUTH"
+        || text.contains("unauthenticated")
+        || text.contains("Authentication required")
+    {
+        return "the node requires a password: give it in the URL (redis://:PASSWORD@host:port, \
+                or redis://USER:PASSWORD@host:port for an ACL user)"
+            .into();
+    }
+    if is_denied(e) {
+        return format!(
+            "the node's ACL user lacks a permission redquorum needs ({})",
+            describe(e)
+        );
+    }
+    describe(e)
 }
 
 /// A duration for people: `987ms`, `9.9s`, `2m30s`.
@@ -329,7 +432,7 @@ fn rounded(d: Duration) -> String {
 impl std::error::Error for NodeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            NodeErrorKind::Redis(e) => Some(e),
+            NodeErrorKind::Redis(e) | NodeErrorKind::Denied { error: e, .. } => Some(e),
             _ => None,
         }
     }
@@ -413,7 +516,7 @@ mod tests {
         };
         assert_eq!(
             t.to_string(),
-            "gave up on \"x\" after 987ms: held by another owner"
+            "gave up on \"x\" after waiting 987ms: held by another owner"
         );
         let short = Error::ValidityTooShort {
             resource: "x".into(),

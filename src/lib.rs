@@ -181,7 +181,7 @@ pub use config::{
     DEFAULT_NOTIFICATIONS, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER,
     DEFAULT_STRICT_FIFO, DEFAULT_WAIT_CAP, MAX_TTL,
 };
-pub use error::{Error, NodeError, NodeErrorKind, Result};
+pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
 pub use guard::{Lock, LockHandle};
 pub use redlock::Redlock;
 pub use serial::generator::{

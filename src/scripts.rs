@@ -10,6 +10,7 @@
 /// landed before the `SET` it undoes, and two extensions of one lock could
 /// land in the wrong order. The sources are a few hundred bytes; a node
 /// compiles each once and caches it.
+#[derive(Debug)]
 pub(crate) struct Lua {
     /// The source.
     pub(crate) src: &'static str,
@@ -30,6 +31,19 @@ impl Lua {
     /// Wraps a cleanup script (see [`Lua::cleanup`]).
     const fn cleanup(src: &'static str) -> Self {
         Self { src, cleanup: true }
+    }
+
+    /// The commands the script runs, `EVAL` first, each once, as an ACL
+    /// must allow them: `EVAL GET DEL`.
+    pub(crate) fn commands(&self) -> String {
+        let mut out = vec!["EVAL"];
+        for part in self.src.split("redis.call(\"").skip(1) {
+            let name = part.split('"').next().unwrap_or("");
+            if !name.is_empty() && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out.join(" ")
     }
 }
 
@@ -162,3 +176,15 @@ if (p < ep) or (p == ep and n_le) then
 end
 return {0, p, n}"#,
 );
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn commands_are_read_from_the_source() {
+        assert_eq!(super::RELEASE.commands(), "EVAL GET DEL");
+        assert_eq!(
+            super::QUEUED_SET.commands(),
+            "EVAL TIME ZRANGEBYSCORE ZREM ZADD PTTL PEXPIRE ZRANGE ZSCORE SET"
+        );
+    }
+}

@@ -860,4 +860,14 @@ async fn tls_urls_never_panic() {
     } else {
         assert!(matches!(built, Err(Error::InvalidUrl { .. })), "{built:?}");
     }
+    // `#insecure` (no certificate check) is refused when the client is
+    // built, by either build, never at lock time.
+    let insecure = Redlock::builder()
+        .nodes([format!("rediss://127.0.0.1:{}/#insecure", c.nodes[0].port)])
+        .build()
+        .unwrap_err();
+    assert!(matches!(insecure, Error::InvalidUrl { .. }), "{insecure:?}");
+    if cfg!(feature = "tls") {
+        assert!(insecure.to_string().contains("#insecure"), "{insecure}");
+    }
 }

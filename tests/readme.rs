@@ -37,19 +37,36 @@ fn crate_readme_reads_on_its_own() {
     let root = env!("CARGO_MANIFEST_DIR");
     let manifest = std::fs::read_to_string(format!("{root}/Cargo.toml")).expect("manifest");
     assert!(manifest.contains("readme = \"docs/crate-readme.md\""));
-    assert!(manifest.contains("\"!/src/model/**\""), "the models do not ship");
+    assert!(
+        manifest.contains("\"!/src/model/**\""),
+        "the models do not ship"
+    );
     for (file, readme) in [
-        ("docs/crate-readme.md", format!("{root}/docs/crate-readme.md")),
+        (
+            "docs/crate-readme.md",
+            format!("{root}/docs/crate-readme.md"),
+        ),
         ("cli/README.md", format!("{root}/cli/README.md")),
     ] {
         let text = std::fs::read_to_string(readme).expect("readme");
         // What does not ship must not be pointed at.
-        for word in ["make ", "docker/", "tests/", "scripts/", "benches/", "src/model"] {
+        for word in [
+            "make ",
+            "docker/",
+            "tests/",
+            "scripts/",
+            "benches/",
+            "src/model",
+        ] {
             assert!(!text.contains(word), "{file} mentions {word:?}");
         }
     }
     let text = std::fs::read_to_string(format!("{root}/docs/crate-readme.md")).unwrap();
     let crate_program = first_block(&text, "rust");
     let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
-    assert_eq!(crate_program, first_block(&readme, "rust"), "the same program");
+    assert_eq!(
+        crate_program,
+        first_block(&readme, "rust"),
+        "the same program"
+    );
 }

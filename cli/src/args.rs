@@ -1,6 +1,7 @@
 //! The command line: subcommands, their options, and the parsers for
 //! durations and reset periods.
 
+use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -21,7 +22,7 @@ pub struct Cli {
     pub nodes: Vec<String>,
 
     /// Per-node request timeout.
-    #[arg(long, value_parser = parse_duration, default_value = "100ms", global = true)]
+    #[arg(long, value_parser = parse_duration, default_value = "100ms", global = true, allow_hyphen_values = true)]
     pub node_timeout: Duration,
 
     #[command(subcommand)]
@@ -93,14 +94,14 @@ pub struct LockArgs {
     /// Resource (lock) name, shared by everyone who must exclude each other.
     pub resource: String,
     /// Lock TTL; it is renewed in the background every ttl/3 while the command runs.
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = parse_duration, default_value = "30s", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// How long to wait for the lock before giving up with exit code 75.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
     pub wait: Duration,
     /// After SIGTERM, wait at most this long before SIGKILL (on lock loss:
     /// never past the lock's validity, unless --grace-past-lock).
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
     pub grace: Duration,
     /// On lock loss, give the command its whole --grace even past the lock's
     /// validity. This breaks mutual exclusion: another owner may hold the
@@ -156,10 +157,39 @@ pub struct SerialArgs {
     pub period: ResetPeriod,
 }
 
+/// The command line as clap should see it: `redquorum help --help` (and
+/// `-h`) is `redquorum --help`, not an unknown subcommand.
+pub fn normalized(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.collect();
+    if args.len() >= 3 && args[1] == "help" && args[2..].iter().any(|a| a == "--help" || a == "-h")
+    {
+        args.truncate(1);
+        args.push("--help".into());
+    }
+    args
+}
+
+/// A line to add under clap's error where the usual mistake is obvious: the
+/// command given without `--` before it, or no command at all.
+pub fn hint(e: &clap::Error) -> Option<&'static str> {
+    use clap::error::ErrorKind;
+    let text = e.to_string();
+    let in_lock = text.contains("redquorum lock");
+    match e.kind() {
+        ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument if in_lock => Some(
+            "hint: the command goes after `--`: redquorum lock RESOURCE [OPTIONS] -- COMMAND [ARGS...]",
+        ),
+        _ => None,
+    }
+}
+
 /// Parses `500ms`, `30s`, `2m`, `1h`; a number without a unit is an error
 /// (is `30` seconds or milliseconds?).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if s.starts_with('-') {
+        return Err(format!("{s:?} is negative: durations are 0 or more"));
+    }
     let split = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(s.len());

@@ -76,7 +76,11 @@ pub fn all_codes() -> String {
 pub fn for_error(e: &Error) -> u8 {
     match e {
         // Someone else's data where we keep ours: rename or delete it.
-        Error::InvalidConfig(_) | Error::InvalidUrl { .. } | Error::WrongType { .. } => CONFIG,
+        // A TTL shorter than the nodes' round trips: choose a longer one.
+        Error::InvalidConfig(_)
+        | Error::InvalidUrl { .. }
+        | Error::WrongType { .. }
+        | Error::TtlTooShort { .. } => CONFIG,
         Error::Exhausted { .. } | Error::ClockBehind { .. } => CANNOT_ISSUE,
         Error::Timeout { last, .. } => for_error(last),
         Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,

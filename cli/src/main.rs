@@ -36,12 +36,15 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args::normalized(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => {
             // Usage errors exit with the configuration code, not clap's 2;
             // --help and --version print to stdout and exit 0.
             let _ = e.print();
+            if let Some(hint) = args::hint(&e) {
+                eprintln!("{hint}");
+            }
             return exit::code(if e.use_stderr() { exit::CONFIG } else { 0 });
         }
     };

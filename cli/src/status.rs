@@ -106,12 +106,12 @@ fn unreachable(e: &redis::RedisError) -> String {
         "connection refused".into()
     } else if e.is_timeout() {
         "no answer".into()
-    } else if matches!(e.kind(), redis::ErrorKind::Parse) || e.is_unrecoverable_error() {
+    } else if matches!(e.kind(), redis::ErrorKind::Parse) {
         // Something answered, but not in the Redis protocol.
         "not a Redis server".into()
     } else {
-        let text = e.to_string();
-        text.lines().next().unwrap_or("unreachable").to_owned()
+        // A password, an ACL, or what the node said, on one line.
+        redquorum::explain(e)
     }
 }
 
@@ -164,7 +164,7 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
         ))
     };
     match tokio::time::timeout(timeout, work).await {
-        Err(_) => r.detail = format!("no answer within {}s", timeout.as_secs()),
+        Err(_) => r.detail = format!("no answer within {}ms", timeout.as_millis()),
         Ok(Err(e)) => r.detail = unreachable(&e),
         Ok(Ok((rtt, before, after, secs, micros, info, pers, fsync, policy))) => {
             r.reachable = true;

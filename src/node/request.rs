@@ -15,6 +15,8 @@ pub(crate) struct Request {
     pub(crate) cmd: Cmd,
     /// Sent even if the round stopped waiting for it (a release).
     pub(crate) cleanup: bool,
+    /// The script, for a script: what a permission error names.
+    pub(crate) script: Option<&'static Lua>,
 }
 
 impl Request {
@@ -23,6 +25,7 @@ impl Request {
         Arc::new(Self {
             cmd,
             cleanup: false,
+            script: None,
         })
     }
 
@@ -36,6 +39,7 @@ impl Request {
         Arc::new(Self {
             cmd,
             cleanup: script.cleanup,
+            script: Some(script),
         })
     }
 }

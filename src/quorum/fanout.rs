@@ -12,12 +12,13 @@ use std::time::Duration;
 use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
-use crate::error::NodeErrorKind;
+use crate::error::{is_denied, NodeErrorKind};
 use crate::node::call::Call;
 use crate::node::request::Request;
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::tally::{node_bit, NodeSet};
+use crate::scripts::Lua;
 
 /// One request in flight to a set of nodes.
 pub(crate) struct Fanout<'a> {
@@ -37,6 +38,8 @@ pub(crate) struct Fanout<'a> {
     timeout: Duration,
     /// Set once the deadline has passed.
     expired: bool,
+    /// The script sent, if any: named in a permission error.
+    script: Option<&'static Lua>,
 }
 
 impl<'a> Fanout<'a> {
@@ -63,6 +66,7 @@ impl<'a> Fanout<'a> {
             deadline: Box::pin(tokio::time::sleep_until(Instant::now() + timeout)),
             timeout,
             expired: false,
+            script: req.script,
         }
     }
 
@@ -85,7 +89,7 @@ impl<'a> Fanout<'a> {
             match polled {
                 Some((i, r)) => {
                     self.waiting &= !node_bit(i);
-                    return Some((i, r.map_err(NodeErrorKind::Redis)));
+                    return Some((i, r.map_err(|e| failure(e, self.script))));
                 }
                 None => self.expired = true,
             }
@@ -140,6 +144,18 @@ impl<'a> Fanout<'a> {
                 drop(token);
             });
         }
+    }
+}
+
+/// A node's error as a failure: a script the node's ACL refused names the
+/// commands it needs.
+fn failure(e: redis::RedisError, script: Option<&'static Lua>) -> NodeErrorKind {
+    match script {
+        Some(script) if is_denied(&e) => NodeErrorKind::Denied {
+            needs: script.commands(),
+            error: e,
+        },
+        _ => NodeErrorKind::Redis(e),
     }
 }
 

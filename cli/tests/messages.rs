@@ -1,0 +1,143 @@
+//! What an operator reads from `redquorum`: one line per cause, said once,
+//! no colour codes in logs, hints for the usual mistakes, the shell's exit
+//! codes.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Output, Stdio};
+
+use support::Cluster;
+
+fn cli(nodes: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redquorum"));
+    cmd.env("REDQUORUM_NODES", nodes)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let o: Output = cmd.output().expect("run redquorum");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Something that answers, but not in the Redis protocol.
+fn not_redis() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            use std::io::{Read, Write};
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    let reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+                    if n == 0 || conn.write_all(reply).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn one_node_of_five_not_redis_is_warned_about_once() {
+    let c = Cluster::start(4);
+    let mut urls = c.urls();
+    urls.push(format!("redis://127.0.0.1:{}", not_redis()));
+    let (code, out, err) =
+        run(cli(&urls.join(",")).args(["lock", "msg_one_bad", "--", "sh", "-c", "echo ran"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "ran\n");
+    assert_eq!(err.matches("not a Redis server").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "no colour codes off a terminal: {err:?}"
+    );
+}
+
+#[test]
+fn status_says_authentication_failed_not_not_redis() {
+    let c = Cluster::start(1);
+    let mut conn = c.nodes[0].conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-pw")
+        .query(&mut conn)
+        .unwrap();
+    let url = format!("redis://:wrong-pw@127.0.0.1:{}", c.nodes[0].port);
+    let (_, out, err) = run(cli(&url).arg("status"));
+    assert!(out.contains("authentication failed"), "{out}{err}");
+    assert!(!out.contains("not a Redis server"), "{out}");
+    assert!(!out.contains("wrong-pw") && !err.contains("wrong-pw"));
+    let url = format!("redis://127.0.0.1:{}", c.nodes[0].port);
+    let (_, out, _) = run(cli(&url).arg("status"));
+    assert!(out.contains("requires a password"), "{out}");
+}
+
+#[test]
+fn usage_mistakes_get_a_hint_and_78() {
+    let nodes = "redis://127.0.0.1:1";
+    let (code, _, err) = run(cli(nodes).args(["lock", "x", "echo", "hi"]));
+    assert_eq!(code, 78);
+    assert!(err.contains("the command goes after `--`"), "{err}");
+    let (code, _, err) = run(cli(nodes).args(["lock", "x"]));
+    assert_eq!(code, 78);
+    assert!(err.contains("the command goes after `--`"), "{err}");
+    let (code, _, err) = run(cli(nodes).args(["lock", "x", "--wait", "-1s", "--", "true"]));
+    assert_eq!(code, 78);
+    assert!(err.contains("negative"), "{err}");
+    assert!(
+        !err.contains("tip:"),
+        "clap's '-- -1' tip is wrong here: {err}"
+    );
+    for empty in ["", "redis://127.0.0.1:1,"] {
+        let (code, _, err) = run(cli(empty).args(["lock", "x", "--", "true"]));
+        assert_eq!(code, 78, "{err}");
+        assert!(err.contains("empty entry"), "{err}");
+        assert!(!err.contains("did you mean"), "{err}");
+    }
+    let (code, out, _) = run(cli(nodes).args(["help", "--help"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("Usage"), "{out}");
+}
+
+#[test]
+fn node_count_warnings_say_what_is_tolerated() {
+    let c = Cluster::start(2);
+    let (code, _, err) = run(cli(&c.nodes[0].url()).args(["lock", "msg_one", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("a single redis node"), "{err}");
+    let (code, _, err) = run(cli(&c.urls().join(",")).args(["lock", "msg_two", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("(2) tolerates no more failures (0) than 1 would"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_command_that_is_not_executable_is_126() {
+    let c = Cluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
+    let (code, out, err) = run(cli(&c.nodes[0].url())
+        .args(["lock", "msg_126", "--"])
+        .arg(&file));
+    assert_eq!(code, 126, "{err}");
+    assert!(out.is_empty());
+    let (code, _, _) =
+        run(cli(&c.nodes[0].url()).args(["lock", "msg_127", "--", "/nonexistent/x"]));
+    assert_eq!(code, 127);
+}

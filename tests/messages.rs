@@ -1,0 +1,214 @@
+//! Messages an operator reads, on real redis-server processes: one line,
+//! the cause in plain words, the fix where one is obvious.
+
+mod support;
+
+use std::time::Duration;
+
+use redquorum::{Error, Redlock};
+use support::Cluster;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A loopback port where something answers, but not in the Redis protocol
+/// (an HTTP server's reply to anything). Serves until the test ends.
+fn not_redis() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            use std::io::{Read, Write};
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+                    if conn.write_all(reply).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn one_line(e: &Error) -> String {
+    let text = e.to_string();
+    assert!(!text.contains('\n'), "more than one line: {text}");
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_not_redis_is_named_so_in_one_line() {
+    let c = Cluster::start(3);
+    let redlock = Redlock::builder()
+        .nodes([
+            format!("redis://127.0.0.1:{}", not_redis()),
+            format!("redis://127.0.0.1:{}", not_redis()),
+            c.nodes[0].url(),
+        ])
+        .build()
+        .unwrap();
+    let err = redlock.try_lock("not_redis", ms(5000)).await.unwrap_err();
+    let text = one_line(&err);
+    assert_eq!(text.matches("not a Redis server").count(), 2, "{text}");
+    assert!(!text.contains("Parse error"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_wrong_password_is_said_plainly() {
+    let c = Cluster::start(1);
+    let mut conn = c.nodes[0].conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret-pw")
+        .query(&mut conn)
+        .unwrap();
+    let port = c.nodes[0].port;
+    let missing = Redlock::builder()
+        .nodes([format!("redis://127.0.0.1:{port}")])
+        .build()
+        .unwrap()
+        .try_lock("auth", ms(5000))
+        .await
+        .unwrap_err();
+    let text = one_line(&missing);
+    assert!(text.contains("the node requires a password"), "{text}");
+    let wrong = Redlock::builder()
+        .nodes([format!("redis://:wrong-pw@127.0.0.1:{port}")])
+        .build()
+        .unwrap()
+        .try_lock("auth", ms(5000))
+        .await
+        .unwrap_err();
+    let text = one_line(&wrong);
+    assert!(text.contains("authentication failed"), "{text}");
+    assert!(!text.contains("wrong-pw") && !format!("{wrong:?}").contains("wrong-pw"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_that_refuses_a_command_names_what_is_needed() {
+    let c = Cluster::start(3);
+    for n in &c.nodes {
+        let mut conn = n.conn();
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "app", "on", ">app-pw", "~*", "+@all", "-zadd"])
+            .query(&mut conn)
+            .unwrap();
+    }
+    let urls: Vec<String> = c
+        .nodes
+        .iter()
+        .map(|n| format!("redis://app:app-pw@127.0.0.1:{}", n.port))
+        .collect();
+    // The plain lock needs no ZADD; waiting for a held one does.
+    let holder = c.redlock();
+    let held = holder.try_lock("acl", ms(30_000)).await.unwrap();
+    let redlock = Redlock::builder().nodes(&urls).build().unwrap();
+    let err = redlock
+        .lock_timeout("acl", ms(5000), ms(500))
+        .await
+        .unwrap_err();
+    let text = one_line(&err);
+    assert!(!err.is_contended(), "{text}");
+    assert!(text.contains("ACL user may not run"), "{text}");
+    assert!(text.contains("ZADD"), "{text}");
+    held.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_shorter_than_the_round_trip_says_so() {
+    let c = Cluster::start(3);
+    // 20 ms each way: no 3 ms lock can ever be valid.
+    let (_proxies, builder) = c.far_builder(20);
+    let redlock = builder.retry_count(2).build().unwrap();
+    let once = redlock.try_lock("too_short", ms(3)).await.unwrap_err();
+    assert!(matches!(once, Error::TtlTooShort { .. }), "{once:?}");
+    let text = one_line(&once);
+    assert!(text.contains("use a longer TTL"), "{text}");
+    assert!(!text.contains("expired or was lost"), "{text}");
+    let waited = redlock.lock("too_short", ms(3)).await.unwrap_err();
+    let text = one_line(&waited);
+    assert!(text.contains("after waiting"), "{text}");
+    assert!(text.contains("use a longer TTL"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_says_how_long_it_waited() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let held = holder.try_lock("patience", ms(30_000)).await.unwrap();
+    let redlock = c.builder().retry_count(3).build().unwrap();
+    let err = redlock.lock("patience", ms(5000)).await.unwrap_err();
+    assert!(err.is_contended(), "{err:?}");
+    let text = one_line(&err);
+    assert!(
+        text.starts_with("gave up on \"patience\" after waiting "),
+        "{text}"
+    );
+    assert!(text.ends_with("held by another owner"), "{text}");
+    held.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_not_waited_for_are_explained() {
+    let urls: Vec<String> = (0..5)
+        .map(|_| format!("redis://127.0.0.1:{}", support::free_port()))
+        .collect();
+    let redlock = Redlock::builder().nodes(&urls).build().unwrap();
+    let err = redlock.try_lock("refused", ms(1000)).await.unwrap_err();
+    let text = one_line(&err);
+    if !text.contains("5 of 5 nodes failed") {
+        assert!(
+            text.contains("not waited for (a quorum was already out of reach)"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn node_urls_that_cannot_work_are_refused_with_the_reason() {
+    let refused = |urls: &[&str]| {
+        let e = Redlock::builder()
+            .nodes(urls.iter().copied())
+            .build()
+            .unwrap_err();
+        one_line(&e)
+    };
+    // One server spelled two ways.
+    for pair in [
+        ["redis://localhost:7601", "redis://127.0.0.1:7601/"],
+        ["redis://localhost", "redis://127.0.0.1:6379/0"],
+        ["redis://[::1]:7601", "redis://LOCALHOST:7601"],
+    ] {
+        let text = refused(&pair);
+        assert!(text.contains("is node 0 again"), "{pair:?}: {text}");
+    }
+    // Different databases or ports are different nodes.
+    assert!(Redlock::builder()
+        .nodes(["redis://127.0.0.1:7601/0", "redis://127.0.0.1:7601/1"])
+        .build()
+        .is_ok());
+    for (urls, says) in [
+        (&["redis://127.0.0.1:1", ""][..], "empty entry"),
+        (&["redis://127.0.0.1:99999"][..], "not a port number"),
+        (&["redis://127.0.0.1:abc"][..], "not a port number"),
+        (&["http://127.0.0.1:6379"][..], "scheme is not Redis's"),
+    ] {
+        let text = refused(urls);
+        assert!(text.contains(says), "{urls:?}: {text}");
+        assert!(!text.contains("did you mean \"redis://\""), "{text}");
+    }
+    let text = refused(&["http://127.0.0.1:6379"]);
+    assert!(
+        text.contains("did you mean \"redis://127.0.0.1:6379\""),
+        "{text}"
+    );
+}
