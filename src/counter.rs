@@ -264,46 +264,7 @@ mod tests {
     /// PATH, as the test harness starts it).
     #[test]
     fn cas_script_and_rule_agree_on_a_real_node() {
-        use std::process::{Command, Stdio};
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let server =
-            std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        /// Kills the node also when an assertion fails.
-        struct Killed(std::process::Child);
-        impl Drop for Killed {
-            fn drop(&mut self) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
-            }
-        }
-        let _node = Killed(
-            Command::new(&server)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                ])
-                .arg("--dir")
-                .arg(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start redis-server"),
-        );
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("url");
-        let mut conn = (0..200)
-            .find_map(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                client.get_connection().ok()
-            })
-            .expect("redis-server answers");
+        let (_node, mut conn) = crate::scratch::node();
         let records = [
             rec("", 0),
             rec("20261122", 9),

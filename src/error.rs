@@ -133,7 +133,7 @@ pub enum Error {
 
     /// The client's clock says a period earlier than numbers were already issued
     /// for, by more than the configured tolerance.
-    #[error("clock behind for counter {counter:?}: local period {local} is before issued period {issued}")]
+    #[error("clock behind for counter {counter:?}: local period {local} is before issued period {issued}{}", hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default())]
     ClockBehind {
         /// The counter (serial prefix).
         counter: String,
@@ -141,6 +141,23 @@ pub enum Error {
         local: String,
         /// The latest period numbers were issued in.
         issued: String,
+        /// The likely cause, when one is evident (a generator in another
+        /// time zone).
+        hint: Option<String>,
+    },
+
+    /// A serial prefix is pinned to another reset period or width than this
+    /// generator's: issuing with both could print the same number twice.
+    #[error("serial prefix {counter:?} is pinned to {} on the nodes, this generator asks for {}: the two could issue the same numbers; use the pinned configuration or another prefix (the pin is the key {key:?})", config_words(pinned), config_words(asked))]
+    SerialConfigConflict {
+        /// The serial prefix.
+        counter: String,
+        /// The configuration a node holds, `period/width` (`hour/2`).
+        pinned: String,
+        /// This generator's, `period/width`.
+        asked: String,
+        /// The key holding the pin on each node.
+        key: String,
     },
 
     /// The runtime is shutting down: a background round was dropped before
@@ -411,6 +428,14 @@ pub fn explain(e: &redis::RedisError) -> String {
         );
     }
     describe(e)
+}
+
+/// `day/4` as `period day, width 4`.
+fn config_words(config: &str) -> String {
+    match config.split_once('/') {
+        Some((period, width)) => format!("period {period}, width {width}"),
+        None => format!("{config:?}"),
+    }
 }
 
 /// A duration for people: `987ms`, `9.9s`, `2m30s`.

@@ -33,6 +33,8 @@ pub(crate) enum Kind {
     Serial,
     /// The lock that serial allocators take turns with.
     SerialLock,
+    /// A serial prefix's configuration (reset period and width), pinned.
+    SerialPin,
 }
 
 impl Kind {
@@ -44,6 +46,7 @@ impl Kind {
             Kind::Fence => "fence",
             Kind::Serial => "serial",
             Kind::SerialLock => "serial-lock",
+            Kind::SerialPin => "serial-pin",
         }
     }
 }

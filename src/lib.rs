@@ -141,13 +141,16 @@
 // 9 builder.rs          RedlockBuilder: checks settings, makes the node set.
 // 10 serial/period.rs   Reset periods, stamps, the plan step of allocation.
 //   serial/number.rs    Serial, one issued number.
+//   serial/pin.rs       A prefix's period and width, pinned on the nodes.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
-// 11 model/ (tests only) The model checker's models of the protocols, run on
+// 11 scratch.rs        (tests only) A throwaway redis-server for script tests.
+//   model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
 //                       model/lock_state.rs, model/lock_rules.rs and
-//                       model/lock.rs (the lock),
+//                       model/lock.rs (the lock), model/pin.rs (a serial
+//                       prefix's pinned configuration),
 //                       model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
@@ -166,6 +169,8 @@ mod model;
 mod node;
 mod quorum;
 mod redlock;
+#[cfg(test)]
+mod scratch;
 mod scripts;
 mod serial;
 mod standing;

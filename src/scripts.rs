@@ -148,6 +148,18 @@ else
 end"#,
 );
 
+/// Pins a serial prefix's configuration (see `serial/pin.rs`): stores
+/// ARGV[1] at KEYS[1] if nothing is there, never replaces what is. Returns
+/// what the key holds afterwards.
+pub(crate) static SERIAL_PIN: Lua = Lua::new(
+    r#"local cur = redis.call("GET", KEYS[1])
+if cur then
+  return cur
+end
+redis.call("SET", KEYS[1], ARGV[1])
+return ARGV[1]"#,
+);
+
 /// The counter's compare-and-set (see `counter.rs`). KEYS[1] is a hash with
 /// fields `p` (period stamp, a fixed-width digit string, so string order is
 /// time order) and `n` (last number issued in it, decimal); KEYS[2], if

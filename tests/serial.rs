@@ -75,6 +75,8 @@ async fn steady_state_is_one_round_trip_per_batch() {
         .iter()
         .map(|n| n.command_calls("evalsha") + n.command_calls("eval"))
         .collect();
+    // (The warm-up pinned the prefix's configuration with one SET.)
+    let sets: Vec<u64> = c.nodes.iter().map(|n| n.command_calls("set")).collect();
     for _ in 0..50 {
         serials.next("RT").await.unwrap();
     }
@@ -83,7 +85,7 @@ async fn steady_state_is_one_round_trip_per_batch() {
     for (i, n) in c.nodes.iter().enumerate() {
         let calls = n.command_calls("evalsha") + n.command_calls("eval") - before[i];
         assert_eq!(calls, 50, "node {i}");
-        assert_eq!(n.command_calls("set"), 0, "node {i} saw a lock");
+        assert_eq!(n.command_calls("set"), sets[i], "node {i} saw a lock");
     }
 }
 
@@ -344,4 +346,66 @@ async fn fencing_tokens_strictly_increase() {
         .unwrap();
     assert_eq!(plain.fencing_token(), None);
     plain.release().await.unwrap();
+}
+
+/// One prefix, two configurations that print the same strings (day/width 4
+/// and hour/width 2 both give `COL202611230201`): the second is refused, on
+/// every call, and never issues.
+#[tokio::test]
+async fn a_prefix_keeps_the_period_and_width_it_started_with() {
+    let c = Cluster::start(3);
+    let clock = TestClock::new("2026-11-23T02:30:00Z");
+    let by_day = clock.generator(c.redlock(), 4);
+    let c2 = clock.0.clone();
+    let by_hour = SerialGenerator::builder(c.redlock())
+        .time_zone(chrono_tz::UTC)
+        .reset_period(ResetPeriod::Hour)
+        .width(2)
+        .clock(move || *c2.lock().unwrap())
+        .build()
+        .unwrap();
+    let issued = by_day.next_batch("COL", 201).await.unwrap();
+    assert_eq!(issued[200].to_string(), "COL202611230201");
+    for _ in 0..2 {
+        match by_hour.next("COL").await {
+            Err(e @ Error::SerialConfigConflict { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("period day, width 4"), "{text}");
+                assert!(text.contains("period hour, width 2"), "{text}");
+            }
+            other => panic!("expected SerialConfigConflict, got {other:?}"),
+        }
+    }
+    // Another generator with the same configuration goes on; another
+    // prefix is free to use any.
+    let again = clock.generator(c.redlock(), 4);
+    assert_eq!(
+        again.next("COL").await.unwrap().to_string(),
+        "COL202611230202"
+    );
+    assert_eq!(
+        by_hour.next("COLH").await.unwrap().to_string(),
+        "COLH202611230201"
+    );
+}
+
+/// A generator a time zone behind the one that issued today's numbers is
+/// told so, not only that its clock is behind.
+#[tokio::test]
+async fn a_clock_behind_because_of_the_time_zone_says_so() {
+    let c = Cluster::start(3);
+    let ahead = SerialGenerator::builder(c.redlock())
+        .time_zone(chrono_tz::Pacific::Kiritimati) // UTC+14
+        .build()
+        .unwrap();
+    let behind = SerialGenerator::builder(c.redlock())
+        .time_zone(chrono_tz::Pacific::Pago_Pago) // UTC-11: a day behind
+        .build()
+        .unwrap();
+    ahead.next("TZ").await.unwrap();
+    let err = behind.next("TZ").await.unwrap_err();
+    assert!(matches!(err, Error::ClockBehind { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("another time zone"), "{text}");
+    assert!(text.contains("Pacific/Pago_Pago"), "{text}");
 }

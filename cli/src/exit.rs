@@ -80,7 +80,8 @@ pub fn for_error(e: &Error) -> u8 {
         Error::InvalidConfig(_)
         | Error::InvalidUrl { .. }
         | Error::WrongType { .. }
-        | Error::TtlTooShort { .. } => CONFIG,
+        | Error::TtlTooShort { .. }
+        | Error::SerialConfigConflict { .. } => CONFIG,
         Error::Exhausted { .. } | Error::ClockBehind { .. } => CANNOT_ISSUE,
         Error::Timeout { last, .. } => for_error(last),
         Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,

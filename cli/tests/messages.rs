@@ -141,3 +141,19 @@ fn a_command_that_is_not_executable_is_126() {
         run(cli(&c.nodes[0].url()).args(["lock", "msg_127", "--", "/nonexistent/x"]));
     assert_eq!(code, 127);
 }
+
+#[test]
+fn a_prefix_with_another_period_or_width_is_refused_with_78() {
+    let c = Cluster::start(3);
+    let nodes = c.urls().join(",");
+    let (code, out, err) = run(cli(&nodes).args(["serial", "next", "COL", "--tz", "UTC"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("COL"), "{out}");
+    let (code, out, err) = run(cli(&nodes).args([
+        "serial", "next", "COL", "--tz", "UTC", "--period", "hour", "--width", "2",
+    ]));
+    assert_eq!(code, 78, "{out}{err}");
+    assert!(out.is_empty(), "nothing issued: {out}");
+    assert!(err.contains("is pinned to period day, width 4"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

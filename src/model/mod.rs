@@ -14,6 +14,7 @@ mod counter_state;
 mod lock;
 mod lock_rules;
 mod lock_state;
+mod pin;
 
 use std::fmt::Debug;
 use std::hash::Hash;

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use redis::{RedisResult, Value};
 
 use crate::node::link::{Link, Pending};
-use crate::node::request::Request;
+use crate::node::request::{failure_of, Request};
 use crate::node::wire::{link_broken, not_sent};
 
 /// One request to one node, from hand-over to reply. A plain state machine
@@ -90,6 +90,10 @@ impl Call {
             Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
         };
         self.link.healthy.store(alive, Ordering::Relaxed);
+        if let Err(e) = &result {
+            self.link
+                .warn_once(&failure_of(e.clone(), self.req.script));
+        }
         Poll::Ready(result)
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
+use crate::error::{NodeError, NodeErrorKind};
 use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting, PIPELINE_BUFFER};
 use crate::node::request::Request;
 use crate::node::slot::Slot;
@@ -45,6 +46,10 @@ pub(crate) struct Link {
     connect_timeout: Duration,
     /// The state, changed only under this lock, never across an await.
     state: Mutex<LinkState>,
+    /// Set once a failure only an operator can fix (not Redis, a password,
+    /// an ACL) was logged: it is logged once per node, whether or not any
+    /// round was still waiting for the reply that showed it.
+    misconfigured: AtomicBool,
 }
 
 /// A request in flight: sent, waiting in a queue, or already done.
@@ -107,6 +112,20 @@ impl Link {
             client,
             connect_timeout,
             state: Mutex::new(LinkState::new()),
+            misconfigured: AtomicBool::new(false),
+        }
+    }
+
+    /// Logs a failure only an operator can fix, once per node: while a
+    /// quorum survives it, no error would ever name it.
+    pub(crate) fn warn_once(&self, kind: &NodeErrorKind) {
+        if kind.needs_operator() && !self.misconfigured.swap(true, Ordering::Relaxed) {
+            let error = NodeError {
+                index: self.index,
+                addr: self.client.get_connection_info().addr().to_string(),
+                kind: kind.clone(),
+            };
+            tracing::warn!(node = self.index, "{error}");
         }
     }
 
@@ -406,6 +425,7 @@ impl Link {
             }
             Err(e) => {
                 tracing::debug!(node = self.index, error = %e, "connect failed");
+                self.warn_once(&NodeErrorKind::Redis(e.clone()));
                 fail_all(waiting, &e);
                 st.conn = Conn::Down {
                     error: Some(e),

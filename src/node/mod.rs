@@ -18,7 +18,7 @@ pub(crate) mod watch;
 pub(crate) mod wire;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,9 +35,6 @@ pub(crate) struct Node {
     /// The connection, shared with the calls in flight and the task that
     /// connects.
     link: Arc<Link>,
-    /// Set once a failure only an operator can fix (not Redis, a password,
-    /// an ACL) was logged, so it is logged once, not per request.
-    misconfigured: AtomicBool,
 }
 
 impl fmt::Debug for Node {
@@ -63,7 +60,6 @@ impl Node {
             index,
             addr,
             link: Arc::new(Link::new(index, client, connect_timeout)),
-            misconfigured: AtomicBool::new(false),
         }
     }
 
@@ -76,12 +72,6 @@ impl Node {
     /// sent before may have been sent twice).
     pub(crate) fn reconnected_after(&self, since: std::time::Instant) -> bool {
         self.link.connected_after(since)
-    }
-
-    /// True the first time it is called: the node failed in a way only an
-    /// operator can fix, and that has not been logged yet.
-    pub(crate) fn first_misconfiguration(&self) -> bool {
-        !self.misconfigured.swap(true, Ordering::Relaxed)
     }
 
     /// Marks the node unresponsive (it missed a round's deadline).

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
+use crate::error::{is_denied, NodeErrorKind};
 use crate::scripts::Lua;
 
 /// A request ready to go to every node: built once per round and shared, so a
@@ -41,5 +42,17 @@ impl Request {
             cleanup: script.cleanup,
             script: Some(script),
         })
+    }
+}
+
+/// A node's error as a failure: a script the node's ACL refused names the
+/// commands it needs.
+pub(crate) fn failure_of(e: redis::RedisError, script: Option<&'static Lua>) -> NodeErrorKind {
+    match script {
+        Some(script) if is_denied(&e) => NodeErrorKind::Denied {
+            needs: script.commands(),
+            error: e,
+        },
+        _ => NodeErrorKind::Redis(e),
     }
 }

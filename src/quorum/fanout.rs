@@ -12,9 +12,9 @@ use std::time::Duration;
 use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
-use crate::error::{is_denied, NodeErrorKind};
+use crate::error::NodeErrorKind;
 use crate::node::call::Call;
-use crate::node::request::Request;
+use crate::node::request::{failure_of, Request};
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::tally::{node_bit, NodeSet};
@@ -89,7 +89,7 @@ impl<'a> Fanout<'a> {
             match polled {
                 Some((i, r)) => {
                     self.waiting &= !node_bit(i);
-                    return Some((i, r.map_err(|e| failure(e, self.script))));
+                    return Some((i, r.map_err(|e| failure_of(e, self.script))));
                 }
                 None => self.expired = true,
             }
@@ -144,18 +144,6 @@ impl<'a> Fanout<'a> {
                 drop(token);
             });
         }
-    }
-}
-
-/// A node's error as a failure: a script the node's ACL refused names the
-/// commands it needs.
-fn failure(e: redis::RedisError, script: Option<&'static Lua>) -> NodeErrorKind {
-    match script {
-        Some(script) if is_denied(&e) => NodeErrorKind::Denied {
-            needs: script.commands(),
-            error: e,
-        },
-        _ => NodeErrorKind::Redis(e),
     }
 }
 

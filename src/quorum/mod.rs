@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
-use tracing::{debug, trace, warn};
+use tracing::{debug, trace};
 
-use crate::error::{NodeError, NodeErrorKind};
+use crate::error::NodeErrorKind;
 use crate::node::request::Request;
 use crate::node::Node;
 use crate::quorum::background::Background;
@@ -146,21 +146,12 @@ impl Quorum {
     }
 }
 
-/// Per-node outcome at `debug!`; failures the caller's error reports show up
-/// there. A failure only an operator can fix (the node is not Redis, wants a
-/// password, refuses a command by ACL) is also logged at `warn!`, once per
-/// node, since while a quorum survives it no error would ever name it.
+/// Per-node outcome at `debug!`; failures a quorum survived show up at `warn!`
+/// only once, in the caller's error (and a failure only an operator can fix
+/// once per node, from the node's link).
 fn log_vote(node: &Node, what: &'static str, vote: &Vote) {
     match vote {
         Vote::Failed(kind) => {
-            if kind.needs_operator() && node.first_misconfiguration() {
-                let error = NodeError {
-                    index: node.index,
-                    addr: node.addr.clone(),
-                    kind: kind.clone(),
-                };
-                warn!(node = node.index, "{error}");
-            }
             debug!(node = node.index, addr = %node.addr, op = what, ?kind, "node failed")
         }
         _ => trace!(node = node.index, op = what, ?vote, "node replied"),

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use crate::keys::Kind;
 use crate::redlock::Redlock;
 use crate::serial::number::Serial;
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
+use crate::serial::pin;
 
 /// Digits of the counter part by default: `0001` .. `9999` per period.
 pub const DEFAULT_WIDTH: u8 = 4;
@@ -146,6 +148,10 @@ struct CounterState {
     hint: Mutex<Option<Record>>,
     /// Until when allocations take the counter's Redlock (after contention).
     contended_until: Mutex<Option<Instant>>,
+    /// The key of the prefix's pinned configuration (`pin.rs`).
+    pin_key: String,
+    /// Set once our configuration was pinned (or found pinned) on a quorum.
+    pinned: AtomicBool,
 }
 
 /// What one caller gets from a round: the period stamp and its first number.
@@ -340,6 +346,10 @@ impl SerialGenerator {
                 queue: Mutex::default(),
                 hint: Mutex::default(),
                 contended_until: Mutex::default(),
+                pin_key: redlock
+                    .counter_keys(Kind::SerialPin, &format!("serial:{prefix}"))
+                    .key,
+                pinned: AtomicBool::new(false),
             })
         });
         Arc::clone(state)
@@ -415,6 +425,11 @@ async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
 async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Grant> {
     let settings = &inner.settings;
     let (prefix, name, key) = (state.prefix.as_str(), &state.name, &state.key);
+    if !state.pinned.load(Ordering::Acquire) {
+        let config = pin::config_of(settings.period, settings.width);
+        pin::pin(inner.redlock.nodes(), prefix, &state.pin_key, &config).await?;
+        state.pinned.store(true, Ordering::Release);
+    }
     let now = (settings.clock)();
     let rules = settings.rules();
     let today = rules.stamp(now);

@@ -4,8 +4,10 @@
 //!
 //! Bottom to top: [`period`] (reset periods, stamps in a time zone, and the
 //! plan step of an allocation), [`number`] (the [`Serial`](number::Serial)
-//! type), [`generator`] (the generator, its builder and group commit).
+//! type), [`pin`] (a prefix's period and width, pinned on the nodes),
+//! [`generator`] (the generator, its builder and group commit).
 
 pub(crate) mod generator;
 pub(crate) mod number;
 pub(crate) mod period;
+pub(crate) mod pin;

@@ -68,6 +68,14 @@ pub(crate) enum Zone {
 }
 
 impl Zone {
+    /// The zone's name, for messages.
+    pub(crate) fn name(self) -> String {
+        match self {
+            Zone::Local => "the machine's local zone".into(),
+            Zone::Named(tz) => tz.name().to_owned(),
+        }
+    }
+
     /// The stamp of `now` for `period`.
     pub(crate) fn stamp(self, period: ResetPeriod, now: DateTime<Utc>) -> String {
         let fmt = period.format();
@@ -157,10 +165,22 @@ impl PeriodRules {
                 let close =
                     start.is_some_and(|s| (s - now).to_std().unwrap_or_default() <= self.tolerance);
                 if !close {
+                    // Less than a day ahead: a generator in a time zone
+                    // ahead of ours, far likelier than a clock that wrong.
+                    let zone_hint = start.is_some_and(|s| s - now < chrono::Duration::hours(26));
                     return Err(Error::ClockBehind {
                         counter: counter.to_owned(),
                         local: today.to_owned(),
                         issued: expected.period.clone(),
+                        hint: zone_hint.then(|| {
+                            format!(
+                                "that period began {} min from now by this clock: was it \
+                                 issued in another time zone (this generator uses {})? Every \
+                                 generator of a prefix must use the same one",
+                                (start.unwrap_or(now) - now).num_minutes(),
+                                self.zone.name()
+                            )
+                        }),
                     });
                 }
                 (expected.period.clone(), expected.n)

@@ -1,0 +1,152 @@
+//! A prefix's configuration, pinned on the nodes: the reset period and the
+//! width its numbers are issued with.
+//!
+//! Why: one prefix issued with two configurations can print the same string
+//! twice. `COL` by day with width 4 issues `COL20261123` + `0201`; by hour
+//! with width 2 it issues `COL2026112302` + `01`: both `COL202611230201`,
+//! from two counters that know nothing of each other. So before a generator
+//! issues its first number for a prefix, it pins its configuration, and a
+//! generator with another one is refused.
+//!
+//! The rule: every node keeps one pin per prefix, written once and never
+//! replaced (`scripts::SERIAL_PIN`: store ours if none, answer what is
+//! stored). A generator may issue only if a quorum of nodes holds its
+//! configuration and no node that answered holds another; it waits for
+//! every node not known to be unresponsive, as the counter does. Two
+//! configurations can never both be allowed: any two quorums share a node,
+//! and that node holds one pin forever. Refusing on any other pin, not
+//! just on a lost quorum, is what keeps this true when a node forgets its
+//! data (restarts empty): a generator allowed earlier left its pin on the
+//! nodes that answered it, and they refuse the newcomer. The price: if two
+//! generators with different configurations start on a fresh prefix at the
+//! same moment, each may pin some nodes and both are then refused until an
+//! operator deletes the wrong pins (the error names the key).
+
+use std::sync::Arc;
+
+use redis::Value;
+
+use crate::counter::cas_finished;
+use crate::error::{Error, Result};
+use crate::node::request::Request;
+use crate::quorum::fanout::Fanout;
+use crate::quorum::tally::{node_bit, Tally};
+use crate::quorum::Quorum;
+use crate::scripts;
+use crate::serial::period::ResetPeriod;
+
+/// A configuration as it is pinned: `day/4`.
+pub(crate) fn config_of(period: ResetPeriod, width: u8) -> String {
+    format!("{}/{width}", period.name())
+}
+
+/// The rule every node applies (the `SERIAL_PIN` script): what the node
+/// holds after a pin request for `proposed`. A test runs the script on a
+/// real node against this function, and the model checker's nodes apply it.
+#[cfg(test)]
+pub(crate) fn node_pins(stored: Option<&str>, proposed: &str) -> String {
+    stored.unwrap_or(proposed).to_owned()
+}
+
+/// A finished pin round's outcome, given the other configurations nodes
+/// answered with: allowed (`Some(true)`) with a quorum holding ours and no
+/// other; refused (`Some(false)`) if any node holds another; `None` if too
+/// few nodes answered to tell.
+pub(crate) fn pin_outcome(tally: &Tally, others: usize) -> Option<bool> {
+    if others > 0 {
+        Some(false)
+    } else if tally.yes_count() >= tally.quorum {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// Pins `config` for `counter` at `key`, or says which configuration the
+/// nodes hold instead.
+///
+/// # Errors
+///
+/// [`Error::SerialConfigConflict`] when a node holds another configuration,
+/// [`Error::NoQuorum`] when too few nodes answer, [`Error::WrongType`] for
+/// foreign data at the key.
+pub(crate) async fn pin(quorum: &Quorum, counter: &str, key: &str, config: &str) -> Result<()> {
+    let req: Arc<Request> = Request::script(&scripts::SERIAL_PIN, |cmd| {
+        cmd.arg(1).arg(key).arg(config);
+    });
+    let mut others: Vec<String> = Vec::new();
+    let classify = |_: usize, v: &Value| {
+        let held = match v {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::SimpleString(s) => s.clone(),
+            _ => return None,
+        };
+        let ours = held == config;
+        if !ours {
+            others.push(held);
+        }
+        Some(ours)
+    };
+    let nodes = &quorum.nodes;
+    let done = |tally: &Tally, fan: &Fanout<'_>| {
+        let owed_by_healthy = nodes
+            .iter()
+            .any(|n| fan.waiting() & node_bit(n.index) != 0 && n.is_healthy());
+        cas_finished(tally, owed_by_healthy)
+    };
+    let (tally, fan) = quorum.vote_until(&req, "pin", classify, done).await;
+    match pin_outcome(&tally, others.len()) {
+        Some(true) => {
+            // Let the pin reach slow nodes too.
+            fan.finish_in_background();
+            Ok(())
+        }
+        Some(false) => Err(Error::SerialConfigConflict {
+            counter: counter.to_owned(),
+            pinned: others.swap_remove(0),
+            asked: config.to_owned(),
+            key: key.to_owned(),
+        }),
+        None => Err(tally.into_error(counter, key)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The script and [`node_pins`] agree, run on a real node.
+    #[test]
+    fn pin_script_and_rule_agree_on_a_real_node() {
+        let (_node, mut conn) = crate::scratch::node();
+        for stored in [None, Some("day/4"), Some("hour/2")] {
+            for proposed in ["day/4", "hour/2"] {
+                let _: () = redis::cmd("DEL").arg("pin").query(&mut conn).expect("DEL");
+                if let Some(s) = stored {
+                    let _: () = redis::cmd("SET")
+                        .arg("pin")
+                        .arg(s)
+                        .query(&mut conn)
+                        .expect("SET");
+                }
+                let reply: String = redis::cmd("EVAL")
+                    .arg(scripts::SERIAL_PIN.src)
+                    .arg(1)
+                    .arg("pin")
+                    .arg(proposed)
+                    .query(&mut conn)
+                    .expect("EVAL");
+                let after: String = redis::cmd("GET").arg("pin").query(&mut conn).expect("GET");
+                let rule = node_pins(stored, proposed);
+                assert_eq!(reply, rule, "stored {stored:?}, proposed {proposed}");
+                assert_eq!(after, rule, "stored {stored:?}, proposed {proposed}");
+            }
+        }
+    }
+
+    #[test]
+    fn configs_read_as_period_and_width() {
+        assert_eq!(config_of(ResetPeriod::Day, 4), "day/4");
+        assert_eq!(config_of(ResetPeriod::Never, 9), "never/9");
+    }
+}
