@@ -96,11 +96,15 @@ return 0"#,
 /// every call. Both sets expire when nobody renews them, so they never
 /// outlive their waiters; their expiry only ever grows, so a client with a
 /// short lease never cuts a longer one short. Safety does not depend on any
-/// of this: the lock is still a plain `SET NX PX` on a quorum. Returns {1,
+/// of this: the lock is still a plain `SET NX PX` on a quorum. The first
+/// line lets a node older than Redis 5 replicate the writes made after
+/// `TIME` (from 5.0 on it is the default and the call does nothing).
+/// Returns {1,
 /// 0, 0} when the lock was taken, else {0, PTTL of the lock, 1 if someone
 /// live is ahead of us}.
 pub(crate) static QUEUED_SET: Lua = Lua::new(
-    r#"local t = redis.call("TIME")
+    r#"redis.replicate_commands()
+local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)
 for _, id in ipairs(dead) do
@@ -191,6 +195,34 @@ return {0, p, n}"#,
 
 #[cfg(test)]
 mod tests {
+    /// The README's minimal ACL user allows every command of every script
+    /// (`tests/messages.rs` runs the features as that user).
+    #[test]
+    fn the_readmes_acl_allows_every_script_command() {
+        let readme = include_str!("../README.md");
+        let start = readme.find("`ACL SETUSER app").expect("the ACL line");
+        let acl = readme[start + 1..].split('`').next().unwrap_or("");
+        let allowed: Vec<String> = acl
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix('+'))
+            .map(str::to_ascii_uppercase)
+            .collect();
+        let scripts = [
+            &super::RELEASE,
+            &super::RELEASE_TELLING_WAITERS,
+            &super::QUEUED_SET,
+            &super::UNQUEUE,
+            &super::EXTEND,
+            &super::SERIAL_PIN,
+            &super::COUNTER_CAS,
+        ];
+        for script in scripts {
+            for cmd in script.commands().split(' ') {
+                assert!(allowed.iter().any(|a| a == cmd), "{cmd} missing from {acl}");
+            }
+        }
+    }
+
     #[test]
     fn commands_are_read_from_the_source() {
         assert_eq!(super::RELEASE.commands(), "EVAL GET DEL");

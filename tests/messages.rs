@@ -212,3 +212,63 @@ fn node_urls_that_cannot_work_are_refused_with_the_reason() {
         "{text}"
     );
 }
+
+/// The README's minimal ACL user can do everything: plain and waited-for
+/// locks, push-woken waiting, fencing tokens and serial numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_minimal_acl_user_is_enough() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let start = readme.find("`ACL SETUSER app").expect("the ACL line") + 1;
+    let acl: String = readme[start..]
+        .split('`')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let c = Cluster::start(3);
+    for n in &c.nodes {
+        let mut conn = n.conn();
+        let mut cmd = redis::cmd("ACL");
+        for word in acl.split(' ').skip(1) {
+            cmd.arg(if word == ">PASSWORD" { ">app-pw" } else { word });
+        }
+        let _: () = cmd.query(&mut conn).unwrap();
+    }
+    let urls: Vec<String> = c
+        .nodes
+        .iter()
+        .map(|n| format!("redis://app:app-pw@127.0.0.1:{}", n.port))
+        .collect();
+    let a = Redlock::builder().nodes(&urls).build().unwrap();
+    let b = Redlock::builder()
+        .nodes(&urls)
+        .wait_cap(ms(10_000))
+        .build()
+        .unwrap();
+    let held = a.try_lock("acl_all", ms(10_000)).await.unwrap();
+    held.extend(ms(10_000)).await.unwrap();
+    assert!(held.is_held().await.unwrap());
+    let waiter = tokio::spawn(async move { b.lock_timeout("acl_all", ms(5000), ms(4000)).await });
+    assert!(
+        support::wait_until(ms(3000), || c.waiting_on("acl_all") >= 2).await,
+        "registered as a waiter"
+    );
+    assert!(
+        c.nodes.iter().any(|n| n.tracking_clients() > 0),
+        "notifications are on"
+    );
+    let released = std::time::Instant::now();
+    held.release().await.unwrap();
+    let lock = waiter.await.unwrap().unwrap();
+    assert!(released.elapsed() < ms(2000), "woken, not polled at 10 s");
+    lock.release().await.unwrap();
+    let fenced = a.lock_fenced("acl_all", ms(5000)).await.unwrap();
+    assert_eq!(fenced.fencing_token(), Some(1));
+    fenced.release().await.unwrap();
+    let serials = redquorum::SerialGenerator::builder(a.clone())
+        .build()
+        .unwrap();
+    serials.next("ACL").await.unwrap();
+}

@@ -500,3 +500,24 @@ async fn a_release_does_not_count_dead_waiters() {
         assert_eq!(node.command_calls("eval"), before + 1, "{}", c.logs());
     }
 }
+
+/// Nodes without RESP3 (HELLO renamed away, as on Redis 5) cannot push
+/// notifications: waiting falls back to timed retries and still works,
+/// never fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_without_notifications_are_polled() {
+    let c = Cluster::start_with(3, Persistence::NoneWithoutHello);
+    let holder = c.redlock();
+    let waiter = waiter_client(&c, ms(100));
+    let held = holder.try_lock("wait_old", ms(10_000)).await.unwrap();
+    let task = wait_for(&waiter, "wait_old");
+    registered(&c, "wait_old").await;
+    held.release().await.unwrap();
+    let released = Instant::now();
+    // Polled every 50-100 ms: found free within a few caps.
+    let lock = got_it_soon(task, released, ms(2_000)).await;
+    lock.release().await.unwrap();
+    for n in &c.nodes {
+        assert_eq!(n.tracking_clients(), 0, "no node could track");
+    }
+}

@@ -91,8 +91,7 @@ impl Call {
         };
         self.link.healthy.store(alive, Ordering::Relaxed);
         if let Err(e) = &result {
-            self.link
-                .warn_once(&failure_of(e.clone(), self.req.script));
+            self.link.warn_once(&failure_of(e.clone(), self.req.script));
         }
         Poll::Ready(result)
     }

@@ -24,6 +24,9 @@ pub enum Persistence {
     None,
     /// AOF with `appendfsync always`: acknowledged writes survive kill -9.
     Aof,
+    /// Nothing on disk, and `HELLO` renamed away, as on Redis 5 and older:
+    /// no RESP3, so no client tracking (push-woken waiting must fall back).
+    NoneWithoutHello,
     /// Nothing on disk, cluster mode on, the node owning all 16384 slots:
     /// a one-shard Redis Cluster, as managed offerings run them. Scripts
     /// must keep the keys they use in one hash slot.
@@ -108,6 +111,9 @@ impl RedisNode {
             cmd.args(["--cluster-enabled", "yes"])
                 .arg("--cluster-config-file")
                 .arg(self.dir.path().join("nodes.conf"));
+        }
+        if self.persistence == Persistence::NoneWithoutHello {
+            cmd.args(["--rename-command", "HELLO", ""]);
         }
         let child = cmd
             .args(["--port", &self.port.to_string()])
