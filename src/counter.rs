@@ -32,7 +32,7 @@ use tracing::debug;
 use crate::error::{Error, Result};
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::{node_bit, Tally};
+use crate::quorum::tally::Tally;
 use crate::quorum::Quorum;
 use crate::scripts;
 
@@ -158,7 +158,6 @@ async fn cas_round(
     expected: &Record,
     new: &Record,
 ) -> Result<Round> {
-    let nodes = &quorum.nodes;
     let req: Arc<Request> = Request::script(&scripts::COUNTER_CAS, |cmd| {
         cmd.arg(2)
             .arg(&key.key)
@@ -176,12 +175,7 @@ async fn cas_round(
         }
         Some(accepted)
     };
-    let done = |tally: &Tally, fan: &Fanout<'_>| {
-        let owed_by_healthy = nodes
-            .iter()
-            .any(|n| fan.waiting() & node_bit(n.index) != 0 && n.is_healthy());
-        cas_finished(tally, owed_by_healthy)
-    };
+    let done = |tally: &Tally, fan: &Fanout<'_>| cas_finished(tally, fan.owed_by_healthy());
     let (tally, fan) = quorum.vote_until(&req, "cas", classify, done).await;
     match cas_outcome(&tally, highest) {
         Some(Round::Won) => {

@@ -12,32 +12,6 @@ const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A loopback port where something answers, but not in the Redis protocol
-/// (an HTTP server's reply to anything). Serves until the test ends.
-fn not_redis() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            use std::io::{Read, Write};
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = conn.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    let reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
-                    if conn.write_all(reply).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
 fn one_line(e: &Error) -> String {
     let text = e.to_string();
     assert!(!text.contains('\n'), "more than one line: {text}");
@@ -49,8 +23,8 @@ async fn a_node_that_is_not_redis_is_named_so_in_one_line() {
     let c = Cluster::start(3);
     let redlock = Redlock::builder()
         .nodes([
-            format!("redis://127.0.0.1:{}", not_redis()),
-            format!("redis://127.0.0.1:{}", not_redis()),
+            format!("redis://127.0.0.1:{}", support::not_redis()),
+            format!("redis://127.0.0.1:{}", support::not_redis()),
             c.nodes[0].url(),
         ])
         .build()

@@ -342,17 +342,7 @@ fn status_reports_nodes_and_quorum() {
 fn status_names_an_endpoint_that_is_not_redis_in_one_line() {
     let c = Cluster::start(3);
     // Something that answers, but not in the Redis protocol.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(4) {
-            use std::io::{Read, Write};
-            let Ok(mut conn) = conn else { continue };
-            let mut buf = [0u8; 256];
-            let _ = conn.read(&mut buf);
-            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
-        }
-    });
+    let port = support::not_redis();
     let nodes = format!(
         "{},{},redis://127.0.0.1:{port}",
         c.nodes[0].url(),

@@ -26,33 +26,11 @@ fn run(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
-/// Something that answers, but not in the Redis protocol.
-fn not_redis() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            use std::io::{Read, Write};
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = conn.read(&mut buf) {
-                    let reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
-                    if n == 0 || conn.write_all(reply).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
 #[test]
 fn one_node_of_five_not_redis_is_warned_about_once() {
     let c = Cluster::start(4);
     let mut urls = c.urls();
-    urls.push(format!("redis://127.0.0.1:{}", not_redis()));
+    urls.push(format!("redis://127.0.0.1:{}", support::not_redis()));
     let (code, out, err) =
         run(cli(&urls.join(",")).args(["lock", "msg_one_bad", "--", "sh", "-c", "echo ran"]));
     assert_eq!(code, 0, "{err}");

@@ -100,9 +100,13 @@ impl<'a> Fanout<'a> {
         Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
     }
 
-    /// Nodes asked that have not answered yet.
-    pub(crate) fn waiting(&self) -> NodeSet {
-        self.waiting
+    /// Whether a node that has not answered yet is healthy (not known to
+    /// be unresponsive): rounds that want to hear from every live node wait
+    /// for it.
+    pub(crate) fn owed_by_healthy(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| self.waiting & node_bit(n.index) != 0 && n.is_healthy())
     }
 
     /// Lets calls still in flight finish on their own (bounded by the round's

@@ -30,7 +30,7 @@ use crate::counter::cas_finished;
 use crate::error::{Error, Result};
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::{node_bit, Tally};
+use crate::quorum::tally::Tally;
 use crate::quorum::Quorum;
 use crate::scripts;
 use crate::serial::period::ResetPeriod;
@@ -87,13 +87,7 @@ pub(crate) async fn pin(quorum: &Quorum, counter: &str, key: &str, config: &str)
         }
         Some(ours)
     };
-    let nodes = &quorum.nodes;
-    let done = |tally: &Tally, fan: &Fanout<'_>| {
-        let owed_by_healthy = nodes
-            .iter()
-            .any(|n| fan.waiting() & node_bit(n.index) != 0 && n.is_healthy());
-        cas_finished(tally, owed_by_healthy)
-    };
+    let done = |tally: &Tally, fan: &Fanout<'_>| cas_finished(tally, fan.owed_by_healthy());
     let (tally, fan) = quorum.vote_until(&req, "pin", classify, done).await;
     match pin_outcome(&tally, others.len()) {
         Some(true) => {

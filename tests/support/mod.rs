@@ -51,6 +51,32 @@ fn server_binary() -> String {
     std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
+/// A loopback port where something answers, but not in the Redis protocol
+/// (an HTTP server's reply to anything). Serves until the test ends.
+pub fn not_redis() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            use std::io::{Read, Write};
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+                    if conn.write_all(reply).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
