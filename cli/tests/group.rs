@@ -178,7 +178,12 @@ async fn background_jobs_end_before_the_lock_is_released() {
     let c = Cluster::start(3);
     let dir = tempfile::tempdir().unwrap();
     let pids = dir.path().join("pids");
-    let script = format!("sleep 33 & echo $! >> {}; echo started", pids.display());
+    // The background job lets go of stdout, so that nothing but the group's
+    // end can end the wait for redquorum's output.
+    let script = format!(
+        "sleep 33 >/dev/null 2>&1 & echo $! >> {}; echo started",
+        pids.display()
+    );
     let out = cli(&c)
         .args(["lock", "grp_bg", "--", "sh", "-c", &script])
         .output()
@@ -192,6 +197,13 @@ async fn background_jobs_end_before_the_lock_is_released() {
         "the background sleep outlived the lock"
     );
     assert_eq!(c.values("grp_bg"), vec![None; 3]);
+}
+
+/// The process group of `pid` (field 5 of `/proc/PID/stat`).
+fn pgrp(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit(')').next().unwrap();
+    after.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
 
 /// A command that prints a line per SIGINT and ends when `stop` exists.
@@ -211,21 +223,33 @@ async fn a_process_group_ctrl_c_reaches_the_command_once() {
     let out_file = dir.path().join("out");
     // redquorum in a group of its own, as a shell runs a foreground job; a
     // terminal's Ctrl-C signals that whole group.
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "echo $$ > {}; {}",
+        pid_file.display(),
+        counts_sigints(&stop)
+    );
     let child = cli(&c)
-        .args([
-            "lock",
-            "grp_int",
-            "--",
-            "bash",
-            "-c",
-            &counts_sigints(&stop),
-        ])
+        .args(["lock", "grp_int", "--", "bash", "-c", &script])
         .stdout(std::fs::File::create(&out_file).unwrap())
         .process_group(0)
         .spawn()
         .unwrap();
     let printed = || std::fs::read_to_string(&out_file).unwrap_or_default();
     assert!(wait_until(Duration::from_secs(5), || printed().contains("ready")).await);
+    // Two SIGINTs sent at once may merge into one, so counting alone cannot
+    // tell: the command must not be in the group the terminal signals.
+    let command = pids_in(&pid_file)[0];
+    assert_ne!(
+        pgrp(command),
+        child.id() as i32,
+        "the command shares our group"
+    );
+    assert_eq!(
+        pgrp(command),
+        command,
+        "the command leads a group of its own"
+    );
     kill(-(child.id() as i32), libc::SIGINT);
     assert!(wait_until(Duration::from_secs(5), || printed().contains("INT1")).await);
     std::fs::write(&stop, "").unwrap();
