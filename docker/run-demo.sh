@@ -40,7 +40,7 @@ if [ -z "${REDIS_IMAGE:-}" ]; then
 fi
 
 echo "building the worker (cargo build --release) ..." >&2
-cargo build --release -p redquorum-demo --bin worker -p redquorum-cli
+cargo build --release -p redquorum-demo -p redquorum-cli --bin worker --bin redquorum
 mkdir -p docker/dist
 cp target/release/worker target/release/redquorum docker/dist/
 
