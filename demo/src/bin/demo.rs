@@ -9,6 +9,7 @@
 //! first of them.
 //! Set `RUST_LOG=redquorum=debug` to see per-node outcomes.
 
+use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use redquorum::redis;
@@ -22,6 +23,8 @@ const ROUNDS: usize = 5;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::from_default_env())
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
         .init();
     let nodes = std::env::var("REDQUORUM_NODES")
         .map_err(|_| "set REDQUORUM_NODES=redis://host:port,... (make demo does this)")?;

@@ -8,6 +8,7 @@
 //! so that it burns no real order numbers.
 
 use std::collections::HashSet;
+use std::io::IsTerminal as _;
 
 use redquorum::chrono_tz;
 use redquorum::{Redlock, SerialGenerator};
@@ -21,6 +22,8 @@ const NUMBERS_PER_CALLER: usize = 25;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::from_default_env())
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
         .init();
     let nodes = std::env::var("REDQUORUM_NODES")
         .map_err(|_| "set REDQUORUM_NODES=redis://host:port,... (make demo does this)")?;

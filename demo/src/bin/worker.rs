@@ -14,6 +14,7 @@
 //! (env: WORKER_ID, ITERATIONS, PACE_MS between iterations), then `... --bin worker -- verify`.
 
 use std::collections::HashSet;
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ async fn main() -> Result<(), BoxError> {
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
         )
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
     let data = PathBuf::from(std::env::var("DATA_DIR").unwrap_or_else(|_| "/data".into()));
     match std::env::args().nth(1).as_deref() {
