@@ -136,11 +136,12 @@ impl Lock {
     }
 
     /// The instant (monotonic clock) the lock's validity ends by this
-    /// client's count, including after a failed extension marked it lost:
-    /// [`Lock::validity`] then reads zero, but the keys a quorum of nodes
-    /// granted stay ours until this instant. Work that must stop before
-    /// anyone else can hold the lock stops by then (the CLI kills a command
-    /// whose lock was lost no later than this).
+    /// client's count, also after a failed extension marked it lost:
+    /// [`Lock::validity`] then reads zero, but no other client can take the
+    /// lock before this instant (unless a node forgot our key or someone
+    /// deleted it). Work that must stop before anyone else can hold the
+    /// lock stops by then (the CLI kills a command whose lock was lost no
+    /// later than this).
     pub fn valid_until(&self) -> Instant {
         self.shared.state.deadline()
     }
