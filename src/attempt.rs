@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::guard::Lock;
 use crate::node::request::Request;
+use crate::quorum::Counts;
 use crate::redlock::{valid_until, Redlock};
 use crate::scripts;
 use crate::wait::plan::Seen;
@@ -161,7 +162,7 @@ impl Redlock {
         // attempt must tell contention from an outage.
         let (tally, stragglers) = self
             .nodes()
-            .vote_until(&req, "set", classify, |t, _| t.explained())
+            .vote_until(&req, "set", Counts::Trusted, classify, |t, _| t.explained())
             .await;
         let valid_until = valid_until(start, Instant::now(), ttl, self.config().drift(ttl));
         cleanup.armed = false;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::config::{Config, DEFAULT_NODE_TIMEOUT, MAX_TTL};
 use crate::error::{Error, Result};
+use crate::node::amnesia::AmnesiaCheck;
 use crate::node::Node;
 use crate::quorum::tally::MAX_NODES;
 use crate::quorum::Quorum;
@@ -49,6 +50,8 @@ pub struct RedlockBuilder {
     node_timeout: Duration,
     /// Settings being built.
     config: Config,
+    /// Members that may fail over at once.
+    amnesia_tolerance: usize,
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -57,6 +60,7 @@ impl fmt::Debug for RedlockBuilder {
             .field("nodes", &(self.urls.len() + self.clients.len()))
             .field("node_timeout", &self.node_timeout)
             .field("config", &self.config)
+            .field("amnesia_tolerance", &self.amnesia_tolerance)
             .finish()
     }
 }
@@ -68,6 +72,7 @@ impl Default for RedlockBuilder {
             clients: Vec::new(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
             config: Config::default(),
+            amnesia_tolerance: crate::config::DEFAULT_AMNESIA_TOLERANCE,
         }
     }
 }
@@ -185,6 +190,36 @@ impl RedlockBuilder {
         self
     }
 
+    /// How long a node that may have lost writes (it restarted without
+    /// durable persistence, or it is not the process we marked before) does
+    /// not count toward a lock quorum; it still receives our commands, so it
+    /// holds the locks taken meanwhile. Set it to **the longest TTL any
+    /// client of these nodes uses**: this client refuses longer TTLs with
+    /// [`Error::InvalidConfig`]. Zero turns the check off and trusts every
+    /// node (only for nodes that run `appendonly yes` with `appendfsync
+    /// always` and never fail over). Whole seconds, rounded up. Defaults to
+    /// [`DEFAULT_RESTART_QUARANTINE`](crate::DEFAULT_RESTART_QUARANTINE).
+    ///
+    /// A node is checked each time a connection to it is made (a restart
+    /// always breaks connections), never on a lock's round trips; see the
+    /// README's "Safety" section for the signals.
+    pub fn restart_quarantine(mut self, longest_ttl: Duration) -> Self {
+        self.config.restart_quarantine = longest_ttl;
+        self
+    }
+
+    /// For members that are replicated deployments (Sentinel or Cluster),
+    /// whose failover loses acknowledged writes at once: tolerate `f` such
+    /// members failing over together by making any two quorums share more
+    /// than `f` nodes (a quorum is then more than `(N + f) / 2` nodes).
+    /// `build()` logs how many failed nodes that leaves room for, and
+    /// refuses an `f` that leaves no quorum. Defaults to
+    /// [`DEFAULT_AMNESIA_TOLERANCE`](crate::DEFAULT_AMNESIA_TOLERANCE).
+    pub fn amnesia_tolerance(mut self, f: usize) -> Self {
+        self.amnesia_tolerance = f;
+        self
+    }
+
     /// Replaces the random lock-value generator (the value must be unique per
     /// attempt and hard to guess; this hook is for tests). Defaults to 128
     /// random bits in hex.
@@ -260,6 +295,12 @@ impl RedlockBuilder {
                 MAX_NODES
             )));
         }
+        let needed = quorum_with(clients.len(), self.amnesia_tolerance)?;
+        let amnesia = (!c.restart_quarantine.is_zero()).then(|| AmnesiaCheck {
+            marker_key: crate::keys::marker(&c.key_prefix),
+            quarantine_secs: c.restart_quarantine.as_secs()
+                + u64::from(c.restart_quarantine.subsec_nanos() > 0),
+        });
         let mut seen = HashMap::new();
         let mut nodes = Vec::with_capacity(clients.len());
         let mut watched = Vec::with_capacity(clients.len());
@@ -277,7 +318,7 @@ impl RedlockBuilder {
                 )));
             }
             watched.push(client.clone());
-            nodes.push(Node::new(index, client, connect_timeout));
+            nodes.push(Node::new(index, client, connect_timeout, amnesia.clone()));
         }
         match nodes.len() {
             1 => tracing::warn!(
@@ -301,11 +342,31 @@ impl RedlockBuilder {
             self.config.notifications,
         );
         Ok(Redlock::from_parts(
-            Quorum::new(nodes, self.node_timeout),
+            Quorum::new(nodes, needed, self.node_timeout),
             self.config,
             waiting,
         ))
     }
+}
+
+/// The quorum for `n` nodes that tolerates `f` members losing writes at
+/// once: more than `(n + f) / 2`. Logs what that leaves when `f > 0`.
+fn quorum_with(n: usize, f: usize) -> Result<usize> {
+    let needed = (n + f) / 2 + 1;
+    if needed > n {
+        return Err(Error::InvalidConfig(format!(
+            "amnesia tolerance {f} needs quorums of {needed} of {n} nodes, more than there are; \
+             use more nodes or a lower tolerance (at most {})",
+            n.saturating_sub(1)
+        )));
+    }
+    if f > 0 {
+        tracing::info!(
+            "amnesia tolerance {f}: quorums of {needed} of {n} nodes; {} may be down at once",
+            n - needed
+        );
+    }
+    Ok(needed)
 }
 
 /// Parses one node URL, with errors that never echo a password.
@@ -417,6 +478,23 @@ pub(crate) fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amnesia_tolerance_widens_the_quorum() {
+        assert_eq!(quorum_with(5, 0).unwrap(), 3);
+        assert_eq!(quorum_with(5, 1).unwrap(), 4);
+        assert_eq!(quorum_with(7, 1).unwrap(), 5);
+        assert_eq!(quorum_with(5, 4).unwrap(), 5);
+        let e = quorum_with(5, 5).unwrap_err().to_string();
+        assert!(e.contains("at most 4"), "{e}");
+        // Any two quorums share more than f nodes.
+        for n in 1..10 {
+            for f in 0..n {
+                let q = quorum_with(n, f).unwrap();
+                assert!(2 * q - n > f, "n={n} f={f} q={q}");
+            }
+        }
+    }
 
     #[test]
     fn redacts_passwords() {

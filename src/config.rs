@@ -65,7 +65,15 @@ pub const DEFAULT_NOTIFICATIONS: bool = true;
 /// than it does (a client far away).
 pub const DEFAULT_STRICT_FIFO: bool = false;
 
-/// Largest TTL accepted (about 49.7 days): keeps the millisecond arithmetic far
+/// Default [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine):
+/// one minute, the longest TTL any client of the nodes may use.
+pub const DEFAULT_RESTART_QUARANTINE: Duration = Duration::from_secs(60);
+
+/// Default [`RedlockBuilder::amnesia_tolerance`](crate::RedlockBuilder::amnesia_tolerance):
+/// members are single servers, which lose writes only by restarting.
+pub const DEFAULT_AMNESIA_TOLERANCE: usize = 0;
+
+/// Largest TTL accepted with the restart quarantine off (about 49.7 days): keeps the millisecond arithmetic far
 /// from overflow, and no lock should outlive its holder by that much.
 pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 
@@ -108,6 +116,9 @@ pub(crate) struct Config {
     pub(crate) strict_fifo: bool,
     /// One fencing counter for every resource, instead of one per resource.
     pub(crate) fencing_counter: Option<String>,
+    /// How long a node that may have lost writes does not count for locks
+    /// (zero: nodes are trusted); also the longest TTL allowed.
+    pub(crate) restart_quarantine: Duration,
 }
 
 impl fmt::Debug for Config {
@@ -124,6 +135,7 @@ impl fmt::Debug for Config {
             .field("notifications", &self.notifications)
             .field("strict_fifo", &self.strict_fifo)
             .field("fencing_counter", &self.fencing_counter)
+            .field("restart_quarantine", &self.restart_quarantine)
             .finish()
     }
 }
@@ -142,6 +154,7 @@ impl Default for Config {
             notifications: DEFAULT_NOTIFICATIONS,
             strict_fifo: DEFAULT_STRICT_FIFO,
             fencing_counter: None,
+            restart_quarantine: DEFAULT_RESTART_QUARANTINE,
         }
     }
 }
@@ -175,6 +188,15 @@ impl Config {
                 "ttl {ttl:?} exceeds the maximum {MAX_TTL:?}"
             )));
         }
+        let q = self.restart_quarantine;
+        if !q.is_zero() && ttl > q {
+            return Err(Error::InvalidConfig(format!(
+                "ttl {ttl:?} exceeds the restart quarantine {q:?}: a node that restarts \
+                 without durable persistence counts again after that long, while such a lock \
+                 could still be valid; raise restart_quarantine on every client of these nodes \
+                 (it must be the longest TTL any of them uses)"
+            )));
+        }
         // Validity is ttl - elapsed - drift, and elapsed is at least a few
         // microseconds, so a TTL at or under the drift can never be valid.
         if ttl <= self.drift(ttl) {
@@ -206,6 +228,13 @@ mod tests {
         // 2 ms: drift is 2.02 ms, never valid.
         assert!(c.check_ttl(Duration::from_millis(2)).is_err());
         assert_eq!(c.check_ttl(Duration::from_millis(3)).ok(), Some(3));
+        assert!(c.check_ttl(DEFAULT_RESTART_QUARANTINE).is_ok());
+        let e = c
+            .check_ttl(DEFAULT_RESTART_QUARANTINE + Duration::from_millis(1))
+            .unwrap_err();
+        assert!(e.to_string().contains("restart quarantine"), "{e}");
+        let mut c = config();
+        c.restart_quarantine = Duration::ZERO;
         assert!(c.check_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
         assert!(c.check_ttl(MAX_TTL).is_ok());
     }

@@ -22,18 +22,32 @@
 //! be unresponsive, not just the first quorum. The refusals carry the nodes'
 //! records, so the retry proposes from the true maximum without a separate
 //! read: in the steady state an allocation is one round trip.
+//!
+//! Repair, for nodes that did lose data: a node the connection check found
+//! may have lost writes (see `node/amnesia.rs`) is *suspect* for as long as
+//! its process lives, and its acceptance counts for a counter only once
+//! that counter's record there is *repaired*: stamped with the node's
+//! `run_id` after a round that won without it. Such a round's quorum of
+//! trusted acceptances shares a node with every earlier allocation's
+//! quorum, so its `new` is above every number issued, and so is the
+//! suspect node's record once it accepted that `new`. A round that every
+//! node accepted also wins (a new counter on new nodes, or after an
+//! upgrade): it holds while fewer than a quorum of nodes have lost data and
+//! not been repaired. Time does not heal a counter.
 
 use std::cmp::Ordering;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use redis::Value;
 use tracing::debug;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeErrorKind, Result};
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::Tally;
-use crate::quorum::Quorum;
+use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
+use crate::quorum::{Counts, Quorum};
 use crate::scripts;
 
 /// Most compare-and-set rounds one allocation tries before giving up.
@@ -103,13 +117,32 @@ pub(crate) fn cas_finished(tally: &Tally, owed_by_healthy: bool) -> bool {
     tally.yes_count() >= tally.quorum && !owed_by_healthy
 }
 
+/// [`cas_finished`] for a counter round. Of the tally's acceptances,
+/// `untrusted` come from suspect nodes whose record is not repaired: they
+/// do not count toward the quorum, but a round every node accepted wins,
+/// so such a round waits for everyone it can.
+pub(crate) fn counted_finished(tally: &Tally, untrusted: NodeSet, owed_by_healthy: bool) -> bool {
+    if tally.no != 0 || tally.failures_prevent_quorum() {
+        return true;
+    }
+    let trusted = (tally.yes & !untrusted).count_ones() as usize;
+    let heard = tally.yes_count() + tally.failures.len();
+    !owed_by_healthy && (trusted >= tally.quorum || heard >= tally.asked)
+}
+
 /// A finished round's outcome, given the highest record any refusal
-/// carried: stale if anybody refused, won with a quorum of acceptances,
-/// else `None` (no quorum).
-pub(crate) fn cas_outcome(tally: &Tally, highest: Option<Record>) -> Option<Round> {
+/// carried: stale if anybody refused; won with a quorum of trusted
+/// acceptances (not in `untrusted`), or with every node's; else `None`
+/// (no quorum).
+pub(crate) fn cas_outcome(
+    tally: &Tally,
+    untrusted: NodeSet,
+    highest: Option<Record>,
+) -> Option<Round> {
+    let trusted = (tally.yes & !untrusted).count_ones() as usize;
     match highest {
         Some(max) => Some(Round::Stale(max)),
-        None if tally.yes_count() >= tally.quorum => Some(Round::Won),
+        None if trusted >= tally.quorum || tally.yes_count() == tally.asked => Some(Round::Won),
         None => None,
     }
 }
@@ -168,30 +201,75 @@ async fn cas_round(
             .arg(new.n);
     });
     let mut highest: Option<Record> = None;
-    let classify = |_: usize, v: &Value| {
-        let (accepted, rec) = parse_cas_reply(v)?;
+    // Acceptances by suspect nodes whose record here is not repaired, and
+    // the process each one is (for the stamp).
+    let untrusted = AtomicU64::new(0);
+    let mut stamps: Vec<(usize, String)> = Vec::new();
+    let classify = |i: usize, v: &Value| {
+        let (accepted, rec, stamp) = parse_cas_reply(v)?;
         if !accepted {
             highest = highest.take().max(Some(rec));
+        } else if let Some(node) = quorum.nodes.get(i) {
+            let trust = node.trust();
+            if trust.cause.is_some() && stamp != trust.run_id {
+                untrusted.fetch_or(node_bit(i), Relaxed);
+                stamps.push((i, trust.run_id));
+            }
         }
         Some(accepted)
     };
-    let done = |tally: &Tally, fan: &Fanout<'_>| cas_finished(tally, fan.owed_by_healthy());
-    let (tally, fan) = quorum.vote_until(&req, "cas", classify, done).await;
-    match cas_outcome(&tally, highest) {
+    let done = |tally: &Tally, fan: &Fanout<'_>| {
+        counted_finished(tally, untrusted.load(Relaxed), fan.owed_by_healthy())
+    };
+    let (tally, fan) = quorum
+        .vote_until(&req, "cas", Counts::All, classify, done)
+        .await;
+    let untrusted = untrusted.into_inner();
+    match cas_outcome(&tally, untrusted, highest) {
         Some(Round::Won) => {
             // Let the proposal reach slow nodes too: it repairs lagging ones.
             fan.finish_in_background();
+            // Suspect nodes that accepted now hold `new`, above every number
+            // issued: stamp their record repaired (if it is still `new`).
+            for (i, run_id) in stamps {
+                let stamp = Request::script(&scripts::COUNTER_STAMP, |cmd| {
+                    cmd.arg(1)
+                        .arg(&key.key)
+                        .arg(&new.period)
+                        .arg(new.n)
+                        .arg(&run_id);
+                });
+                quorum.send_quietly(&stamp, node_bit(i));
+            }
             Ok(Round::Won)
         }
         Some(stale) => Ok(stale),
-        None => Err(tally.into_error(name, &key.key)),
+        None => {
+            let mut tally = tally;
+            for (i, node) in quorum.nodes.iter().enumerate() {
+                if untrusted & node_bit(i) != 0 {
+                    tally.yes &= !node_bit(i);
+                    let cause = node
+                        .trust()
+                        .cause
+                        .map_or("may have lost writes", |c| c.describe());
+                    tally.record(
+                        i,
+                        &node.addr,
+                        Vote::Failed(NodeErrorKind::Unrepaired { cause }),
+                    );
+                }
+            }
+            Err(tally.into_error(name, &key.key))
+        }
     }
 }
 
-/// Parses the script's `{accepted, period, n}` reply.
-fn parse_cas_reply(v: &Value) -> Option<(bool, Record)> {
+/// Parses the script's `{accepted, period, n, stamp}` reply (the stamp:
+/// the `run_id` the record was repaired under, or empty).
+fn parse_cas_reply(v: &Value) -> Option<(bool, Record, String)> {
     let Value::Array(items) = v else { return None };
-    let [ok, period, n] = items.as_slice() else {
+    let [ok, period, n, stamp] = items.as_slice() else {
         return None;
     };
     let ok = match ok {
@@ -206,7 +284,7 @@ fn parse_cas_reply(v: &Value) -> Option<(bool, Record)> {
     };
     let period = text(period)?;
     let n = text(n)?.parse().ok()?;
-    Some((ok, Record { period, n }))
+    Some((ok, Record { period, n }, text(stamp)?))
 }
 
 #[cfg(test)]
@@ -292,7 +370,7 @@ mod tests {
                     .arg(expected.n + 1)
                     .query(&mut conn)
                     .expect("EVAL");
-                let (accepted, was) = parse_cas_reply(&reply).expect("a CAS reply");
+                let (accepted, was, _) = parse_cas_reply(&reply).expect("a CAS reply");
                 assert_eq!(
                     accepted,
                     cas_accepts(current, expected),
@@ -318,7 +396,8 @@ mod tests {
                 .arg(expected.n + 1)
                 .query(conn)
                 .expect("EVAL");
-            parse_cas_reply(&reply).expect("a CAS reply")
+            let (accepted, was, _) = parse_cas_reply(&reply).expect("a CAS reply");
+            (accepted, was)
         };
         let _: () = redis::cmd("DEL").arg("cas").query(&mut conn).expect("DEL");
         let _: () = redis::cmd("HSET")
@@ -356,6 +435,33 @@ mod tests {
             cas(&mut conn, &Record::default()),
             (true, Record::default())
         );
+        // The repair stamp: set only while the record is what the won round
+        // left, kept by later acceptances, and returned with every reply.
+        let stamp = |conn: &mut redis::Connection, r: &Record| -> i64 {
+            redis::cmd("EVAL")
+                .arg(scripts::COUNTER_STAMP.src)
+                .arg(1)
+                .arg("cas")
+                .arg(&r.period)
+                .arg(r.n)
+                .arg("run1")
+                .query(conn)
+                .expect("EVAL")
+        };
+        let now = rec("", 1);
+        assert_eq!(stamp(&mut conn, &rec("", 2)), 0);
+        assert_eq!(stamp(&mut conn, &now), 1);
+        let reply: Value = redis::cmd("EVAL")
+            .arg(scripts::COUNTER_CAS.src)
+            .arg(1)
+            .arg("cas")
+            .arg(&now.period)
+            .arg(now.n)
+            .arg(&now.period)
+            .arg(now.n + 1)
+            .query(&mut conn)
+            .expect("EVAL");
+        assert_eq!(parse_cas_reply(&reply), Some((true, now, "run1".into())));
     }
 
     #[test]
@@ -364,8 +470,12 @@ mod tests {
             Value::Int(0),
             Value::BulkString(b"20261122".to_vec()),
             Value::BulkString(b"42".to_vec()),
+            Value::BulkString(b"run1".to_vec()),
         ]);
-        assert_eq!(parse_cas_reply(&v), Some((false, rec("20261122", 42))));
+        assert_eq!(
+            parse_cas_reply(&v),
+            Some((false, rec("20261122", 42), "run1".into()))
+        );
         assert_eq!(parse_cas_reply(&Value::Int(1)), None);
     }
 }

@@ -282,6 +282,23 @@ pub enum NodeErrorKind {
         /// What the node said.
         error: redis::RedisError,
     },
+    /// The node may have lost writes (it restarted without durable
+    /// persistence, or another process took its place), so its yes does not
+    /// count toward a lock quorum until every lock it may have forgotten
+    /// has expired.
+    Quarantined {
+        /// How much longer, from when the vote was counted.
+        remaining: Duration,
+        /// Why the node may have lost writes.
+        cause: &'static str,
+    },
+    /// The node may have lost writes, and its record of the counter was
+    /// not repaired since: its acceptance does not count until a round
+    /// that a quorum of other nodes (or every node) accepted repairs it.
+    Unrepaired {
+        /// Why the node may have lost writes.
+        cause: &'static str,
+    },
 }
 
 impl NodeErrorKind {
@@ -310,7 +327,10 @@ impl NodeError {
         match &self.kind {
             NodeErrorKind::Timeout(_) => true,
             NodeErrorKind::Redis(e) => e.is_timeout(),
-            NodeErrorKind::UnexpectedReply | NodeErrorKind::Denied { .. } => false,
+            NodeErrorKind::UnexpectedReply
+            | NodeErrorKind::Denied { .. }
+            | NodeErrorKind::Quarantined { .. }
+            | NodeErrorKind::Unrepaired { .. } => false,
         }
     }
 }
@@ -322,6 +342,18 @@ impl fmt::Display for NodeError {
             NodeErrorKind::Timeout(d) => write!(f, "no reply within {}", rounded(*d)),
             NodeErrorKind::Redis(e) => f.write_str(&explain(e)),
             NodeErrorKind::UnexpectedReply => f.write_str("unexpected reply"),
+            NodeErrorKind::Quarantined { remaining, cause } => write!(
+                f,
+                "quarantined for another {}: it {cause}, so locks it held may be gone; it \
+                 counts toward lock quorums again once none of them can still be valid",
+                rounded(*remaining)
+            ),
+            NodeErrorKind::Unrepaired { cause } => write!(
+                f,
+                "its record of this counter is not trusted: it {cause}; it counts again once \
+                 an allocation that a quorum of the other nodes (or every node) accepted \
+                 repairs it"
+            ),
             NodeErrorKind::Denied { needs, .. } => write!(
                 f,
                 "the node's ACL user may not run one of the commands this needs ({needs}): \

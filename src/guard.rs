@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::extensions::Extensions;
 use crate::node::request::Request;
 use crate::quorum::background::Background;
+use crate::quorum::Counts;
 use crate::redlock::{int_vote, valid_until, Redlock};
 use crate::scripts;
 use crate::standing::{Standing, State};
@@ -371,7 +372,10 @@ impl Shared {
         let req = Request::script(&scripts::EXTEND, |cmd| {
             cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
         });
-        let (tally, stragglers) = redlock.nodes().vote_round(&req, "extend", int_vote).await;
+        let (tally, stragglers) = redlock
+            .nodes()
+            .vote_round(&req, "extend", Counts::Trusted, int_vote)
+            .await;
         stragglers.finish_in_background();
         let now = Instant::now();
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
@@ -401,7 +405,10 @@ impl Shared {
             Value::Nil => Some(false),
             _ => None,
         };
-        let (tally, _) = redlock.nodes().vote_round(&req, "get", ours).await;
+        let (tally, _) = redlock
+            .nodes()
+            .vote_round(&req, "get", Counts::Trusted, ours)
+            .await;
         match tally.decided() {
             Some(true) => Ok(true),
             _ if tally.failures_prevent_quorum() => {

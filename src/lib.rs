@@ -114,6 +114,8 @@
 //   standing.rs         Where a held lock stands: deadline, lost (why) or
 //                       released; waiting for loss.
 // 2 node/request.rs     A command, encoded once per round.
+//   node/amnesia.rs     Whether a node may have lost writes, learnt on each
+//                       new connection; the quarantine rule.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
 //   node/link.rs        The connection state machine: connects, keeps our
@@ -182,9 +184,9 @@ pub use redis;
 
 pub use builder::RedlockBuilder;
 pub use config::{
-    DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT,
-    DEFAULT_NOTIFICATIONS, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER,
-    DEFAULT_STRICT_FIFO, DEFAULT_WAIT_CAP, MAX_TTL,
+    DEFAULT_AMNESIA_TOLERANCE, DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_NOTIFICATIONS, DEFAULT_RESTART_QUARANTINE, DEFAULT_RETRY_COUNT,
+    DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, DEFAULT_STRICT_FIFO, DEFAULT_WAIT_CAP, MAX_TTL,
 };
 pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
 pub use guard::{Lock, LockHandle};

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
-use crate::quorum::Quorum;
+use crate::quorum::{Counts, Quorum};
 use crate::scripts;
 use crate::wait::{WaitKeys, Waiting};
 
@@ -205,7 +205,9 @@ impl Redlock {
             v => int_vote(0, v),
         };
         let (tally, stragglers) = nodes
-            .count(fan, "release", classify, |t, _| t.decided().is_some())
+            .count(fan, "release", Counts::All, classify, |t, _| {
+                t.decided().is_some()
+            })
             .await;
         stragglers.finish_in_background();
         if others_wait {

@@ -179,18 +179,32 @@ return ARGV[1]"#,
 /// two quorums share a node, and that node accepts at most one of them.
 /// Returns {1, p, n} on accept (the record before), {0, p, n} on refusal.
 pub(crate) static COUNTER_CAS: Lua = Lua::new(
-    r#"local cur = redis.call("HMGET", KEYS[1], "p", "n")
+    r#"local cur = redis.call("HMGET", KEYS[1], "p", "n", "r")
 if not cur[1] and KEYS[2] and redis.call("TYPE", KEYS[2]).ok == "hash" then
   cur = redis.call("HMGET", KEYS[2], "p", "n")
 end
-local p, n = cur[1] or "", cur[2] or "0"
+local p, n, r = cur[1] or "", cur[2] or "0", cur[3] or ""
 local ep, en = ARGV[1], ARGV[2]
 local n_le = (#n < #en) or (#n == #en and n <= en)
 if (p < ep) or (p == ep and n_le) then
   redis.call("HSET", KEYS[1], "p", ARGV[3], "n", ARGV[4])
-  return {1, p, n}
+  return {1, p, n, r}
 end
-return {0, p, n}"#,
+return {0, p, n, r}"#,
+);
+
+/// Marks a counter record repaired on a node that lost data: KEYS[1] the
+/// record, ARGV the record a winning round left there (period, n) and the
+/// node's `run_id`. Only if the record is still exactly that (a later
+/// record may be a stale round's); the stamp names the process, so a later
+/// restart voids it.
+pub(crate) static COUNTER_STAMP: Lua = Lua::new(
+    r#"local cur = redis.call("HMGET", KEYS[1], "p", "n")
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  redis.call("HSET", KEYS[1], "r", ARGV[3])
+  return 1
+end
+return 0"#,
 );
 
 #[cfg(test)]
@@ -215,6 +229,7 @@ mod tests {
             &super::EXTEND,
             &super::SERIAL_PIN,
             &super::COUNTER_CAS,
+            &super::COUNTER_STAMP,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

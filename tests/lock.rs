@@ -434,7 +434,7 @@ async fn cancelled_acquire_leaves_no_key() {
 
 #[tokio::test]
 async fn reconnects_after_restart() {
-    let mut c = Cluster::start_with(5, Persistence::None);
+    let mut c = Cluster::start_with(5, Persistence::Aof);
     let redlock = c.builder().retry_count(0).build().unwrap();
     redlock
         .try_lock("restart", ms(5000))
@@ -443,8 +443,8 @@ async fn reconnects_after_restart() {
         .release()
         .await
         .unwrap();
-    c.nodes[0].restart(Persistence::None);
-    c.nodes[1].restart(Persistence::None);
+    c.nodes[0].restart(Persistence::Aof);
+    c.nodes[1].restart(Persistence::Aof);
     let lock = redlock.try_lock("restart", ms(5000)).await.unwrap();
     // The restarted nodes take part again, from the first request (which
     // returned at quorum, so give the last replies a moment to land).

@@ -208,7 +208,7 @@ async fn wait_survives_a_killed_notification_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_get_the_lock_across_a_node_restart() {
-    let mut c = Cluster::start_with(5, Persistence::None);
+    let mut c = Cluster::start_with(5, Persistence::Aof);
     let holder = c.redlock();
     let (w1, w2) = (waiter_client(&c, ms(10_000)), waiter_client(&c, ms(10_000)));
     let held = holder.try_lock("wait_restart", ms(10_000)).await.unwrap();

@@ -14,7 +14,7 @@
 use chrono::{DateTime, Utc};
 use stateright::{Model, Property};
 
-use crate::counter::{cas_accepts, cas_finished, cas_outcome, Record, Round};
+use crate::counter::{cas_accepts, cas_outcome, counted_finished, Record, Round};
 use crate::model::counter_state::{Action, Client, Msg, Node, Phase, State};
 use crate::model::{insert_sorted, take_one, tally_of};
 use crate::quorum::tally::{node_bit, quorum};
@@ -62,6 +62,9 @@ pub(crate) struct CounterModel {
     /// Whether a refusal from any node makes the round stale (the rule as
     /// shipped); if not, a quorum of acceptances wins whatever others say.
     pub(crate) any_refusal_is_stale: bool,
+    /// Whether a node that restarted empty is suspect and counts only once
+    /// repaired (as shipped); if not, its acceptance counts at once.
+    pub(crate) repair: bool,
 }
 
 impl CounterModel {
@@ -92,6 +95,7 @@ impl CounterModel {
             accepts: |current, expected, _| cas_accepts(current, expected),
             quorum,
             any_refusal_is_stale: true,
+            repair: true,
         }
     }
 
@@ -114,6 +118,9 @@ impl Model for CounterModel {
         let node = Node {
             rec: Record::default(),
             up: true,
+            epoch: 0,
+            suspect: false,
+            stamp: None,
         };
         let client = Client {
             phase: Phase::Idle,
@@ -227,6 +234,9 @@ impl Model for CounterModel {
                 s.nodes[i] = Node {
                     rec: Record::default(),
                     up: true,
+                    epoch: s.nodes[i].epoch + 1,
+                    suspect: self.repair,
+                    stamp: None,
                 };
             }
         }
@@ -279,6 +289,7 @@ impl CounterModel {
                     attempt,
                     expected: expected.clone(),
                     new: new.clone(),
+                    stamp: None,
                 },
             );
         }
@@ -290,6 +301,8 @@ impl CounterModel {
             no: 0,
             failed: 0,
             highest: None,
+            untrusted: 0,
+            epochs: vec![0; self.nodes],
         };
     }
 
@@ -304,12 +317,23 @@ impl CounterModel {
             attempt: answered,
             expected,
             new,
+            stamp,
         } = m;
         let n = &mut s.nodes[node];
         if !n.up {
             return;
         }
+        if let Some(epoch) = stamp {
+            // COUNTER_STAMP: only the process it was meant for, only if
+            // the record is still what the won round left.
+            if n.epoch == epoch && n.rec == new {
+                n.stamp = Some(epoch);
+            }
+            return;
+        }
         let rec = n.rec.clone();
+        let trusted = !n.suspect || n.stamp == Some(n.epoch);
+        let epoch = n.epoch;
         let accepted = (self.accepts)(&rec, &expected, &new);
         if accepted {
             n.rec = new;
@@ -328,6 +352,8 @@ impl CounterModel {
             no,
             failed,
             highest,
+            untrusted,
+            epochs,
             ..
         } = &mut client.phase
         else {
@@ -339,6 +365,10 @@ impl CounterModel {
         client.unresponsive &= !node_bit(node);
         if accepted {
             *yes |= node_bit(node);
+            if !trusted {
+                *untrusted |= node_bit(node);
+                epochs[node] = epoch;
+            }
         } else {
             *no |= node_bit(node);
             *highest = highest.take().max(Some(rec));
@@ -357,6 +387,8 @@ impl CounterModel {
             no,
             failed,
             highest,
+            untrusted,
+            epochs,
         } = client.phase.clone()
         else {
             return;
@@ -365,8 +397,8 @@ impl CounterModel {
         let pending = !(yes | no | failed) & ((1 << self.nodes) - 1);
         let owed_by_healthy = pending & !client.unresponsive != 0;
         let (finished, outcome) = if self.any_refusal_is_stale {
-            let finished = cas_finished(&tally, owed_by_healthy);
-            (finished, cas_outcome(&tally, highest))
+            let finished = counted_finished(&tally, untrusted, owed_by_healthy);
+            (finished, cas_outcome(&tally, untrusted, highest))
         } else {
             // Weakened: a quorum of acceptances wins whatever the others
             // said; refusals matter only once a quorum refused.
@@ -384,6 +416,21 @@ impl CounterModel {
         }
         match outcome {
             Some(Round::Won) => {
+                for (node, epoch) in epochs.iter().enumerate() {
+                    if untrusted & node_bit(node) != 0 {
+                        insert_sorted(
+                            &mut s.net,
+                            Msg {
+                                client: c,
+                                node,
+                                attempt,
+                                expected: new.clone(),
+                                new: new.clone(),
+                                stamp: Some(*epoch),
+                            },
+                        );
+                    }
+                }
                 let first = new.n + 1 - self.k;
                 s.issued.push((c, new.period.clone(), first, new.n));
                 let client = &mut s.clients[c];
@@ -505,35 +552,87 @@ mod tests {
         );
     }
 
-    #[test]
-    fn model_counter_finds_overlap_with_amnesia_while_another_node_is_down() {
-        let m = CounterModel {
+    /// Amnesia while another node is down and clients stop waiting for
+    /// nodes after it.
+    fn amnesia_another_down() -> CounterModel {
+        CounterModel {
             crashes: 1,
-            timeouts: 3,
+            timeouts: 2,
+            drops: 0,
             amnesia_others_up: false,
             timeouts_after_amnesia: true,
             ..quiet_amnesia()
-        };
-        unsafe_("counter: amnesia while another node is down", m);
+        }
     }
 
-    #[test]
-    fn model_counter_finds_overlap_with_amnesia_while_a_node_is_not_waited_for() {
-        let m = CounterModel {
+    /// Amnesia, and a node not waited for after it.
+    fn amnesia_not_waited_for() -> CounterModel {
+        CounterModel {
             timeouts_after_amnesia: true,
             ..quiet_amnesia()
-        };
-        unsafe_("counter: amnesia, a node not waited for after", m);
+        }
     }
 
-    #[test]
-    fn model_counter_finds_overlap_with_amnesia_in_flight() {
-        let m = CounterModel {
+    /// Amnesia at any step, also while an allocation is in flight.
+    fn amnesia_in_flight() -> CounterModel {
+        CounterModel {
             amnesia_quiescent: false,
             drops: 0,
             ..quiet_amnesia()
-        };
-        unsafe_("counter: amnesia while an allocation is in flight", m);
+        }
+    }
+
+    /// Without repair: a node that restarted empty counts at once.
+    fn without_repair(m: CounterModel) -> CounterModel {
+        CounterModel { repair: false, ..m }
+    }
+
+    #[test]
+    fn model_counter_safe_with_repair_when_amnesia_meets_a_node_down() {
+        safe(
+            "counter: amnesia while another node is down, repaired",
+            amnesia_another_down(),
+        );
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_without_repair_when_amnesia_meets_a_node_down() {
+        unsafe_(
+            "counter, weakened: amnesia while another node is down, no repair",
+            without_repair(amnesia_another_down()),
+        );
+    }
+
+    #[test]
+    fn model_counter_safe_with_repair_when_a_node_is_not_waited_for() {
+        safe(
+            "counter: amnesia, a node not waited for after, repaired",
+            amnesia_not_waited_for(),
+        );
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_without_repair_when_a_node_is_not_waited_for() {
+        unsafe_(
+            "counter, weakened: amnesia, a node not waited for after, no repair",
+            without_repair(amnesia_not_waited_for()),
+        );
+    }
+
+    #[test]
+    fn model_counter_safe_with_repair_and_amnesia_in_flight() {
+        safe(
+            "counter: amnesia while an allocation is in flight, repaired",
+            amnesia_in_flight(),
+        );
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_without_repair_and_amnesia_in_flight() {
+        unsafe_(
+            "counter, weakened: amnesia while an allocation is in flight, no repair",
+            without_repair(amnesia_in_flight()),
+        );
     }
 
     #[test]

@@ -12,6 +12,13 @@ pub(crate) struct Node {
     pub(crate) rec: Record,
     /// Running.
     pub(crate) up: bool,
+    /// Its process (each restart that loses data makes a new one).
+    pub(crate) epoch: u8,
+    /// Whether clients see it may have lost data (the connection check):
+    /// for as long as this process lives.
+    pub(crate) suspect: bool,
+    /// The process its record was stamped repaired under.
+    pub(crate) stamp: Option<u8>,
 }
 
 /// Where a client is.
@@ -35,6 +42,11 @@ pub(crate) enum Phase {
         failed: NodeSet,
         /// The highest record a refusal carried.
         highest: Option<Record>,
+        /// Acceptances (in `yes`) by suspect nodes not repaired, which do
+        /// not count toward the quorum.
+        untrusted: NodeSet,
+        /// The process each node answered from (to stamp).
+        epochs: Vec<u8>,
     },
 }
 
@@ -74,6 +86,9 @@ pub(crate) struct Msg {
     pub(crate) expected: Record,
     /// End.
     pub(crate) new: Record,
+    /// A stamp after a won round, for the node's process `epoch`, rather
+    /// than a proposal.
+    pub(crate) stamp: Option<u8>,
 }
 
 /// The whole system.
@@ -111,7 +126,7 @@ pub(crate) enum Action {
     Crash(usize),
     /// A crashed node comes back.
     Recover(usize),
-    /// A node restarts empty.
+    /// A node restarts empty (and, with repair on, is suspect from then).
     Amnesia(usize),
 }
 
@@ -148,12 +163,22 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
         let mut client = client.clone();
         client.unresponsive = set(client.unresponsive);
         if let Phase::Round {
-            yes, no, failed, ..
+            yes,
+            no,
+            failed,
+            untrusted,
+            epochs,
+            ..
         } = &mut client.phase
         {
             *yes = set(*yes);
             *no = set(*no);
             *failed = set(*failed);
+            *untrusted = set(*untrusted);
+            let old = epochs.clone();
+            for (i, e) in old.into_iter().enumerate() {
+                epochs[nodes[i]] = e;
+            }
         }
         r.clients[clients[c]] = client;
     }

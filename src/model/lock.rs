@@ -65,6 +65,10 @@ pub(crate) struct LockModel {
     pub(crate) persistent: bool,
     /// How long a crashed node stays down, ms.
     pub(crate) restart_delay: u8,
+    /// Rule: a node that restarts without its keys does not count toward a
+    /// lock quorum for the restart quarantine, one maximum TTL on its own
+    /// clock (as shipped).
+    pub(crate) quarantine: bool,
     /// The client's validity rule.
     pub(crate) validity: Validity,
     /// Votes needed, for `n` nodes.
@@ -108,6 +112,7 @@ impl LockModel {
             crashes: 0,
             persistent: true,
             restart_delay: 0,
+            quarantine: true,
             validity,
             quorum,
             compare_on_release: true,
@@ -181,6 +186,7 @@ impl Model for LockModel {
             key: None,
             up: true,
             down_since: 0,
+            quarantined_until: 0,
         };
         vec![State {
             now: 0,
@@ -267,6 +273,9 @@ impl Model for LockModel {
                     if node.key.is_some_and(|(_, expires)| expires <= now) {
                         node.key = None;
                     }
+                    if node.quarantined_until <= now {
+                        node.quarantined_until = 0;
+                    }
                 }
             }
             Action::Start(c) => {
@@ -284,7 +293,15 @@ impl Model for LockModel {
             Action::Deliver(m) => {
                 take_one(&mut s.net, &m)?;
                 let done = self.apply(&mut s, &m);
-                let vote = if done { Vote::Yes } else { Vote::No };
+                let vote = match done {
+                    // A quarantined node's yes to a SET or an extension
+                    // does not count (it still applied it).
+                    true if s.now < s.nodes[m.node as usize].quarantined_until => {
+                        Vote::Failed(NodeErrorKind::UnexpectedReply)
+                    }
+                    true => Vote::Yes,
+                    false => Vote::No,
+                };
                 match m.kind {
                     Kind::Set => self.vote(&mut s, m.client, m.node, vote),
                     Kind::Extend { seq, .. } => self.ext_vote(&mut s, m.client, seq, m.node, vote),
@@ -364,10 +381,17 @@ impl Model for LockModel {
                 node.down_since = s.now;
             }
             Action::Restart(n) => {
+                let real_quarantine = self.real_ttl(self.ttl);
                 let node = &mut s.nodes[n as usize];
                 node.up = true;
                 if !self.persistent {
                     node.key = None;
+                    // The connection check sees a new process without
+                    // durable persistence: quarantined from its start for
+                    // the longest TTL, measured on its (fast) clock.
+                    if self.quarantine {
+                        node.quarantined_until = s.now.saturating_add(real_quarantine);
+                    }
                 }
             }
         }
@@ -497,14 +521,30 @@ mod tests {
     }
 
     #[test]
-    fn model_lock_finds_two_holders_without_persistence_or_delay() {
+    fn model_lock_safe_with_quarantine_when_a_node_restarts_empty_at_once() {
         let m = LockModel {
             crashes: 1,
             timeouts: 0,
             persistent: false,
             ..LockModel::shipped()
         };
-        unsafe_("lock: a node restarts empty at once", m, EXCLUSION);
+        safe("lock: a node restarts empty at once, quarantined", m);
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_without_quarantine() {
+        let m = LockModel {
+            crashes: 1,
+            timeouts: 0,
+            persistent: false,
+            quarantine: false,
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: a node restarts empty at once, no quarantine",
+            m,
+            EXCLUSION,
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub(crate) struct Node {
     pub(crate) up: bool,
     /// When it went down.
     pub(crate) down_since: u8,
+    /// Until when (real ms) it is quarantined: it restarted empty, so its
+    /// yes does not count toward a lock quorum (0: never was).
+    pub(crate) quarantined_until: u8,
 }
 
 /// Where a client is.

@@ -10,6 +10,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
+use crate::node::amnesia::{self, AmnesiaCheck, Trust};
 use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting, PIPELINE_BUFFER};
 use crate::node::request::Request;
 use crate::node::slot::Slot;
@@ -50,6 +51,10 @@ pub(crate) struct Link {
     /// an ACL) was logged: it is logged once per node, whether or not any
     /// round was still waiting for the reply that showed it.
     misconfigured: AtomicBool,
+    /// How each new connection is checked for lost writes (`None`: never).
+    amnesia: Option<AmnesiaCheck>,
+    /// What those checks found.
+    pub(crate) trust: Trust,
 }
 
 /// A request in flight: sent, waiting in a queue, or already done.
@@ -104,8 +109,15 @@ static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
 impl Link {
     /// A link to the node `client` points at; connects to nothing yet.
-    pub(crate) fn new(index: usize, client: redis::Client, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        index: usize,
+        client: redis::Client,
+        connect_timeout: Duration,
+        amnesia: Option<AmnesiaCheck>,
+    ) -> Self {
         Self {
+            amnesia,
+            trust: Trust::default(),
             index,
             healthy: AtomicBool::new(true),
             connected_at: AtomicU64::new(0),
@@ -366,10 +378,26 @@ impl Link {
                 // Room for many concurrent rounds before a slow node pushes
                 // back.
                 .set_pipeline_buffer_size(PIPELINE_BUFFER);
-            let result = link
+            let result = match link
                 .client
                 .get_multiplexed_async_connection_with_config(&config)
-                .await;
+                .await
+            {
+                // Before anything of ours goes out on it: may the node
+                // have lost writes?
+                Ok(mut conn) => match &link.amnesia {
+                    Some(check) => {
+                        let addr = link.client.get_connection_info().addr().to_string();
+                        let node = (link.index, addr.as_str());
+                        let timeout = link.connect_timeout;
+                        amnesia::check(&mut conn, check, &link.trust, node, timeout)
+                            .await
+                            .map(|()| conn)
+                    }
+                    None => Ok(conn),
+                },
+                Err(e) => Err(e),
+            };
             link.connected(result);
         });
     }

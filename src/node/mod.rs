@@ -9,6 +9,7 @@
 //! reply arrives; [`call`] follows one request to its reply for the round
 //! that polls it.
 
+pub(crate) mod amnesia;
 pub(crate) mod call;
 pub(crate) mod link;
 pub(crate) mod queue;
@@ -20,8 +21,9 @@ pub(crate) mod wire;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::node::amnesia::{AmnesiaCheck, TrustState};
 use crate::node::call::Call;
 use crate::node::link::Link;
 use crate::node::request::Request;
@@ -48,7 +50,12 @@ impl fmt::Debug for Node {
 
 impl Node {
     /// Wraps a client; connects to nothing yet.
-    pub(crate) fn new(index: usize, client: redis::Client, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        index: usize,
+        client: redis::Client,
+        connect_timeout: Duration,
+        amnesia: Option<AmnesiaCheck>,
+    ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
         // Lock requests are tiny and latency-bound, and many share one
@@ -59,7 +66,7 @@ impl Node {
         Self {
             index,
             addr,
-            link: Arc::new(Link::new(index, client, connect_timeout)),
+            link: Arc::new(Link::new(index, client, connect_timeout, amnesia)),
         }
     }
 
@@ -70,8 +77,29 @@ impl Node {
 
     /// Whether the node's connection was (re)made after `since` (a request
     /// sent before may have been sent twice).
-    pub(crate) fn reconnected_after(&self, since: std::time::Instant) -> bool {
+    pub(crate) fn reconnected_after(&self, since: Instant) -> bool {
         self.link.connected_after(since)
+    }
+
+    /// The end of the node's quarantine, if it is in one at `now`: it may
+    /// have lost locks that can still be valid, so its yes does not count
+    /// toward a lock quorum. Logs the end of a quarantine once.
+    pub(crate) fn quarantined(&self, now: Instant) -> Option<Instant> {
+        let (until, ended) = self.link.trust.quarantined(now);
+        if ended {
+            tracing::info!(
+                node = self.index,
+                "node {} ({}) counts toward lock quorums again: no lock it may have lost can still be valid",
+                self.index,
+                self.addr
+            );
+        }
+        until
+    }
+
+    /// What the connection checks found (see [`amnesia`]).
+    pub(crate) fn trust(&self) -> TrustState {
+        self.link.trust.snapshot()
     }
 
     /// Marks the node unresponsive (it missed a round's deadline).

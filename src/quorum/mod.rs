@@ -22,13 +22,26 @@ use crate::node::request::Request;
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::{all_nodes, quorum, NodeSet, Tally, Vote};
+use crate::quorum::tally::{all_nodes, NodeSet, Tally, Vote};
+
+/// Whose yes counts in a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counts {
+    /// Every node's: the round's own rule makes a forgetful node harmless
+    /// (the counter, releases, reads).
+    All,
+    /// Only nodes out of quarantine: lock acquisitions and extensions, whose
+    /// safety rests on a node remembering the locks it holds.
+    Trusted,
+}
 
 /// The independent nodes a client agrees through.
 #[derive(Debug)]
 pub(crate) struct Quorum {
     /// The nodes, in configured order (index = position).
     pub(crate) nodes: Vec<Node>,
+    /// Nodes that must agree.
+    needed: usize,
     /// How long one node may take to answer one request.
     pub(crate) node_timeout: Duration,
     /// Rounds finishing in the background (stragglers of a release...).
@@ -36,18 +49,21 @@ pub(crate) struct Quorum {
 }
 
 impl Quorum {
-    /// The set of `nodes`, each request bounded by `node_timeout`.
-    pub(crate) fn new(nodes: Vec<Node>, node_timeout: Duration) -> Self {
+    /// The set of `nodes` of which `needed` must agree, each request
+    /// bounded by `node_timeout`.
+    pub(crate) fn new(nodes: Vec<Node>, needed: usize, node_timeout: Duration) -> Self {
         Self {
             nodes,
+            needed,
             node_timeout,
             background: Arc::default(),
         }
     }
 
-    /// Nodes that must agree: `nodes / 2 + 1`.
+    /// Nodes that must agree: `nodes / 2 + 1`, or more with an amnesia
+    /// tolerance.
     pub(crate) fn needed(&self) -> usize {
-        quorum(self.nodes.len())
+        self.needed
     }
 
     /// Every node.
@@ -97,10 +113,13 @@ impl Quorum {
         &self,
         req: &Arc<Request>,
         what: &'static str,
+        counts: Counts,
         classify: impl FnMut(usize, &Value) -> Option<bool>,
     ) -> (Tally, Fanout<'_>) {
-        self.vote_until(req, what, classify, |tally, _| tally.decided().is_some())
-            .await
+        self.vote_until(req, what, counts, classify, |tally, _| {
+            tally.decided().is_some()
+        })
+        .await
     }
 
     /// [`Quorum::vote_round`] with the caller's own rule for when to stop
@@ -110,10 +129,11 @@ impl Quorum {
         &self,
         req: &Arc<Request>,
         what: &'static str,
+        counts: Counts,
         classify: impl FnMut(usize, &Value) -> Option<bool>,
         done: impl Fn(&Tally, &Fanout<'_>) -> bool,
     ) -> (Tally, Fanout<'_>) {
-        self.count(self.fanout(req, self.all()), what, classify, done)
+        self.count(self.fanout(req, self.all()), what, counts, classify, done)
             .await
     }
 
@@ -123,11 +143,12 @@ impl Quorum {
         &'a self,
         mut fan: Fanout<'a>,
         what: &'static str,
+        counts: Counts,
         mut classify: impl FnMut(usize, &Value) -> Option<bool>,
         done: impl Fn(&Tally, &Fanout<'_>) -> bool,
     ) -> (Tally, Fanout<'a>) {
         let n = self.nodes.len();
-        let mut tally = Tally::new(n, n);
+        let mut tally = Tally::new(self.needed, n);
         while let Some((i, reply)) = fan.next().await {
             let vote = match reply.map(|v| classify(i, &v)) {
                 Ok(Some(true)) => Vote::Yes,
@@ -136,6 +157,10 @@ impl Quorum {
                 Err(kind) => Vote::Failed(kind),
             };
             let node = &self.nodes[i];
+            let vote = match vote {
+                Vote::Yes if counts == Counts::Trusted => trusted_yes(node),
+                vote => vote,
+            };
             log_vote(node, what, &vote);
             tally.record(i, &node.addr, vote);
             if done(&tally, &fan) {
@@ -143,6 +168,21 @@ impl Quorum {
             }
         }
         (tally, fan)
+    }
+}
+
+/// A lock round's yes from `node`: a failure while the node is quarantined.
+fn trusted_yes(node: &Node) -> Vote {
+    let now = std::time::Instant::now();
+    match node.quarantined(now) {
+        None => Vote::Yes,
+        Some(until) => Vote::Failed(NodeErrorKind::Quarantined {
+            remaining: until.saturating_duration_since(now),
+            cause: node
+                .trust()
+                .cause
+                .map_or("may have lost writes", |c| c.describe()),
+        }),
     }
 }
 

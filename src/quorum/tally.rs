@@ -24,6 +24,7 @@ pub(crate) fn node_bit(index: usize) -> NodeSet {
 }
 
 /// Majority of `n`: the smallest count any two of which overlap.
+#[cfg(test)]
 pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
@@ -55,10 +56,11 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// An empty tally for a round that asks `asked` nodes out of `n`.
-    pub(crate) fn new(n: usize, asked: usize) -> Self {
+    /// An empty tally for a round that asks `asked` nodes, `needed` of
+    /// which must say yes.
+    pub(crate) fn new(needed: usize, asked: usize) -> Self {
         Self {
-            quorum: quorum(n),
+            quorum: needed,
             asked,
             yes: 0,
             no: 0,
@@ -181,7 +183,7 @@ mod tests {
 
     #[test]
     fn decides_at_quorum_won() {
-        let mut t = Tally::new(5, 5);
+        let mut t = Tally::new(3, 5);
         vote(&mut t, 0, Vote::Yes);
         vote(&mut t, 1, Vote::Yes);
         assert_eq!(t.decided(), None);
@@ -191,7 +193,7 @@ mod tests {
 
     #[test]
     fn decides_at_quorum_impossible() {
-        let mut t = Tally::new(5, 5);
+        let mut t = Tally::new(3, 5);
         vote(&mut t, 0, Vote::No);
         vote(&mut t, 1, Vote::Failed(NodeErrorKind::UnexpectedReply));
         assert_eq!(t.decided(), None);
@@ -202,7 +204,7 @@ mod tests {
 
     #[test]
     fn failures_alone_can_prevent_quorum() {
-        let mut t = Tally::new(5, 5);
+        let mut t = Tally::new(3, 5);
         for i in 0..3 {
             vote(
                 &mut t,
@@ -216,7 +218,7 @@ mod tests {
 
     #[test]
     fn failures_are_reported_in_node_order() {
-        let mut t = Tally::new(5, 5);
+        let mut t = Tally::new(3, 5);
         for i in [3, 2, 4] {
             vote(&mut t, i, Vote::Failed(NodeErrorKind::UnexpectedReply));
         }
@@ -227,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_lost_round_is_explained_once_refusals_or_failures_alone_rule_it_out() {
-        let mut t = Tally::new(5, 5);
+        let mut t = Tally::new(3, 5);
         vote(&mut t, 0, Vote::Failed(NodeErrorKind::UnexpectedReply));
         vote(&mut t, 1, Vote::No);
         vote(&mut t, 2, Vote::No);
@@ -236,7 +238,7 @@ mod tests {
         assert!(!t.explained());
         vote(&mut t, 3, Vote::No);
         assert!(t.explained() && t.refusals_prevent_quorum());
-        let mut t = Tally::new(5, 5);
+        let mut t = Tally::new(3, 5);
         for i in 0..2 {
             vote(&mut t, i, Vote::No);
         }
@@ -249,7 +251,7 @@ mod tests {
     #[test]
     fn subset_round_is_impossible_when_too_few_asked() {
         // Asking 2 of 5 nodes can never win a quorum of 3.
-        let t = Tally::new(5, 2);
+        let t = Tally::new(3, 2);
         assert_eq!(t.decided(), Some(false));
     }
 }

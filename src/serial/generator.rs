@@ -438,13 +438,29 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
     let contended = lock(&state.contended_until).is_some_and(|t| Instant::now() < t);
     let result = if contended {
         // Take turns with the other instances through the counter's lock.
-        let guard = inner
+        // It only spaces allocators out (the compare-and-set keeps numbers
+        // unique without it): if it cannot be had for want of nodes (some
+        // may be in quarantine, which the counter does not need), go on
+        // without it.
+        let guard = match inner
             .redlock
             .lock_internal(name, &state.lock_key, COUNTER_LOCK_TTL)
-            .await?;
+            .await
+        {
+            Ok(guard) => Some(guard),
+            Err(e) if e.is_contended() || matches!(e, Error::InvalidConfig(_)) => return Err(e),
+            Err(e) => {
+                debug!(counter = prefix, error = %e, "allocating without the counter lock");
+                None
+            }
+        };
         let r =
             counter::allocate(inner.redlock.nodes(), prefix, key, hint.clone(), &mut plan).await;
-        if let Err(e) = guard.release().await {
+        let released = match guard {
+            Some(g) => g.release().await,
+            None => Ok(()),
+        };
+        if let Err(e) = released {
             warn!(error = %e, "releasing the counter lock failed; it expires by itself");
         }
         r

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
-use crate::quorum::Quorum;
+use crate::quorum::{Counts, Quorum};
 use crate::scripts;
 use crate::serial::period::ResetPeriod;
 
@@ -88,7 +88,9 @@ pub(crate) async fn pin(quorum: &Quorum, counter: &str, key: &str, config: &str)
         Some(ours)
     };
     let done = |tally: &Tally, fan: &Fanout<'_>| cas_finished(tally, fan.owed_by_healthy());
-    let (tally, fan) = quorum.vote_until(&req, "pin", classify, done).await;
+    let (tally, fan) = quorum
+        .vote_until(&req, "pin", Counts::All, classify, done)
+        .await;
     match pin_outcome(&tally, others.len()) {
         Some(true) => {
             // Let the pin reach slow nodes too.

@@ -20,14 +20,16 @@ use std::time::{Duration, Instant};
 /// How a node persists data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Persistence {
-    /// Nothing on disk: a restart comes back empty.
+    /// Nothing on disk: a restart comes back empty, and the client keeps
+    /// the node out of lock quorums for its restart quarantine (also after
+    /// its first start: a new node looks like one that lost everything).
     None,
     /// AOF with `appendfsync always`: acknowledged writes survive kill -9.
     Aof,
-    /// Nothing on disk, and `HELLO` renamed away, as on Redis 5 and older:
+    /// AOF as above, and `HELLO` renamed away, as on Redis 5 and older:
     /// no RESP3, so no client tracking (push-woken waiting must fall back).
     NoneWithoutHello,
-    /// Nothing on disk, cluster mode on, the node owning all 16384 slots:
+    /// AOF as above, cluster mode on, the node owning all 16384 slots:
     /// a one-shard Redis Cluster, as managed offerings run them. Scripts
     /// must keep the keys they use in one hash slot.
     OneShardCluster,
@@ -45,6 +47,18 @@ pub struct RedisNode {
     persistence: Persistence,
     /// Whether the process is SIGSTOPped.
     paused: bool,
+}
+
+/// A node's data directory: in memory where the machine has one, so
+/// `appendfsync always` costs no disk flush.
+fn data_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("temp dir")
 }
 
 fn server_binary() -> String {
@@ -100,7 +114,7 @@ impl RedisNode {
         for _ in 0..5 {
             let mut node = RedisNode {
                 port: free_port(),
-                dir: tempfile::tempdir().expect("temp dir"),
+                dir: data_dir(),
                 child: None,
                 persistence,
                 paused: false,
@@ -130,7 +144,7 @@ impl RedisNode {
 
     /// Starts the process on `self.port` and waits until it answers PING.
     fn spawn(&mut self) -> Result<(), String> {
-        let aof = self.persistence == Persistence::Aof;
+        let aof = self.persistence != Persistence::None;
         let cluster = self.persistence == Persistence::OneShardCluster;
         let mut cmd = Command::new(server_binary());
         if cluster {
@@ -447,9 +461,10 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts `n` nodes without persistence.
+    /// Starts `n` nodes with durable persistence (AOF, `appendfsync
+    /// always`): clients trust them from the start.
     pub fn start(n: usize) -> Self {
-        Self::start_with(n, Persistence::None)
+        Self::start_with(n, Persistence::Aof)
     }
 
     /// Starts `n` nodes with the given persistence.
