@@ -137,6 +137,7 @@
 //   wait/mod.rs         Waiting: notification reads, the sleep between tries.
 // 5 redlock.rs          Redlock, the client handle: key, release, validity.
 // 6 guard.rs            Lock and LockHandle: extend, release, auto-extend.
+//   trust.rs            NodeTrust: what the connection checks found.
 // 7 attempt.rs          One attempt (plain SET NX, or as a queued waiter).
 // 8 acquire.rs          try_lock, lock, lock_timeout, lock_fenced, with_lock:
 //                       the waiting loop around attempts.
@@ -176,6 +177,7 @@ mod scratch;
 mod scripts;
 mod serial;
 mod standing;
+mod trust;
 mod wait;
 
 pub use chrono;
@@ -197,3 +199,4 @@ pub use serial::generator::{
 };
 pub use serial::number::Serial;
 pub use serial::period::ResetPeriod;
+pub use trust::NodeTrust;

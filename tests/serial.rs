@@ -291,7 +291,7 @@ async fn failover_never_duplicates() {
 
 #[tokio::test]
 async fn node_restarted_empty_causes_no_duplicate() {
-    let mut c = Cluster::start_with(5, Persistence::None);
+    let mut c = Cluster::start_with(5, Persistence::Aof);
     let a = SerialGenerator::builder(c.redlock())
         .width(9)
         .build()

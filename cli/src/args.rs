@@ -25,6 +25,13 @@ pub struct Cli {
     #[arg(long, value_parser = parse_duration, default_value = "100ms", global = true, allow_hyphen_values = true)]
     pub node_timeout: Duration,
 
+    /// How long a node that may have lost writes (restarted without
+    /// `appendonly yes` + `appendfsync always`, or replaced) is kept out of
+    /// lock quorums; the longest TTL any client of these nodes uses, and
+    /// the longest `--ttl` accepted. 0s trusts every node.
+    #[arg(long, env = "REDQUORUM_RESTART_QUARANTINE", value_parser = parse_duration, default_value = "60s", global = true, allow_hyphen_values = true)]
+    pub restart_quarantine: Duration,
+
     #[command(subcommand)]
     pub command: Command,
 }

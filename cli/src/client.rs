@@ -9,10 +9,15 @@ use crate::exit;
 
 /// Makes the client, reporting configuration errors (exit code
 /// [`exit::CONFIG`]).
-pub fn build(nodes: &[String], node_timeout: Duration, prefix: &str) -> Result<Redlock, ExitCode> {
+pub fn build(
+    nodes: &[String],
+    (node_timeout, restart_quarantine): (Duration, Duration),
+    prefix: &str,
+) -> Result<Redlock, ExitCode> {
     Redlock::builder()
         .nodes(nodes)
         .node_timeout(node_timeout)
+        .restart_quarantine(restart_quarantine)
         .key_prefix(prefix)
         .build()
         .map_err(|e| {

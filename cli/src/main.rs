@@ -67,17 +67,16 @@ async fn run(cli: Cli) -> ExitCode {
         eprintln!("redquorum: no nodes: pass --nodes or set REDQUORUM_NODES");
         return exit::code(exit::CONFIG);
     }
+    let times = (cli.node_timeout, cli.restart_quarantine);
     match cli.command {
-        Command::Lock(args) => match build(&cli.nodes, cli.node_timeout, &args.key_prefix) {
+        Command::Lock(args) => match build(&cli.nodes, times, &args.key_prefix) {
             Ok(redlock) => lock::lock_and_run(redlock, args).await,
             Err(code) => code,
         },
-        Command::Serial(SerialCommand::Next(args)) => {
-            match build(&cli.nodes, cli.node_timeout, "") {
-                Ok(redlock) => serial::serial_next(redlock, args).await,
-                Err(code) => code,
-            }
-        }
-        Command::Status => status::status(&cli.nodes, cli.node_timeout).await,
+        Command::Serial(SerialCommand::Next(args)) => match build(&cli.nodes, times, "") {
+            Ok(redlock) => serial::serial_next(redlock, args).await,
+            Err(code) => code,
+        },
+        Command::Status => status::status(&cli.nodes, times).await,
     }
 }

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use redquorum::redis;
+use redquorum::{redis, NodeTrust};
 
 use crate::client::build;
 use crate::exit;
@@ -30,22 +30,25 @@ struct NodeReport {
 /// Checks every node and prints the table (stdout) and the warnings
 /// (stderr, each once with the nodes it concerns); exits 0 with a quorum
 /// reachable.
-pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
+pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
     // Validate the list the same way the library does.
-    if let Err(code) = build(urls, timeout, "") {
-        return code;
-    }
+    let redlock = match build(urls, times, "") {
+        Ok(redlock) => redlock,
+        Err(code) => return code,
+    };
+    let timeout = times.0;
     let checks = urls
         .iter()
         .map(|u| check_node(u, timeout.max(Duration::from_secs(1))));
-    let reports = futures::future::join_all(checks).await;
+    let (reports, trust) =
+        futures::future::join(futures::future::join_all(checks), redlock.node_trust()).await;
     println!(
-        "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  persistence",
-        "node", "address", "reachable", "rtt", "version", "clock"
+        "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  {:<24} trust",
+        "node", "address", "reachable", "rtt", "version", "clock", "persistence"
     );
     for (i, r) in reports.iter().enumerate() {
         println!(
-            "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  {}",
+            "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  {:<24} {}",
             i,
             r.addr,
             if r.reachable { "yes" } else { "NO" },
@@ -54,6 +57,10 @@ pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
             r.version,
             r.offset_ms.map_or("-".into(), |o| format!("{o:+}ms")),
             r.detail,
+            match trust.get(i) {
+                Some(t) if r.reachable => describe(t),
+                _ => "-".into(),
+            },
         );
     }
     for (warning, nodes) in grouped(&reports) {
@@ -70,6 +77,26 @@ pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
             urls.len() - 1
         );
     }
+    let counting = trust
+        .iter()
+        .filter(|t| matches!(t, NodeTrust::Trusted | NodeTrust::Suspect { .. }))
+        .count();
+    let quarantined = trust
+        .iter()
+        .filter(|t| matches!(t, NodeTrust::Quarantined { .. }))
+        .count();
+    if quarantined > 0 {
+        let verdict = if counting >= quorum {
+            "OK"
+        } else {
+            "UNAVAILABLE"
+        };
+        println!(
+            "lock votes: {verdict} ({counting} of {} nodes count, {quorum} needed; {quarantined} \
+             in quarantine)",
+            urls.len()
+        );
+    }
     if up >= quorum {
         println!(
             "quorum: OK ({up} of {} reachable, {quorum} needed)",
@@ -82,6 +109,23 @@ pub async fn status(urls: &[String], timeout: Duration) -> ExitCode {
             urls.len()
         );
         exit::code(exit::UNAVAILABLE)
+    }
+}
+
+/// A node's standing for the table's last column.
+fn describe(t: &NodeTrust) -> String {
+    match t {
+        NodeTrust::Trusted => "trusted".into(),
+        NodeTrust::Quarantined {
+            remaining, cause, ..
+        } => format!(
+            "QUARANTINED for {}s more, no lock vote (it {cause})",
+            remaining.as_secs_f64().ceil()
+        ),
+        NodeTrust::Suspect { cause } => {
+            format!("suspect: counters repaired one by one (it {cause})")
+        }
+        _ => "unknown (not checked)".into(),
     }
 }
 

@@ -66,6 +66,13 @@ impl Quorum {
         self.needed
     }
 
+    /// Whether enough nodes are out of quarantine to win a lock quorum.
+    pub(crate) fn lock_quorum_possible(&self) -> bool {
+        let now = std::time::Instant::now();
+        let trusted = self.nodes.iter().filter(|n| n.quarantined(now).is_none());
+        trusted.count() >= self.needed
+    }
+
     /// Every node.
     pub(crate) fn all(&self) -> NodeSet {
         all_nodes(self.nodes.len())

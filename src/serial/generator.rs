@@ -436,7 +436,9 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
     let mut plan = |expected: &Record| rules.plan(prefix, now, &today, expected, k);
     let hint = lock(&state.hint).clone();
     let contended = lock(&state.contended_until).is_some_and(|t| Instant::now() < t);
-    let result = if contended {
+    // The lock only spaces allocators out: skip it while quarantined nodes
+    // (which the counter does not need) leave too few for a lock quorum.
+    let result = if contended && inner.redlock.nodes().lock_quorum_possible() {
         // Take turns with the other instances through the counter's lock.
         // It only spaces allocators out (the compare-and-set keeps numbers
         // unique without it): if it cannot be had for want of nodes (some
