@@ -29,6 +29,9 @@ pub enum Persistence {
     /// AOF as above, and `HELLO` renamed away, as on Redis 5 and older:
     /// no RESP3, so no client tracking (push-woken waiting must fall back).
     NoneWithoutHello,
+    /// AOF as above, and `CONFIG` renamed away (as managed offerings do):
+    /// clients cannot tell it is durable.
+    AofWithoutConfig,
     /// AOF as above, cluster mode on, the node owning all 16384 slots:
     /// a one-shard Redis Cluster, as managed offerings run them. Scripts
     /// must keep the keys they use in one hash slot.
@@ -154,6 +157,9 @@ impl RedisNode {
         }
         if self.persistence == Persistence::NoneWithoutHello {
             cmd.args(["--rename-command", "HELLO", ""]);
+        }
+        if self.persistence == Persistence::AofWithoutConfig {
+            cmd.args(["--rename-command", "CONFIG", ""]);
         }
         let child = cmd
             .args(["--port", &self.port.to_string()])

@@ -1,0 +1,244 @@
+//! Nodes that may have lost writes, on real nodes: a lock whose node
+//! restarted empty stays exclusive (quarantine), a durable restart costs
+//! nothing, unknown persistence counts as not durable, serial numbers stay
+//! unique through restarts-empty under chaos (repair), and a client that
+//! starts later keeps the quarantine another found.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redquorum::{NodeTrust, Redlock, SerialGenerator};
+use support::{wait_until, Cluster, Persistence};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A client of `c` with a 3 s restart quarantine (so a 3 s TTL is the
+/// longest it may use).
+fn client(c: &Cluster, quarantine: Duration) -> Redlock {
+    c.builder()
+        .restart_quarantine(quarantine)
+        .retry_count(0)
+        .build()
+        .unwrap()
+}
+
+/// A holds nodes 0 and 1 of 3 (node 2 was down while it locked, and comes
+/// back with its data). Returns A's lock.
+async fn holder_on_nodes_0_and_1(c: &mut Cluster, a: &Redlock) -> redquorum::Lock {
+    c.nodes[2].stop();
+    let lock = a.try_lock("q_res", ms(3_000)).await.unwrap();
+    c.nodes[2].restart(Persistence::Aof);
+    assert_eq!(c.set_on("q_res"), 2);
+    lock
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_empty_cannot_give_a_held_lock_away() {
+    let mut c = Cluster::start(3);
+    let a = client(&c, ms(3_000));
+    let lock = holder_on_nodes_0_and_1(&mut c, &a).await;
+    c.nodes[0].restart(Persistence::None);
+    let b = client(&c, ms(3_000));
+    // Node 0 forgot A's key, but its yes does not count: no quorum, and
+    // the error says why (not "held by another owner").
+    let err = b.try_lock("q_res", ms(3_000)).await.unwrap_err();
+    assert!(!err.is_contended(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("0 (127.0.0.1:{})", c.nodes[0].port))
+            && text.contains("quarantined for another"),
+        "{text}"
+    );
+    assert!(
+        text.contains("restarted without durable persistence"),
+        "{text}"
+    );
+    assert!(matches!(
+        b.node_trust().await[0],
+        NodeTrust::Quarantined { .. }
+    ));
+    // B waits: it gets the lock only after A's has expired, and promptly.
+    let waiter = c.builder().restart_quarantine(ms(3_000)).build().unwrap();
+    let got = waiter
+        .lock_timeout("q_res", ms(3_000), ms(6_000))
+        .await
+        .unwrap();
+    let at = tokio::time::Instant::now();
+    assert!(
+        at >= lock.valid_until(),
+        "B took the lock while A's was valid"
+    );
+    let late = at - lock.valid_until();
+    assert!(
+        late < ms(1_500),
+        "B took it {late:?} after A's lock expired"
+    );
+    got.release().await.unwrap();
+}
+
+/// The same scenario without quarantine gives the lock to two holders: the
+/// test above would fail if the rule were gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_quarantine_the_same_restart_gives_two_holders() {
+    let mut c = Cluster::start(3);
+    let a = client(&c, Duration::ZERO);
+    let lock = holder_on_nodes_0_and_1(&mut c, &a).await;
+    c.nodes[0].restart(Persistence::None);
+    let b = client(&c, Duration::ZERO);
+    let second = b.try_lock("q_res", ms(3_000)).await.unwrap();
+    assert!(lock.is_valid() && second.is_valid(), "two valid holders");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_restart_is_not_quarantined() {
+    let mut c = Cluster::start(3);
+    let a = client(&c, ms(3_000));
+    let lock = holder_on_nodes_0_and_1(&mut c, &a).await;
+    c.nodes[0].restart(Persistence::Aof);
+    let b = client(&c, ms(3_000));
+    // Node 0 kept A's key (AOF, appendfsync always): plain contention.
+    let err = b.try_lock("q_res", ms(3_000)).await.unwrap_err();
+    assert!(err.is_contended(), "{err}");
+    assert_eq!(b.node_trust().await, vec![NodeTrust::Trusted; 3]);
+    lock.release().await.unwrap();
+    let got = b.try_lock("q_res", ms(3_000)).await.unwrap();
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_persistence_counts_as_not_durable() {
+    let c = Cluster::start(1);
+    let hidden = Cluster::start_with(1, Persistence::AofWithoutConfig);
+    let trust = |c: &Cluster| {
+        let redlock = c.builder().build().unwrap();
+        async move { redlock.node_trust().await }
+    };
+    // Both run AOF with appendfsync always and have just started; only the
+    // one whose CONFIG can be read is trusted.
+    assert_eq!(trust(&c).await, vec![NodeTrust::Trusted]);
+    match &trust(&hidden).await[0] {
+        NodeTrust::Quarantined {
+            remaining, cause, ..
+        } => {
+            assert!(*remaining > Duration::from_secs(55), "{remaining:?}");
+            assert!(cause.contains("restarted"), "{cause}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_starts_later_keeps_the_quarantine() {
+    let mut c = Cluster::start(3);
+    c.nodes[1].restart(Persistence::None);
+    // Make the node look long-running to a 1 s quarantine, so only the
+    // marker another client leaves can tell a later one about the loss.
+    tokio::time::sleep(ms(1_100)).await;
+    let first = client(&c, ms(1_000));
+    let NodeTrust::Quarantined { cause, until, .. } = first.node_trust().await.remove(1) else {
+        panic!("{:?}", first.node_trust().await);
+    };
+    assert!(cause.contains("none of our marks"), "{cause}");
+    let later = client(&c, ms(1_000));
+    match later.node_trust().await.remove(1) {
+        NodeTrust::Quarantined {
+            until: u, cause, ..
+        } => {
+            assert!(cause.contains("another client"), "{cause}");
+            let gap = if u > until { u - until } else { until - u };
+            assert!(gap < ms(1_500), "{gap:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // After it, the node counts for locks, and stays suspect for counters.
+    assert!(wait_until(ms(4_000), || Instant::now() > until + ms(1_000)).await);
+    let after = client(&c, ms(1_000));
+    assert!(matches!(
+        after.node_trust().await[1],
+        NodeTrust::Suspect { .. }
+    ));
+    let lock = after.try_lock("q_later", ms(1_000)).await.unwrap();
+    lock.release().await.unwrap();
+}
+
+/// Serial numbers through the existing chaos plus two nodes restarted empty
+/// at different times (one while another node is paused): no duplicate,
+/// and the restarted nodes' counter records are repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serial_numbers_survive_restarts_empty_under_chaos() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().node_timeout(ms(100)).build().unwrap();
+    let serials = SerialGenerator::builder(redlock.clone())
+        .width(9)
+        .build()
+        .unwrap();
+    let issued = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (s, out, stop) = (serials.clone(), issued.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..5_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                match s.next("QR").await {
+                    Ok(n) => out.lock().unwrap().push(n.to_string()),
+                    Err(_) => tokio::time::sleep(ms(5)).await,
+                }
+            }
+        }));
+    }
+    let count = || issued.lock().unwrap().len();
+    let grows = |from: usize| {
+        let issued = issued.clone();
+        async move {
+            wait_until(Duration::from_secs(10), || {
+                issued.lock().unwrap().len() >= from + 50
+            })
+            .await
+        }
+    };
+    assert!(grows(0).await);
+    c.nodes[1].pause();
+    c.nodes[0].restart(Persistence::None);
+    assert!(
+        grows(count()).await,
+        "node 0 empty, node 1 paused\n{}",
+        c.logs()
+    );
+    c.nodes[1].resume();
+    assert!(grows(count()).await, "node 1 back");
+    c.nodes[3].restart(Persistence::None);
+    c.nodes[2].stop();
+    assert!(
+        grows(count()).await,
+        "node 3 empty, node 2 down\n{}",
+        c.logs()
+    );
+    c.nodes[2].restart(Persistence::Aof);
+    assert!(grows(count()).await, "node 2 back");
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let all = issued.lock().unwrap().clone();
+    let distinct: HashSet<&String> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "duplicates among {}", all.len());
+    // The restarted nodes' records were stamped repaired.
+    let key = support::internal_key("serial", "serial:day:QR");
+    for i in [0, 3] {
+        let stamp: Option<String> = redis::cmd("HGET")
+            .arg(&key)
+            .arg("r")
+            .query(&mut c.nodes[i].conn())
+            .unwrap();
+        assert!(stamp.is_some(), "node {i} not repaired");
+    }
+}
