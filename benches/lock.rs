@@ -140,7 +140,7 @@ fn main() {
     let Some(limit) = common::time_per_cell() else {
         return;
     };
-    let mut cluster = Cluster::start_with(5, Persistence::None);
+    let mut cluster = Cluster::start_with(5, Persistence::Aof);
     let urls = cluster.urls();
     let mut builder = if std::env::var("BENCH_RT").as_deref() == Ok("current") {
         tokio::runtime::Builder::new_current_thread()

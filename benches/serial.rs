@@ -36,7 +36,7 @@ fn main() {
         return;
     };
     let slice = limit / REPS;
-    let mut cluster = Cluster::start_with(5, Persistence::None);
+    let mut cluster = Cluster::start_with(5, Persistence::Aof);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -10,7 +10,7 @@ use crate::config::{Config, DEFAULT_NODE_TIMEOUT, MAX_TTL};
 use crate::error::{Error, Result};
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::Node;
-use crate::quorum::tally::MAX_NODES;
+use crate::quorum::tally::{quorum_tolerating, MAX_NODES};
 use crate::quorum::Quorum;
 use crate::redlock::Redlock;
 use crate::wait::Waiting;
@@ -352,7 +352,7 @@ impl RedlockBuilder {
 /// The quorum for `n` nodes that tolerates `f` members losing writes at
 /// once: more than `(n + f) / 2`. Logs what that leaves when `f > 0`.
 fn quorum_with(n: usize, f: usize) -> Result<usize> {
-    let needed = (n + f) / 2 + 1;
+    let needed = quorum_tolerating(n, f);
     if needed > n {
         return Err(Error::InvalidConfig(format!(
             "amnesia tolerance {f} needs quorums of {needed} of {n} nodes, more than there are; \

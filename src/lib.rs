@@ -62,12 +62,17 @@
 //!   remaining validity between checking and acting can act after its lock
 //!   expired. Check [`Lock::ensure_valid`] right before a guarded write and,
 //!   where the storage can check it, pass the fencing token.
-//! * **Persistence.** A node that forgets acknowledged writes can break
-//!   mutual exclusion and the counter: run nodes with AOF and `appendfsync
-//!   always`, or keep a restarted node out for one max TTL.
+//! * **Nodes that lose data.** Each new connection to a node checks
+//!   whether it may have lost writes (restart without durable persistence,
+//!   another process in its place, our marker gone). Such a node does not
+//!   count toward lock quorums for
+//!   [`restart_quarantine`](RedlockBuilder::restart_quarantine) (default
+//!   60 s, also the longest TTL accepted), and its counter records count
+//!   only once repaired; see [`NodeTrust`]. A node new to us is quarantined
+//!   too unless it runs `appendonly yes` with `appendfsync always`.
 //! * **Independence.** Point it at independent masters, not at one
-//!   replicated deployment: asynchronous replication can lose a lock on
-//!   failover.
+//!   replicated deployment; for members that fail over, see
+//!   [`amnesia_tolerance`](RedlockBuilder::amnesia_tolerance).
 //! * **Waiting** is fair and fast among clients of this crate: the longest
 //!   registered waiter goes next, ahead of the releasing client and of
 //!   clients that have seen the resource contended; a client's first plain

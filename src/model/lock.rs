@@ -32,7 +32,7 @@ use crate::config::Config;
 use crate::error::NodeErrorKind;
 use crate::model::lock_state::{Action, Ext, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::{insert_sorted, take_one};
-use crate::quorum::tally::{node_bit, quorum, NodeSet, Vote};
+use crate::quorum::tally::{node_bit, quorum, quorum_tolerating, NodeSet, Vote};
 use crate::redlock::validity;
 
 /// The fencing property's name.
@@ -529,6 +529,22 @@ mod tests {
             ..LockModel::shipped()
         };
         safe("lock: a node restarts empty at once, quarantined", m);
+    }
+
+    #[test]
+    fn model_lock_safe_with_an_undetected_failover_and_amnesia_tolerance() {
+        // A replicated member fails over (loses the key at once, no
+        // quarantine: nothing shows it), with quorums that overlap in more
+        // than one node (amnesia_tolerance 1: 3 of 3).
+        let m = LockModel {
+            crashes: 1,
+            timeouts: 0,
+            persistent: false,
+            quarantine: false,
+            quorum: |n| quorum_tolerating(n, 1),
+            ..LockModel::shipped()
+        };
+        safe("lock: an undetected failover, amnesia tolerance 1", m);
     }
 
     #[test]

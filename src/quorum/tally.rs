@@ -29,6 +29,13 @@ pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// Votes needed of `n` nodes so that any two quorums share more than `f`
+/// nodes (`f` members that may lose writes at once): more than
+/// `(n + f) / 2`. With `f = 0`, a majority.
+pub(crate) fn quorum_tolerating(n: usize, f: usize) -> usize {
+    (n + f) / 2 + 1
+}
+
 /// What one node's reply means for the decision.
 #[derive(Debug)]
 pub(crate) enum Vote {
