@@ -211,9 +211,14 @@ async fn cas_round(
             highest = highest.take().max(Some(rec));
         } else if let Some(node) = quorum.nodes.get(i) {
             let trust = node.trust();
-            if trust.cause.is_some() && stamp != trust.run_id {
+            // Repaired: stamped under the node's current process. A node
+            // whose process is unknown (INFO refused) never is.
+            let repaired = !trust.run_id.is_empty() && stamp == trust.run_id;
+            if trust.cause.is_some() && !repaired {
                 untrusted.fetch_or(node_bit(i), Relaxed);
-                stamps.push((i, trust.run_id));
+                if !trust.run_id.is_empty() {
+                    stamps.push((i, trust.run_id));
+                }
             }
         }
         Some(accepted)

@@ -103,8 +103,11 @@ pub(crate) fn assess(probe: &Probe, quarantine: u64) -> Assessment {
     } else {
         match &probe.marker {
             Some((id, loss)) if *id == probe.run_id => (*loss, loss.map(|_| Cause::Marked)),
-            // Another process, which reloaded our marker from disk.
-            Some(_) if durable => (None, None),
+            // Another process, which reloaded our marker from disk: a
+            // durable one lost nothing in its restart, but keeps what the
+            // process before it may have lost (before its start).
+            Some((_, None)) if durable => (None, None),
+            Some(_) if durable => (Some(0), Some(Cause::Marked)),
             Some(_) if recent => (Some(0), Some(Cause::RestartedNotDurable)),
             Some(_) => (Some(probe.uptime), Some(Cause::Replaced)),
             // No marker. A durable node that started recently loaded all it
@@ -373,8 +376,17 @@ mod tests {
 
     #[test]
     fn a_durable_restart_loses_nothing() {
-        let a = assess(&probe("r2", 5, Some(true), Some(("r1", Some(0)))), 60);
+        let a = assess(&probe("r2", 5, Some(true), Some(("r1", None))), 60);
         assert_eq!((a.loss, a.remaining), (None, 0));
+        // ... but keeps what the process before it may have lost: still
+        // quarantined (counted from its start), and suspect after.
+        let a = assess(&probe("r2", 5, Some(true), Some(("r1", Some(30)))), 60);
+        assert_eq!(
+            (a.loss, a.cause, a.remaining),
+            (Some(0), Some(Cause::Marked), 55)
+        );
+        let a = assess(&probe("r2", 500, Some(true), Some(("r1", Some(30)))), 60);
+        assert_eq!((a.loss, a.remaining), (Some(0), 0));
         // First start of a durable node: nothing of ours was there.
         assert_eq!(assess(&probe("r2", 5, Some(true), None), 60).loss, None);
     }
