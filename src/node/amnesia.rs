@@ -103,12 +103,15 @@ pub(crate) fn assess(probe: &Probe, quarantine: u64) -> Assessment {
     } else {
         match &probe.marker {
             Some((id, loss)) if *id == probe.run_id => (*loss, loss.map(|_| Cause::Marked)),
-            // Another process, which reloaded our marker from disk: a
-            // durable one lost nothing in its restart, but keeps what the
-            // process before it may have lost (before its start).
-            Some((_, None)) if durable => (None, None),
-            Some(_) if durable => (Some(0), Some(Cause::Marked)),
+            // Another process that started recently and reloaded our marker
+            // from disk: a durable one lost nothing in its restart, but
+            // keeps what the process before it may have lost.
+            Some((_, None)) if durable && recent => (None, None),
+            Some(_) if durable && recent => (Some(0), Some(Cause::Marked)),
             Some(_) if recent => (Some(0), Some(Cause::RestartedNotDurable)),
+            // Another process that has run longer than any client took to
+            // mark it: a replica promoted in its place (which may lack the
+            // last writes, whatever its persistence).
             Some(_) => (Some(probe.uptime), Some(Cause::Replaced)),
             // No marker. A durable node that started recently loaded all it
             // ever acknowledged, and none of it was ours: first use.
@@ -385,8 +388,13 @@ mod tests {
             (a.loss, a.cause, a.remaining),
             (Some(0), Some(Cause::Marked), 55)
         );
-        let a = assess(&probe("r2", 500, Some(true), Some(("r1", Some(30)))), 60);
-        assert_eq!((a.loss, a.remaining), (Some(0), 0));
+        // A durable process we never marked that has run longer than the
+        // quarantine took another's place: a promoted replica.
+        let a = assess(&probe("r2", 500, Some(true), Some(("r1", None))), 60);
+        assert_eq!(
+            (a.loss, a.cause, a.remaining),
+            (Some(500), Some(Cause::Replaced), 60)
+        );
         // First start of a durable node: nothing of ours was there.
         assert_eq!(assess(&probe("r2", 5, Some(true), None), 60).loss, None);
     }
