@@ -435,7 +435,15 @@ async fn cancelled_acquire_leaves_no_key() {
 #[tokio::test]
 async fn reconnects_after_restart() {
     let mut c = Cluster::start_with(5, Persistence::Aof);
-    let redlock = c.builder().retry_count(0).build().unwrap();
+    // This checks that restarted nodes take part, not how fast: a new
+    // connection's check costs a round trip, which a loaded machine can
+    // stretch past the default 100 ms a straggler is waited for.
+    let redlock = c
+        .builder()
+        .retry_count(0)
+        .node_timeout(ms(1000))
+        .build()
+        .unwrap();
     redlock
         .try_lock("restart", ms(5000))
         .await

@@ -331,8 +331,13 @@ pub(crate) async fn probe(
             .arg("loss")
             .arg(loss)
             .to_owned();
-        // Best effort: a node that refuses it is assessed again next time.
-        let _ = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+        // Best effort, and not waited for: the verdict is already ours, and
+        // the first requests need not wait another round trip after a
+        // restart (a node that refuses it is assessed again next time).
+        let mut conn = conn.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+        });
     }
     Some((probe, verdict, at))
 }
