@@ -45,6 +45,7 @@ use tracing::debug;
 
 use crate::error::{Error, NodeErrorKind, Result};
 use crate::node::request::Request;
+use crate::node::Node;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
 use crate::quorum::{Counts, Quorum};
@@ -209,15 +210,14 @@ async fn cas_round(
         let (accepted, rec, stamp) = parse_cas_reply(v)?;
         if !accepted {
             highest = highest.take().max(Some(rec));
-        } else if let Some(node) = quorum.nodes.get(i) {
-            let trust = node.trust();
+        } else if let Some(run_id) = quorum.nodes.get(i).and_then(Node::suspect_run_id) {
             // Repaired: stamped under the node's current process. A node
             // whose process is unknown (INFO refused) never is.
-            let repaired = !trust.run_id.is_empty() && stamp == trust.run_id;
-            if trust.cause.is_some() && !repaired {
+            let repaired = !run_id.is_empty() && stamp == run_id;
+            if !repaired {
                 untrusted.fetch_or(node_bit(i), Relaxed);
-                if !trust.run_id.is_empty() {
-                    stamps.push((i, trust.run_id));
+                if !run_id.is_empty() {
+                    stamps.push((i, run_id));
                 }
             }
         }
@@ -254,10 +254,7 @@ async fn cas_round(
             for (i, node) in quorum.nodes.iter().enumerate() {
                 if untrusted & node_bit(i) != 0 {
                     tally.yes &= !node_bit(i);
-                    let cause = node
-                        .trust()
-                        .cause
-                        .map_or("may have lost writes", |c| c.describe());
+                    let cause = node.loss_cause();
                     tally.record(
                         i,
                         &node.addr,

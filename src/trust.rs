@@ -53,7 +53,7 @@ impl Redlock {
             .iter()
             .map(|node| {
                 let trust = node.trust();
-                let cause = trust.cause.map_or("may have lost writes", |c| c.describe());
+                let cause = node.loss_cause();
                 match (trust.probed, node.quarantined(now), trust.cause) {
                     (false, _, _) => NodeTrust::Unknown,
                     (true, Some(until), _) => NodeTrust::Quarantined {

@@ -143,6 +143,9 @@ pub(crate) struct Trust {
     /// Whether a quarantine may be on: read on every lock vote, so the
     /// common case takes no lock.
     active: AtomicBool,
+    /// Whether the node may have lost writes in its current process: read
+    /// on every counter acceptance, so kept apart from the rest too.
+    suspect: AtomicBool,
     /// The rest, changed when a connection is made.
     state: Mutex<TrustState>,
 }
@@ -182,6 +185,8 @@ impl Trust {
             st.left_logged = false;
         }
         self.active.store(until.is_some(), Ordering::Release);
+        self.suspect
+            .store(verdict.cause.is_some(), Ordering::Release);
         drop(st);
         match (new, until, verdict.cause) {
             (true, Some(u), Some(cause)) => Some((u - at, cause)),
@@ -205,6 +210,16 @@ impl Trust {
                 (None, first)
             }
         }
+    }
+
+    /// The process of a node that may have lost writes (empty if `INFO`
+    /// was refused); `None` for a trusted node, without taking the lock.
+    pub(crate) fn suspect_run_id(&self) -> Option<String> {
+        if !self.suspect.load(Ordering::Acquire) {
+            return None;
+        }
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.cause.map(|_| st.run_id.clone())
     }
 
     /// A copy of what is known.

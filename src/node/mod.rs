@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::node::amnesia::{AmnesiaCheck, TrustState};
+use crate::node::amnesia::{AmnesiaCheck, Cause, TrustState};
 use crate::node::call::Call;
 use crate::node::link::Link;
 use crate::node::request::Request;
@@ -100,6 +100,19 @@ impl Node {
     /// What the connection checks found (see [`amnesia`]).
     pub(crate) fn trust(&self) -> TrustState {
         self.link.trust.snapshot()
+    }
+
+    /// Why the node may have lost writes, in words for errors.
+    pub(crate) fn loss_cause(&self) -> &'static str {
+        self.trust()
+            .cause
+            .map_or("may have lost writes", Cause::describe)
+    }
+
+    /// The process of a node that may have lost writes (see
+    /// [`amnesia::Trust::suspect_run_id`]); `None` if it is trusted.
+    pub(crate) fn suspect_run_id(&self) -> Option<String> {
+        self.link.trust.suspect_run_id()
     }
 
     /// Marks the node unresponsive (it missed a round's deadline).

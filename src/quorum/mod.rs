@@ -185,10 +185,7 @@ fn trusted_yes(node: &Node) -> Vote {
         None => Vote::Yes,
         Some(until) => Vote::Failed(NodeErrorKind::Quarantined {
             remaining: until.saturating_duration_since(now),
-            cause: node
-                .trust()
-                .cause
-                .map_or("may have lost writes", |c| c.describe()),
+            cause: node.loss_cause(),
         }),
     }
 }

@@ -26,7 +26,7 @@ pub(crate) fn node_bit(index: usize) -> NodeSet {
 /// Majority of `n`: the smallest count any two of which overlap.
 #[cfg(test)]
 pub(crate) fn quorum(n: usize) -> usize {
-    n / 2 + 1
+    quorum_tolerating(n, 0)
 }
 
 /// Votes needed of `n` nodes so that any two quorums share more than `f`
