@@ -35,6 +35,15 @@ pub(crate) enum Kind {
     SerialLock,
     /// A serial prefix's configuration (reset period and width), pinned.
     SerialPin,
+    /// A semaphore: the key its waiters line up on (never written itself;
+    /// its waiting list and token counter are named after it).
+    Semaphore,
+    /// A semaphore's slot, a lock key: `permit:{tag}:<name>:<slot>`.
+    Permit,
+    /// An election's lock key.
+    Election,
+    /// An election's leadership record: who leads, with which term.
+    Leader,
 }
 
 impl Kind {
@@ -47,6 +56,10 @@ impl Kind {
             Kind::Serial => "serial",
             Kind::SerialLock => "serial-lock",
             Kind::SerialPin => "serial-pin",
+            Kind::Semaphore => "semaphore",
+            Kind::Permit => "permit",
+            Kind::Election => "election",
+            Kind::Leader => "leader",
         }
     }
 }
@@ -96,6 +109,17 @@ pub(crate) fn internal(prefix: &str, kind: Kind, anchor: &str) -> String {
     key.push_str(&tag);
     key.push_str("}:");
     key.push_str(name);
+    key
+}
+
+/// The key of slot `slot` of the semaphore named by `anchor` (prefix +
+/// name): its [`Kind::Permit`] key, then `:` and the slot number, so the
+/// slots of one semaphore share a hash slot and no two semaphores share a
+/// slot key (the number after the last `:` is the slot).
+pub(crate) fn permit(prefix: &str, anchor: &str, slot: usize) -> String {
+    let mut key = internal(prefix, Kind::Permit, anchor);
+    key.push(':');
+    key.push_str(&slot.to_string());
     key
 }
 
@@ -186,5 +210,18 @@ mod tests {
         assert!(check_prefix("a}b").is_ok());
         assert!(check_prefix("{app:").is_err());
         assert!(check_prefix("{}:").is_err());
+    }
+
+    #[test]
+    fn permit_keys_share_the_semaphores_slot_and_never_collide() {
+        let p = "app:";
+        let a = permit(p, "app:{u1}:jobs", 0);
+        assert_eq!(a, "app:redquorum:permit:{u1}:{u1}:jobs:0");
+        assert_eq!(key_slot(&a), key_slot("app:{u1}:jobs"));
+        let plain = permit(p, "app:jobs", 10);
+        assert_eq!(key_slot(&plain), key_slot("app:jobs"));
+        // The semaphore "jobs:1" never shares a key with slot 1 of "jobs".
+        assert_ne!(permit(p, "app:jobs:1", 0), permit(p, "app:jobs", 10));
+        assert_ne!(permit(p, "app:jobs:1", 0)[..], permit(p, "app:jobs", 1)[..]);
     }
 }

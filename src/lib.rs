@@ -104,12 +104,13 @@
 // Layout, for contributors. In layers, each using only the ones below it:
 // one Redis node's ordered, batching connection (node/), the node set that
 // fans a request out and decides when a quorum agreed (quorum/), waiting
-// (wait/), then the lock (redlock.rs, attempt.rs, acquire.rs, guard.rs) and
-// the compare-and-set counter (counter.rs), and serial numbers on the
-// counter (serial/). The modules form layers; each file imports
-// only from files in layers below it (`tests/layout.rs` checks that there is
-// no cycle, that no file passes 500 lines before its tests, and that every
-// file is named here). Bottom to top:
+// (wait/) and the compare-and-set counter (counter.rs); then the
+// coordination primitives, each its own folder: the lock (lock/), the
+// semaphore (semaphore/) and the election (election/), both built from
+// locks; and serial numbers on the counter (serial/). Each file imports
+// only from files in layers below it (`tests/layout.rs` checks that there
+// is no cycle, that no file passes 500 lines before its tests, and that
+// every file is named here). Bottom to top:
 //
 // 1 error.rs            Error, Result, per-node NodeError.
 //   scripts.rs          The Lua sources, each run atomically on one node.
@@ -135,24 +136,36 @@
 //   quorum/background.rs Rounds that finish later; what settle() waits for.
 //   quorum/fanout.rs    One request to many nodes, decided early, deadline.
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
-// 4 config.rs           The lock's settings and DEFAULT_* constants.
-//   counter.rs          The quorum compare-and-set counter (serials, fencing).
+// 4 counter.rs          The quorum compare-and-set counter (serials, fencing,
+//                       terms).
 //   wait/plan.rs        When a waiter tries again, as a pure rule.
-//   wait/queue.rs       This client's waiters in line per resource; news.
+//   wait/queue.rs       This client's waiters in line per resource, and
+//                       observers; news from the nodes.
 //   wait/mod.rs         Waiting: notification reads, the sleep between tries.
-// 5 redlock.rs          Redlock, the client handle: key, release, validity.
-// 6 guard.rs            Lock and LockHandle: extend, release, auto-extend.
+// 5 lock/config.rs      The lock's settings and DEFAULT_* constants.
+//   lock/redlock.rs     Redlock, the client handle: key, release, validity.
+//   lock/guard.rs       Lock and LockHandle: extend, release, auto-extend.
+//   lock/attempt.rs     One attempt (plain SET NX, or as a queued waiter);
+//                       Attempts, what the waiting loop attempts.
+//   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
+//                       the waiting loop around attempts, fenced acquisition.
+//   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
+//   lock/mod.rs         The lock module's map.
 //   trust.rs            NodeTrust: what the connection checks found.
-// 7 attempt.rs          One attempt (plain SET NX, or as a queued waiter).
-// 8 acquire.rs          try_lock, lock, lock_timeout, lock_fenced, with_lock:
-//                       the waiting loop around attempts.
-// 9 builder.rs          RedlockBuilder: checks settings, makes the node set.
-// 10 serial/period.rs   Reset periods, stamps, the plan step of allocation.
+// 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
+//   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
+//   semaphore/attempt.rs One attempt at a permit (first free slot per node).
+//   semaphore/permit.rs Permit, a lock on one slot.
+//   semaphore/mod.rs    try_acquire, acquire, acquire_fenced, with_permit.
+//   election/leadership.rs Leadership, the election's lock with its term.
+//   election/mod.rs     Election: campaign, the leadership record, leader().
+//   election/observe.rs Observer: each change of leader, woken by the nodes.
+// 7 serial/period.rs   Reset periods, stamps, the plan step of allocation.
 //   serial/number.rs    Serial, one issued number.
 //   serial/pin.rs       A prefix's period and width, pinned on the nodes.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
-// 11 scratch.rs        (tests only) A throwaway redis-server for script tests.
+// 8 scratch.rs        (tests only) A throwaway redis-server for script tests.
 //   model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
@@ -163,23 +176,20 @@
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 
-mod acquire;
-mod attempt;
-mod builder;
-mod config;
 mod counter;
+mod election;
 mod error;
 mod extensions;
-mod guard;
 mod keys;
+mod lock;
 #[cfg(test)]
 mod model;
 mod node;
 mod quorum;
-mod redlock;
 #[cfg(test)]
 mod scratch;
 mod scripts;
+mod semaphore;
 mod serial;
 mod standing;
 mod trust;
@@ -189,15 +199,20 @@ pub use chrono;
 pub use chrono_tz;
 pub use redis;
 
-pub use builder::RedlockBuilder;
-pub use config::{
+pub use election::leadership::Leadership;
+pub use election::observe::Observer;
+pub use election::{Election, Leader};
+pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
+pub use lock::builder::RedlockBuilder;
+pub use lock::config::{
     DEFAULT_AMNESIA_TOLERANCE, DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR,
     DEFAULT_NODE_TIMEOUT, DEFAULT_NOTIFICATIONS, DEFAULT_RESTART_QUARANTINE, DEFAULT_RETRY_COUNT,
     DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, DEFAULT_STRICT_FIFO, DEFAULT_WAIT_CAP, MAX_TTL,
 };
-pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
-pub use guard::{Lock, LockHandle};
-pub use redlock::Redlock;
+pub use lock::guard::{Lock, LockHandle};
+pub use lock::redlock::Redlock;
+pub use semaphore::handle::{Semaphore, MAX_PERMITS};
+pub use semaphore::permit::Permit;
 pub use serial::generator::{
     ClockFn, SerialGenerator, SerialGeneratorBuilder, DEFAULT_CLOCK_TOLERANCE, DEFAULT_WIDTH,
     MAX_PREFIX_LEN,

@@ -207,6 +207,114 @@ end
 return 0"#,
 );
 
+/// A semaphore's attempt (see `semaphore/`): take the first free slot on
+/// this node, if the waiters ahead leave one.
+///
+/// KEYS[1] and KEYS[2] are the semaphore's waiting list and leases (as in
+/// [`QUEUED_SET`]); KEYS[3..] its slot keys, in slot order. ARGV = value,
+/// ttl ms, waiter id (empty for a plain attempt, which does not join the
+/// list), ticket, lease ms.
+///
+/// A registered waiter may take a slot while fewer live waiters are ahead
+/// of it than slots are free; a plain attempt only while more slots are
+/// free than waiters wait. Every node tries the slots in the same order, so
+/// in the common case a quorum takes the same one. Returns {slot number
+/// from 1, 0, 0} when a slot was taken; else {0, -2, 1} if a slot is free
+/// but others go first, {0, the soonest slot's PTTL (-1: none expires), 0}
+/// if every slot is held.
+pub(crate) static SEMAPHORE_TAKE: Lua = Lua::new(
+    r#"redis.replicate_commands()
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local dead = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now)
+for _, id in ipairs(dead) do
+  redis.call("ZREM", KEYS[1], id)
+  redis.call("ZREM", KEYS[2], id)
+end
+local id = ARGV[3]
+if id ~= "" then
+  redis.call("ZADD", KEYS[1], "NX", ARGV[4], id)
+  redis.call("ZADD", KEYS[2], now + ARGV[5], id)
+  local keep = ARGV[5] * 2
+  for i = 1, 2 do
+    if redis.call("PTTL", KEYS[i]) < keep then
+      redis.call("PEXPIRE", KEYS[i], keep)
+    end
+  end
+end
+local head = redis.call("ZRANGE", KEYS[1], 0, 0)[1]
+while head and head ~= id and not redis.call("ZSCORE", KEYS[2], head) do
+  redis.call("ZREM", KEYS[1], head)
+  head = redis.call("ZRANGE", KEYS[1], 0, 0)[1]
+end
+local free, first, soonest = 0, 0, -1
+for i = 3, #KEYS do
+  local pttl = redis.call("PTTL", KEYS[i])
+  if pttl == -2 then
+    free = free + 1
+    if first == 0 then first = i end
+  elseif pttl >= 0 and (soonest < 0 or pttl < soonest) then
+    soonest = pttl
+  end
+end
+local ahead
+if id ~= "" then
+  ahead = redis.call("ZRANK", KEYS[1], id)
+else
+  ahead = redis.call("ZCARD", KEYS[1])
+end
+if free > ahead then
+  redis.call("SET", KEYS[first], ARGV[1], "PX", ARGV[2])
+  return {first - 2, 0, 0}
+end
+if free > 0 then
+  return {0, -2, 1}
+end
+return {0, soonest, 0}"#,
+);
+
+/// Undoes a semaphore attempt on a node: deletes every slot (KEYS) that
+/// holds our value (ARGV[1]) except slot number ARGV[2] (from 1; 0 keeps
+/// none). Returns how many it deleted. Always delivered, like a release.
+pub(crate) static SEMAPHORE_UNDO: Lua = Lua::cleanup(
+    r#"local n = 0
+for i = 1, #KEYS do
+  if i ~= tonumber(ARGV[2]) and redis.call("GET", KEYS[i]) == ARGV[1] then
+    n = n + redis.call("DEL", KEYS[i])
+  end
+end
+return n"#,
+);
+
+/// Publishes an election's leader (see `election/`): KEYS[1] the
+/// election's lock, KEYS[2] its leadership record (a hash, no TTL). Only
+/// while the lock holds our value (ARGV[1]) does the record become {owner =
+/// that value, term = ARGV[2], value = ARGV[3]}. Returns 1 if written.
+pub(crate) static LEADER_PUBLISH: Lua = Lua::new(
+    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+  redis.call("HSET", KEYS[2], "owner", ARGV[1], "term", ARGV[2], "value", ARGV[3])
+  return 1
+end
+return 0"#,
+);
+
+/// Reads an election on a node: KEYS as [`LEADER_PUBLISH`]. Returns {term,
+/// value, PTTL of the lock} while the record names the lock's holder, {"",
+/// "", PTTL} while the lock is held but not published yet, and {"", "",
+/// -2} when nobody holds it.
+pub(crate) static LEADER_READ: Lua = Lua::new(
+    r#"local holder = redis.call("GET", KEYS[1])
+if not holder then
+  return {"", "", -2}
+end
+local pttl = redis.call("PTTL", KEYS[1])
+local rec = redis.call("HMGET", KEYS[2], "owner", "term", "value")
+if rec[1] == holder then
+  return {rec[2], rec[3], pttl}
+end
+return {"", "", pttl}"#,
+);
+
 #[cfg(test)]
 mod tests {
     /// The README's minimal ACL user allows every command of every script
@@ -230,6 +338,10 @@ mod tests {
             &super::SERIAL_PIN,
             &super::COUNTER_CAS,
             &super::COUNTER_STAMP,
+            &super::SEMAPHORE_TAKE,
+            &super::SEMAPHORE_UNDO,
+            &super::LEADER_PUBLISH,
+            &super::LEADER_READ,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::lock::redlock::Redlock;
 use crate::node::request::Request;
-use crate::redlock::Redlock;
 
 /// One node's standing with this client (see
 /// [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine)).

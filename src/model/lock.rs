@@ -28,12 +28,12 @@ use std::time::Duration;
 
 use stateright::{Model, Property};
 
-use crate::config::Config;
 use crate::error::NodeErrorKind;
+use crate::lock::config::Config;
+use crate::lock::redlock::validity;
 use crate::model::lock_state::{Action, Ext, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::{insert_sorted, take_one};
 use crate::quorum::tally::{node_bit, quorum, quorum_tolerating, NodeSet, Vote};
-use crate::redlock::validity;
 
 /// The fencing property's name.
 const FENCING: &str = "fenced locks returned carry tokens in acquisition order";

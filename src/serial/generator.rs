@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 use crate::counter::{self, CounterKeys, Record};
 use crate::error::{Error, Result};
 use crate::keys::Kind;
-use crate::redlock::Redlock;
+use crate::lock::redlock::Redlock;
 use crate::serial::number::Serial;
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
 use crate::serial::pin;

@@ -45,7 +45,7 @@ pub(crate) struct Waiting {
 }
 
 /// The keys of a resource's waiting list on every node.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct WaitKeys {
     /// Waiter ids by ticket.
     pub(crate) queue: String,
@@ -138,7 +138,7 @@ impl Waiting {
         quorum: usize,
         deadline: Instant,
     ) {
-        let cap_at = crate::config::deadline_in(jittered(self.cap));
+        let cap_at = deadline_in(jittered(self.cap));
         loop {
             let heard = signal.news();
             if signal.poked() {
@@ -163,6 +163,15 @@ impl Waiting {
             }
         }
     }
+}
+
+/// The instant `wait` from now, or one so far away that it stands for
+/// "forever" when `wait` is too long to add (`Duration::MAX`).
+pub(crate) fn deadline_in(wait: Duration) -> tokio::time::Instant {
+    /// About thirty years: no wait is longer, and the timer takes it.
+    const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    let now = tokio::time::Instant::now();
+    now.checked_add(wait.min(FOREVER)).unwrap_or(now)
 }
 
 /// A random time in `cap/2..=cap`.

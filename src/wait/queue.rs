@@ -121,6 +121,11 @@ struct Line {
 pub(crate) struct Queues {
     /// Lines by lock key; a line is removed when its last waiter leaves.
     lines: Mutex<HashMap<String, Arc<Line>>>,
+    /// Other keys whose news goes to a line (a semaphore's slots), while
+    /// the line exists: key -> the line's key. Kept under `lines`' lock.
+    routes: Mutex<HashMap<String, String>>,
+    /// Observers (an election's watchers) by key: news only, no line.
+    observers: Mutex<HashMap<String, Vec<(u64, Arc<Signal>)>>>,
     /// Keys whose release found others waiting, until when.
     contended: Mutex<HashMap<String, Instant>>,
     /// Numbers waiters.
@@ -140,13 +145,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Queues {
-    /// Joins the line for `key`, at the back.
-    pub(crate) fn join(&self, key: &str) -> Place<'_> {
+    /// Joins the line for `key`, at the back; news about any of `watched`
+    /// reaches it too.
+    pub(crate) fn join(&self, key: &str, watched: &[String]) -> Place<'_> {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         self.in_line.fetch_add(1, Ordering::AcqRel);
         let wake = Arc::new(Notify::new());
         let mut lines = lock(&self.lines);
         let line = Arc::clone(lines.entry(key.to_owned()).or_default());
+        let mut routes = lock(&self.routes);
+        for other in watched.iter().filter(|w| *w != key) {
+            routes.insert(other.clone(), key.to_owned());
+        }
+        drop(routes);
         let had_company = {
             let mut waiters = lock(&line.waiters);
             waiters.push_back((number, Arc::clone(&wake)));
@@ -167,8 +178,13 @@ impl Queues {
         let lines = lock(&self.lines);
         match what {
             Invalidated::Keys(keys) => {
+                let routes = lock(&self.routes);
                 for key in keys {
-                    let line = std::str::from_utf8(key).ok().and_then(|k| lines.get(k));
+                    let line = std::str::from_utf8(key).ok().and_then(|k| {
+                        lines
+                            .get(k)
+                            .or_else(|| routes.get(k).and_then(|l| lines.get(l)))
+                    });
                     if let Some(line) = line {
                         line.signal.node_changed(node);
                     }
@@ -179,6 +195,43 @@ impl Queues {
                     line.signal.node_changed(node);
                 }
             }
+        }
+        drop(lines);
+        let observers = lock(&self.observers);
+        if observers.is_empty() {
+            return;
+        }
+        let tell = |k: &[u8]| {
+            let found = std::str::from_utf8(k).ok().and_then(|k| observers.get(k));
+            for (_, signal) in found.into_iter().flatten() {
+                signal.node_changed(node);
+            }
+        };
+        match what {
+            Invalidated::Keys(keys) => keys.iter().for_each(|k| tell(k)),
+            Invalidated::All => {
+                for signal in observers.values().flatten() {
+                    signal.1.node_changed(node);
+                }
+            }
+        }
+    }
+
+    /// Registers an observer of `keys`: its signal hears every node's news
+    /// about them, until the returned registration is dropped.
+    pub(crate) fn observe(self: &Arc<Self>, keys: &[String]) -> Observation {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let signal = Arc::new(Signal::default());
+        let mut observers = lock(&self.observers);
+        for key in keys {
+            let entry = observers.entry(key.clone()).or_default();
+            entry.push((number, Arc::clone(&signal)));
+        }
+        Observation {
+            queues: Arc::clone(self),
+            keys: keys.to_vec(),
+            number,
+            signal,
         }
     }
 
@@ -212,6 +265,41 @@ impl Queues {
         lock(&self.contended)
             .get(key)
             .is_some_and(|until| Instant::now() < *until)
+    }
+}
+
+/// An observer's registration (see [`Queues::observe`]); dropping it ends
+/// it.
+#[derive(Debug)]
+pub(crate) struct Observation {
+    /// The queues it is registered in.
+    queues: Arc<Queues>,
+    /// The keys observed.
+    keys: Vec<String>,
+    /// Its number, to find it again.
+    number: u64,
+    /// Its news.
+    signal: Arc<Signal>,
+}
+
+impl Observation {
+    /// The observer's news.
+    pub(crate) fn signal(&self) -> &Arc<Signal> {
+        &self.signal
+    }
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        let mut observers = lock(&self.queues.observers);
+        for key in &self.keys {
+            if let Some(list) = observers.get_mut(key) {
+                list.retain(|(n, _)| *n != self.number);
+                if list.is_empty() {
+                    observers.remove(key);
+                }
+            }
+        }
     }
 }
 
@@ -281,6 +369,7 @@ impl Drop for Place<'_> {
                 .is_some_and(|l| Arc::ptr_eq(l, &self.line))
             {
                 lines.remove(&self.key);
+                lock(&self.queues.routes).retain(|_, line| *line != self.key);
             }
         }
     }
@@ -293,8 +382,8 @@ mod tests {
     #[tokio::test]
     async fn line_is_first_come_first_served() {
         let q = Queues::default();
-        let a = q.join("k");
-        let b = q.join("k");
+        let a = q.join("k", &[]);
+        let b = q.join("k", &[]);
         assert!(!a.had_company() && b.had_company());
         let soon = Instant::now() + Duration::from_millis(20);
         assert!(a.turn(soon).await);
@@ -308,8 +397,8 @@ mod tests {
     #[tokio::test]
     async fn news_reaches_the_line_of_the_key() {
         let q = Queues::default();
-        let a = q.join("k");
-        let other = q.join("other");
+        let a = q.join("k", &[]);
+        let other = q.join("other", &[]);
         q.invalidated(3, Invalidated::Keys(&[b"k".to_vec()]));
         assert_eq!(a.signal().dirty(), node_bit(3));
         assert_eq!(other.signal().dirty(), 0);
@@ -326,6 +415,29 @@ mod tests {
         assert_eq!(a.signal().armed_free(), node_bit(2));
         q.invalidated(1, Invalidated::All);
         assert_eq!(other.signal().dirty(), node_bit(1));
+    }
+
+    #[tokio::test]
+    async fn news_of_a_watched_key_reaches_its_line_while_it_exists() {
+        let q = Queues::default();
+        let slots = ["s:0".to_owned(), "s:1".to_owned()];
+        let a = q.join("s", &slots);
+        q.invalidated(2, Invalidated::Keys(&[b"s:1".to_vec()]));
+        assert_eq!(a.signal().dirty(), node_bit(2));
+        drop(a);
+        assert!(lock(&q.routes).is_empty(), "routes leave with the line");
+    }
+
+    #[tokio::test]
+    async fn observers_hear_news_of_their_keys_until_dropped() {
+        let q = Arc::new(Queues::default());
+        let keys = ["e".to_owned(), "r".to_owned()];
+        let o = q.observe(&keys);
+        q.invalidated(1, Invalidated::Keys(&[b"r".to_vec()]));
+        assert_eq!(o.signal().dirty(), node_bit(1));
+        o.signal().news().await;
+        drop(o);
+        assert!(lock(&q.observers).is_empty());
     }
 
     #[test]

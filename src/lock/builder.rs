@@ -6,13 +6,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, DEFAULT_NODE_TIMEOUT, MAX_TTL};
 use crate::error::{Error, Result};
+use crate::lock::config::{Config, DEFAULT_NODE_TIMEOUT, MAX_TTL};
+use crate::lock::redlock::Redlock;
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::Node;
 use crate::quorum::tally::{quorum_tolerating, MAX_NODES};
 use crate::quorum::Quorum;
-use crate::redlock::Redlock;
 use crate::wait::Waiting;
 
 /// Shortest time one connection attempt to a node is given (the node
@@ -72,7 +72,7 @@ impl Default for RedlockBuilder {
             clients: Vec::new(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
             config: Config::default(),
-            amnesia_tolerance: crate::config::DEFAULT_AMNESIA_TOLERANCE,
+            amnesia_tolerance: crate::lock::config::DEFAULT_AMNESIA_TOLERANCE,
         }
     }
 }

@@ -14,17 +14,18 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tracing::{debug, instrument, warn};
 
-use crate::attempt::{Ask, Failed, Waiter};
-use crate::config::deadline_in;
+use crate::counter::CounterKeys;
 use crate::counter::{self, Record};
 use crate::error::{Error, Result};
-use crate::guard::{Lock, LockHandle};
-use crate::redlock::Redlock;
+use crate::lock::attempt::{Ask, Attempts, Failed, KeyAttempt, Waiter};
+use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::redlock::Redlock;
+use crate::wait::deadline_in;
 use crate::wait::plan::Seen;
 
 /// How long `acquire` keeps trying, and what it says when it gives up.
 #[derive(Clone, Copy, Debug)]
-struct Patience {
+pub(crate) struct Patience {
     /// No attempt starts after this instant (one always does).
     until: Instant,
     /// Give up with [`Error::Timeout`] (saying how long it waited) rather
@@ -35,12 +36,25 @@ struct Patience {
 impl Patience {
     /// `lock()`'s patience: the retry count's worth of pauses; giving up
     /// says how long it waited unless it made only one attempt.
-    fn default_for(redlock: &Redlock) -> Self {
+    pub(crate) fn default_for(redlock: &Redlock) -> Self {
         let patience = redlock.config().lock_patience();
         Self {
             until: deadline_in(patience),
             timeout: !patience.is_zero(),
         }
+    }
+
+    /// At most `wait`, then [`Error::Timeout`].
+    pub(crate) fn within(wait: Duration) -> Self {
+        Self {
+            until: deadline_in(wait),
+            timeout: true,
+        }
+    }
+
+    /// Whether no attempt may start any more.
+    pub(crate) fn run_out(&self) -> bool {
+        Instant::now() >= self.until
     }
 
     /// The error to give up with, after `last`.
@@ -156,12 +170,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock> {
-        let until = deadline_in(wait);
-        let patience = Patience {
-            until,
-            timeout: true,
-        };
-        self.acquire(resource, ttl, patience).await
+        self.acquire(resource, ttl, Patience::within(wait)).await
     }
 
     /// Takes the lock (as [`Redlock::lock`]) and mints a fencing token for it:
@@ -223,19 +232,32 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock> {
-        let patience = Patience {
-            until: deadline_in(wait),
-            timeout: true,
-        };
-        self.fenced(resource, ttl, patience).await
+        self.fenced(resource, ttl, Patience::within(wait)).await
     }
 
-    /// The loop of [`Redlock::lock_fenced`]: take the lock, mint, keep the
-    /// lock only if it outlived the minting.
+    /// [`Redlock::lock_fenced`]'s loop for the lock on `resource`.
     async fn fenced(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
+        let ttl_ms = self.check_resource(resource, ttl)?;
+        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
+        self.fenced_with(&key, &self.fence_keys(resource), patience)
+            .await
+    }
+
+    /// The loop of a fenced acquisition (locks, permits, leadership): take
+    /// it as `what` says, mint from the counter at `fence`, keep it only if
+    /// it outlived the minting (the fencing order rule: every later holder
+    /// takes it after the mint reached a quorum, and mints a larger
+    /// number).
+    pub(crate) async fn fenced_with(
+        &self,
+        what: &impl Attempts,
+        fence: &CounterKeys,
+        patience: Patience,
+    ) -> Result<Lock> {
+        let resource = what.resource();
         loop {
-            let lock = self.acquire(resource, ttl, patience).await?;
-            let minted = self.mint(resource).await;
+            let lock = self.wait_for(what, patience).await?;
+            let minted = self.mint(resource, fence).await;
             // Valid now means valid when the compare-and-set was decided,
             // which was earlier.
             let error = match minted {
@@ -260,9 +282,9 @@ impl Redlock {
         }
     }
 
-    /// Mints the next fencing token for `resource` from the quorum counter.
-    async fn mint(&self, resource: &str) -> Result<u64> {
-        let keys = self.fence_keys(resource);
+    /// Mints the next number of the counter at `keys` (for `resource`, in
+    /// errors).
+    async fn mint(&self, resource: &str, keys: &CounterKeys) -> Result<u64> {
         let mut next = |e: &Record| -> Result<Record> {
             let n =
                 e.n.checked_add(1)
@@ -272,7 +294,7 @@ impl Redlock {
                 n,
             })
         };
-        let (_, new) = counter::allocate(self.nodes(), resource, &keys, None, &mut next).await?;
+        let (_, new) = counter::allocate(self.nodes(), resource, keys, None, &mut next).await?;
         Ok(new.n)
     }
 
@@ -307,37 +329,16 @@ impl Redlock {
         Fut: Future<Output = T>,
     {
         let lock = self.lock(resource, ttl).await?;
-        lock.auto_extend();
-        let work = f(lock.handle());
-        tokio::select! {
-            value = work => {
-                if let Err(e) = lock.release().await {
-                    warn!(error = %e, "release after with_lock failed; the key expires by itself");
-                }
-                Ok(value)
-            }
-            () = lock.lost() => {
-                warn!(resource, "lock lost while with_lock work was running; work cancelled");
-                drop(lock);
-                Err(Error::Expired { resource: resource.to_owned() })
-            }
-        }
+        run_holding(lock, f).await
     }
 
-    /// The waiting loop around [`Redlock::attempt`].
-    ///
-    /// Callers of this client for the same resource line up, and only the
-    /// front one contends. Its first attempt is a plain `SET NX` (the free
-    /// path costs nothing extra), unless this client knows others wait for
-    /// the resource. After a failure it registers in the resource's waiting
-    /// list on the nodes (its place: when it started waiting) and retries
-    /// whenever a quorum of nodes may have the lock free (see `wait/`),
-    /// until `patience` runs out.
+    /// [`Redlock::lock`]'s waiting loop ([`Redlock::wait_for`]) for the
+    /// lock on `resource`.
     async fn acquire(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
         tracing::Span::current().record("resource", resource);
-        self.check_resource(resource, ttl)?;
-        self.acquire_key(resource, &self.key_for(resource), ttl, patience)
-            .await
+        let ttl_ms = self.check_resource(resource, ttl)?;
+        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
+        self.wait_for(&key, patience).await
     }
 
     /// Takes one of our own locks (its key in the reserved namespace, see
@@ -353,23 +354,24 @@ impl Redlock {
             until: deadline_in(self.config().lock_patience()),
             timeout: false,
         };
-        self.acquire_key(label, key, ttl, patience).await
+        let ttl_ms = self.config().check_ttl(ttl)?;
+        let key = KeyAttempt::new(self, label, key.to_owned(), ttl, ttl_ms);
+        self.wait_for(&key, patience).await
     }
 
-    /// [`Redlock::acquire`] of the lock at `key`, named `resource`.
-    async fn acquire_key(
-        &self,
-        resource: &str,
-        key: &str,
-        ttl: Duration,
-        patience: Patience,
-    ) -> Result<Lock> {
-        let ttl_ms = self.config().check_ttl(ttl)?;
-        let key = key.to_owned();
+    /// The waiting loop around `what`'s attempts (a lock's key, a
+    /// semaphore's slots): this client's callers line up on `what.line()`,
+    /// the front one tries a plain attempt unless others are known to wait,
+    /// then registers in the line's waiting list on the nodes and tries
+    /// again whenever the nodes may have room (news on the watched keys,
+    /// their TTLs, our own releases, the cap), until `patience` runs out.
+    pub(crate) async fn wait_for(&self, what: &impl Attempts, patience: Patience) -> Result<Lock> {
+        let resource = what.resource();
+        let line = what.line();
         let (started, since) = (Instant::now(), SystemTime::now());
         let give_up = |last: Error| patience.give_up(resource, started, last);
         let waiting = self.waiting();
-        let place = waiting.queues.join(&key);
+        let place = waiting.queues.join(line, what.watched());
         if !place.turn(patience.until).await {
             // Still behind this client's other callers for the resource.
             return Err(give_up(Error::Contended {
@@ -377,13 +379,13 @@ impl Redlock {
             }));
         }
         let mut last = None;
-        if !place.had_company() && !waiting.queues.is_contended(&key) {
-            match self.attempt(resource, &key, ttl, ttl_ms, Ask::Plain).await {
+        if !place.had_company() && !waiting.queues.is_contended(line) {
+            match what.attempt(Ask::Plain).await {
                 Ok(lock) => return Ok(lock),
                 Err(failed) => last = Some(failed.error),
             }
         }
-        let waiter = Waiter::new(self, &key, since);
+        let waiter = Waiter::new(self, line, since);
         let signal = place.signal();
         loop {
             if let Some(error) = last.take() {
@@ -396,14 +398,13 @@ impl Redlock {
             // notifications follow (a release in between shows as a read
             // that finds no key, which counts as news too).
             let round = signal.reset();
-            let Failed { error, seen } = match self
-                .attempt(resource, &key, ttl, ttl_ms, Ask::Queued(&waiter))
-                .await
-            {
+            let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
                 Ok(lock) => return Ok(lock),
                 Err(failed) => failed,
             };
-            waiting.arm(&key, signal, round);
+            for key in what.watched() {
+                waiting.arm(key, signal, round);
+            }
             let behind = seen.iter().filter(|s| **s == Seen::Ahead).count();
             signal.set_behind(behind >= self.quorum());
             debug!(error = %error, "lock attempt failed; waiting");
@@ -436,5 +437,32 @@ impl Redlock {
         let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
         c.retry_delay
             .saturating_add(Duration::from_nanos(rand::rng().random_range(0..=jitter)))
+    }
+}
+
+/// Runs `f` while holding `lock`, renewed in the background: released when
+/// `f` finishes; `f` cancelled (dropped at its next `.await`) and
+/// [`Error::Expired`] returned if the lock is lost first. Shared by
+/// `with_lock` and the semaphore's `with_permit`.
+pub(crate) async fn run_holding<F, Fut, T>(lock: Lock, f: F) -> Result<T>
+where
+    F: FnOnce(LockHandle) -> Fut,
+    Fut: Future<Output = T>,
+{
+    lock.auto_extend();
+    let work = f(lock.handle());
+    tokio::select! {
+        value = work => {
+            if let Err(e) = lock.release().await {
+                warn!(error = %e, "release after the work failed; the key expires by itself");
+            }
+            Ok(value)
+        }
+        () = lock.lost() => {
+            let resource = lock.resource().to_owned();
+            warn!(resource, "lock lost while the work was running; work cancelled");
+            drop(lock);
+            Err(Error::Expired { resource })
+        }
     }
 }

@@ -77,15 +77,6 @@ pub const DEFAULT_AMNESIA_TOLERANCE: usize = 0;
 /// from overflow, and no lock should outlive its holder by that much.
 pub const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
 
-/// The instant `wait` from now, or one so far away that it stands for
-/// "forever" when `wait` is too long to add (`Duration::MAX`).
-pub(crate) fn deadline_in(wait: Duration) -> tokio::time::Instant {
-    /// About thirty years: no wait is longer, and the timer takes it.
-    const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
-    let now = tokio::time::Instant::now();
-    now.checked_add(wait.min(FOREVER)).unwrap_or(now)
-}
-
 /// A hook that makes lock values (tests pin them; the default draws 128 random
 /// bits).
 pub type ValueFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -253,7 +244,7 @@ mod tests {
         c.retry_delay = Duration::MAX;
         c.retry_jitter = Duration::MAX;
         assert_eq!(c.lock_patience(), Duration::MAX);
-        let far = deadline_in(Duration::MAX);
+        let far = crate::wait::deadline_in(Duration::MAX);
         assert!(far > tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600));
     }
 

@@ -14,10 +14,10 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use crate::config::Config;
 use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
+use crate::lock::config::Config;
 use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::{Counts, Quorum};
@@ -186,16 +186,25 @@ impl Redlock {
     /// strict-FIFO mode, the release also asks whether others wait; if so,
     /// this client's next `lock()` on the key queues behind them instead of
     /// racing them.
-    pub(crate) async fn release_round(&self, key: &str, value: &str, contended: bool) -> Tally {
-        let ask = contended || self.config().strict_fifo || self.waiting().queues.is_contended(key);
+    /// `line` is the key the lock's waiters line up on (the lock key, or a
+    /// semaphore's).
+    pub(crate) async fn release_round(
+        &self,
+        key: &str,
+        value: &str,
+        contended: bool,
+        line: &str,
+    ) -> Tally {
+        let queues = &self.waiting().queues;
+        let ask = contended || self.config().strict_fifo || queues.is_contended(line);
         let req = if ask {
-            telling_release_request(&self.config().key_prefix, key, value)
+            telling_release_request(&self.config().key_prefix, key, value, line)
         } else {
             release_request(key, value)
         };
         let nodes = self.nodes();
         let fan = nodes.fanout(&req, nodes.all());
-        self.waiting().queues.released(key);
+        queues.released(line);
         let mut others_wait = false;
         let classify = |_: usize, v: &Value| match v {
             Value::Int(2) => {
@@ -211,7 +220,7 @@ impl Redlock {
             .await;
         stragglers.finish_in_background();
         if others_wait {
-            self.waiting().queues.mark_contended(key);
+            queues.mark_contended(line);
         }
         tally
     }
@@ -231,9 +240,9 @@ fn release_request(key: &str, value: &str) -> Arc<Request> {
     })
 }
 
-/// Compare-and-delete that also says whether others wait.
-fn telling_release_request(prefix: &str, key: &str, value: &str) -> Arc<Request> {
-    let waiters = WaitKeys::of(prefix, key);
+/// Compare-and-delete that also says whether others wait in `line`'s list.
+fn telling_release_request(prefix: &str, key: &str, value: &str, line: &str) -> Arc<Request> {
+    let waiters = WaitKeys::of(prefix, line);
     Request::script(&scripts::RELEASE_TELLING_WAITERS, |cmd| {
         cmd.arg(3)
             .arg(key)

@@ -18,10 +18,10 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::guard::Lock;
+use crate::lock::guard::Lock;
+use crate::lock::redlock::{valid_until, Redlock};
 use crate::node::request::Request;
 use crate::quorum::Counts;
-use crate::redlock::{valid_until, Redlock};
 use crate::scripts;
 use crate::wait::plan::Seen;
 use crate::wait::WaitKeys;
@@ -42,6 +42,76 @@ pub(crate) struct Failed {
     pub(crate) error: Error,
     /// Per node, what frees the lock there.
     pub(crate) seen: Vec<Seen>,
+}
+
+/// What a waiter attempts again and again: the lock on one key, or one of
+/// a semaphore's slots (`semaphore/`). The waiting loop
+/// ([`Redlock::wait_for`]) is the same for both.
+pub(crate) trait Attempts {
+    /// The name the caller gave, for errors.
+    fn resource(&self) -> &str;
+    /// The key this client's callers line up on, whose waiting list on the
+    /// nodes orders the waiters: the lock key, or the semaphore's.
+    fn line(&self) -> &str;
+    /// The keys whose change on a node may let a waiter in.
+    fn watched(&self) -> &[String];
+    /// One attempt, asking as `ask` says.
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed>;
+}
+
+/// The lock on one key, as the waiting loop attempts it.
+#[derive(Debug)]
+pub(crate) struct KeyAttempt<'a> {
+    /// The client.
+    redlock: &'a Redlock,
+    /// The caller's name for it.
+    resource: &'a str,
+    /// The key, alone (what is watched).
+    key: [String; 1],
+    /// The TTL, checked.
+    ttl: Duration,
+    /// The TTL in ms.
+    ttl_ms: u64,
+}
+
+impl<'a> KeyAttempt<'a> {
+    /// The lock at `key` for `ttl` (checked: `ttl_ms`), named `resource`.
+    pub(crate) fn new(
+        redlock: &'a Redlock,
+        resource: &'a str,
+        key: String,
+        ttl: Duration,
+        ttl_ms: u64,
+    ) -> Self {
+        Self {
+            redlock,
+            resource,
+            key: [key],
+            ttl,
+            ttl_ms,
+        }
+    }
+}
+
+impl Attempts for KeyAttempt<'_> {
+    fn resource(&self) -> &str {
+        self.resource
+    }
+
+    fn line(&self) -> &str {
+        &self.key[0]
+    }
+
+    fn watched(&self) -> &[String] {
+        &self.key
+    }
+
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+        let (resource, key) = (self.resource, &self.key[0]);
+        self.redlock
+            .attempt(resource, key, self.ttl, self.ttl_ms, ask)
+            .await
+    }
 }
 
 /// A caller's entry in a resource's waiting list on the nodes. Dropping it
@@ -80,6 +150,15 @@ impl<'a> Waiter<'a> {
 }
 
 impl Waiter<'_> {
+    /// Marks the entry as possibly made on the nodes (an attempt carrying
+    /// it is about to go out) and returns it: the waiting list's keys, the
+    /// id, the ticket and the lease in ms.
+    pub(crate) fn register(&self) -> (&WaitKeys, &str, u64, u64) {
+        self.registered.store(true, Ordering::Release);
+        let ticket = self.ticket.load(Ordering::Acquire);
+        (&self.keys, &self.id, ticket, self.lease_ms)
+    }
+
     /// Gives its place in the list up: a waiter that won but could not use
     /// the lock (its round took longer than the TTL allows), or failed for
     /// want of nodes, would otherwise block everyone behind it for as long
@@ -118,7 +197,7 @@ fn micros(at: SystemTime) -> u64 {
 
 impl Redlock {
     /// A fresh lock value: 128 random bits in hex, unless a hook is set.
-    fn new_value(&self) -> String {
+    pub(crate) fn new_value(&self) -> String {
         match &self.config().value_fn {
             Some(f) => f(),
             None => format!("{:032x}", rand::random::<u128>()),
@@ -176,7 +255,7 @@ impl Redlock {
                 return Ok(Lock::new(
                     self.clone(),
                     resource,
-                    key,
+                    (key, key),
                     value,
                     ttl,
                     valid_until,
@@ -238,17 +317,17 @@ fn set_request(key: &str, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request
             Request::plain(cmd)
         }
         Ask::Queued(w) => {
-            w.registered.store(true, Ordering::Release);
+            let (keys, id, ticket, lease_ms) = w.register();
             Request::script(&scripts::QUEUED_SET, |cmd| {
                 cmd.arg(3)
                     .arg(key)
-                    .arg(&w.keys.queue)
-                    .arg(&w.keys.leases)
+                    .arg(&keys.queue)
+                    .arg(&keys.leases)
                     .arg(value)
                     .arg(ttl_ms)
-                    .arg(&w.id)
-                    .arg(w.ticket.load(Ordering::Acquire))
-                    .arg(w.lease_ms);
+                    .arg(id)
+                    .arg(ticket)
+                    .arg(lease_ms);
             })
         }
     }
@@ -261,26 +340,36 @@ fn read_reply(v: &Value, now: Instant) -> Option<(bool, Seen)> {
     match v {
         Value::Okay => Some((true, Seen::Free)),
         Value::Nil => Some((false, Seen::Unknown)),
+        Value::Array(_) => read_queued_reply(v, now).map(|(won, seen)| (won == 1, seen)),
+        _ => None,
+    }
+}
+
+/// A waiter's script reply `{won, pttl, ahead}`, read at `now`: what it
+/// took (0: nothing; the lock's script says 1, a semaphore's the slot
+/// number from 1) and what frees a place there.
+pub(crate) fn read_queued_reply(v: &Value, now: Instant) -> Option<(i64, Seen)> {
+    match v {
         Value::Array(items) => {
             let [Value::Int(won), Value::Int(pttl), Value::Int(ahead)] = items.as_slice() else {
                 return None;
             };
             let seen = match (*won, *pttl, *ahead) {
-                (1, _, _) => Seen::Free,
+                (1.., _, _) => Seen::Free,
                 (_, _, 1) => Seen::Ahead,
                 (_, -2, _) => Seen::Free,
                 (_, -1, _) => Seen::Held,
                 // The key's PTTL is rounded to the millisecond.
                 (_, ms, _) => Seen::Expires(now + Duration::from_millis(ms.max(0) as u64 + 1)),
             };
-            Some((*won == 1, seen))
+            Some((*won, seen))
         }
         _ => None,
     }
 }
 
 /// Releases a half-finished attempt if its future is dropped.
-struct Cleanup<'a> {
+pub(crate) struct Cleanup<'a> {
     /// The client the attempt runs on.
     redlock: &'a Redlock,
     /// The key being set.

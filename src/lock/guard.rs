@@ -17,10 +17,10 @@ use tracing::{debug, error, instrument, warn};
 
 use crate::error::{Error, Result};
 use crate::extensions::Extensions;
+use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::node::request::Request;
 use crate::quorum::background::Background;
 use crate::quorum::Counts;
-use crate::redlock::{int_vote, valid_until, Redlock};
 use crate::scripts;
 use crate::standing::{Standing, State};
 
@@ -31,8 +31,11 @@ struct Shared {
     redlock: Redlock,
     /// The resource as the caller named it.
     resource: String,
-    /// The Redis key (prefix + resource).
+    /// The Redis key (prefix + resource; a semaphore's slot).
     key: String,
+    /// The key whose line of waiters its release concerns: the lock key, or
+    /// the semaphore's.
+    line: String,
     /// Our random value: proves ownership to the compare-and-X scripts.
     value: String,
     /// The TTL the lock was taken with; auto-extension renews to it.
@@ -89,11 +92,12 @@ pub struct LockHandle {
 }
 
 impl Lock {
-    /// Wraps a freshly acquired lock.
+    /// Wraps a freshly acquired lock on `keys.0`, whose waiters line up on
+    /// `keys.1`.
     pub(crate) fn new(
         redlock: Redlock,
         resource: &str,
-        key: &str,
+        (key, line): (&str, &str),
         value: String,
         ttl: Duration,
         valid_until: Instant,
@@ -104,6 +108,7 @@ impl Lock {
                 redlock,
                 resource: resource.to_owned(),
                 key: key.to_owned(),
+                line: line.to_owned(),
                 value,
                 ttl,
                 fencing_token: None,
@@ -128,6 +133,16 @@ impl Lock {
     /// The resource name.
     pub fn resource(&self) -> &str {
         &self.shared.resource
+    }
+
+    /// The Redis key held.
+    pub(crate) fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// Our random value in the key, which proves ownership.
+    pub(crate) fn value(&self) -> &str {
+        &self.shared.value
     }
 
     /// Time left before the lock may expire on the nodes (monotonic clock,
@@ -228,7 +243,10 @@ impl Lock {
         self.armed = false;
         self.shared.state.mark_released();
         let s = &self.shared;
-        let tally = s.redlock.release_round(&s.key, &s.value, s.contended).await;
+        let tally = s
+            .redlock
+            .release_round(&s.key, &s.value, s.contended, &s.line)
+            .await;
         if tally.decided() == Some(true) {
             debug!("released");
             Ok(())
@@ -283,7 +301,7 @@ impl Drop for Lock {
             let _token = token;
             let tally = shared
                 .redlock
-                .release_round(&shared.key, &shared.value, shared.contended)
+                .release_round(&shared.key, &shared.value, shared.contended, &shared.line)
                 .await;
             if tally.decided() != Some(true) {
                 debug!(resource = %shared.resource, "drop-time release did not reach a quorum");

@@ -1,0 +1,11 @@
+//! The lock: the [`Redlock`](redlock::Redlock) client handle and its builder,
+//! one attempt, the waiting loop around attempts, and the held
+//! [`Lock`](guard::Lock) guard. The semaphore and the election are built on
+//! these files (a permit and a leadership are locks).
+
+pub(crate) mod acquire;
+pub(crate) mod attempt;
+pub(crate) mod builder;
+pub(crate) mod config;
+pub(crate) mod guard;
+pub(crate) mod redlock;

@@ -1,0 +1,180 @@
+//! One attempt at a permit: every node takes its first free slot for us in
+//! one script (`SEMAPHORE_TAKE`), the votes are counted per slot
+//! (`slots.rs`), and the permit is the slot a quorum took, valid as a lock
+//! taken in that round is. Every other slot of ours is undone
+//! (`SEMAPHORE_UNDO`), on every node that did not take the winning one,
+//! also behind replies still on their way; a failed or dropped attempt is
+//! undone on every node that did not clearly refuse.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed};
+use crate::lock::guard::Lock;
+use crate::lock::redlock::valid_until;
+use crate::node::request::Request;
+use crate::quorum::fanout::Fanout;
+use crate::quorum::tally::{NodeSet, Tally};
+use crate::quorum::Counts;
+use crate::scripts;
+use crate::semaphore::handle::Semaphore;
+use crate::semaphore::slots::{best_slot, finished, slot_tally, won};
+use crate::wait::plan::Seen;
+
+/// A semaphore's permits, as the waiting loop attempts them.
+#[derive(Debug)]
+pub(crate) struct SlotAttempt<'a> {
+    /// The semaphore.
+    pub(crate) semaphore: &'a Semaphore,
+    /// The TTL, checked.
+    pub(crate) ttl: Duration,
+    /// The TTL in ms.
+    pub(crate) ttl_ms: u64,
+}
+
+impl Attempts for SlotAttempt<'_> {
+    fn resource(&self) -> &str {
+        &self.semaphore.name
+    }
+
+    fn line(&self) -> &str {
+        &self.semaphore.line
+    }
+
+    fn watched(&self) -> &[String] {
+        &self.semaphore.slots
+    }
+
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+        self.semaphore.attempt(self.ttl, self.ttl_ms, ask).await
+    }
+}
+
+impl Semaphore {
+    /// One attempt at a permit for `ttl` (`ttl_ms` in ms).
+    async fn attempt(&self, ttl: Duration, ttl_ms: u64, ask: Ask<'_>) -> Result<Lock, Failed> {
+        let redlock = &self.redlock;
+        let value = redlock.new_value();
+        let mut undo = Undo {
+            semaphore: self,
+            value: &value,
+            armed: true,
+        };
+        let start = Instant::now();
+        let req = self.take_request(&value, ttl_ms, ask);
+        let n = redlock.node_count();
+        // Which slot each node took (a mutex only to keep the future `Send`:
+        // the two closures below never run at once).
+        let choices = Mutex::new(vec![None; n]);
+        let mut seen = vec![Seen::Unknown; n];
+        let slots = self.slots.len();
+        let classify = |i: usize, v: &Value| {
+            let (took, now_seen) = read_queued_reply(v, Instant::now())?;
+            let slot = match usize::try_from(took) {
+                Ok(0) => None,
+                Ok(s) if s <= slots => Some(s - 1),
+                _ => return None,
+            };
+            seen[i] = now_seen;
+            choices.lock().unwrap_or_else(PoisonError::into_inner)[i] = slot;
+            Some(slot.is_some())
+        };
+        let done = |t: &Tally, _: &Fanout<'_>| {
+            finished(t, &choices.lock().unwrap_or_else(PoisonError::into_inner))
+        };
+        let (tally, stragglers) = redlock
+            .nodes()
+            .vote_until(&req, "semaphore", Counts::Trusted, classify, done)
+            .await;
+        let valid_until = valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl));
+        undo.armed = false;
+        drop(undo);
+        // Replies still on their way are waited for in the background: a
+        // slot they take is undone by the request queued behind them.
+        stragglers.finish_in_background();
+        let choices = choices.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let all = redlock.nodes().all();
+        let winner = won(&tally, &choices);
+        if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
+            self.undo(&value, slot + 1, all & !holders);
+            let queued = matches!(ask, Ask::Queued(_));
+            let keys = (self.slots[slot].as_str(), self.line.as_str());
+            let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
+            return Ok(lock);
+        }
+        let error = if winner.is_some() {
+            Error::TtlTooShort {
+                resource: self.name.clone(),
+                ttl,
+                took: start.elapsed(),
+            }
+        } else {
+            let slot = best_slot(tally.yes, &choices).map_or(0, |(s, _)| s);
+            redlock.failure(&self.name, &self.line, slot_tally(&tally, &choices, slot))
+        };
+        if let Ask::Queued(w) = ask {
+            if error.is_expired() || tally.failures_prevent_quorum() {
+                w.yield_place();
+            }
+        }
+        let resent = redlock.nodes().reconnected_after(start.into_std());
+        self.undo(&value, 0, all & (!tally.no | resent));
+        Err(Failed { error, seen })
+    }
+
+    /// The attempt's request.
+    fn take_request(&self, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request> {
+        Request::script(&scripts::SEMAPHORE_TAKE, |cmd| {
+            cmd.arg(2 + self.slots.len())
+                .arg(&self.waiters.queue)
+                .arg(&self.waiters.leases);
+            for slot in &self.slots {
+                cmd.arg(slot);
+            }
+            cmd.arg(value).arg(ttl_ms);
+            match ask {
+                Ask::Plain => cmd.arg("").arg(0).arg(0),
+                Ask::Queued(w) => {
+                    let (_, id, ticket, lease_ms) = w.register();
+                    cmd.arg(id).arg(ticket).arg(lease_ms)
+                }
+            };
+        })
+    }
+
+    /// Deletes our slots other than `keep` (from 1; 0: all) on `targets`,
+    /// without waiting for replies.
+    fn undo(&self, value: &str, keep: usize, targets: NodeSet) {
+        let req = Request::script(&scripts::SEMAPHORE_UNDO, |cmd| {
+            cmd.arg(self.slots.len());
+            for slot in &self.slots {
+                cmd.arg(slot);
+            }
+            cmd.arg(value).arg(keep);
+        });
+        self.redlock.nodes().send_quietly(&req, targets);
+    }
+}
+
+/// Undoes a half-finished attempt if its future is dropped.
+struct Undo<'a> {
+    /// The semaphore.
+    semaphore: &'a Semaphore,
+    /// The attempt's value.
+    value: &'a str,
+    /// False once the attempt finished normally.
+    armed: bool,
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let all = self.semaphore.redlock.nodes().all();
+            self.semaphore.undo(self.value, 0, all);
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! A [`Semaphore`]: its name, its keys and how many permits it has (made
+//! by [`Redlock::semaphore`]). Taking permits is in `attempt.rs` and
+//! `mod.rs`.
+
+use crate::counter::CounterKeys;
+use crate::error::{Error, Result};
+use crate::keys::{self, Kind};
+use crate::lock::redlock::Redlock;
+use crate::wait::WaitKeys;
+
+/// Most permits one semaphore may have: every attempt sends one key per
+/// slot to every node.
+pub const MAX_PERMITS: usize = 256;
+
+/// A semaphore over the nodes: at most `permits` holders at any instant.
+///
+/// Made by [`Redlock::semaphore`]; cheap to keep and share (clone it).
+/// Every client of one semaphore must give it the same number of permits:
+/// a client that says more uses slots the others do not know of.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+/// use std::time::Duration;
+/// let licences = redlock.semaphore("licences", 4)?;
+/// let n = licences
+///     .with_permit(Duration::from_secs(10), |permit| async move {
+///         // at most 4 of these run at once, across every client
+///         permit.validity()
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    /// The client.
+    pub(crate) redlock: Redlock,
+    /// The name the caller gave.
+    pub(crate) name: String,
+    /// The key waiters line up on (never written).
+    pub(crate) line: String,
+    /// The slot keys, in slot order.
+    pub(crate) slots: Vec<String>,
+    /// The waiting list on the nodes.
+    pub(crate) waiters: WaitKeys,
+    /// Where its fencing tokens are counted.
+    pub(crate) fence: CounterKeys,
+}
+
+impl Redlock {
+    /// A semaphore named `name` with `permits` permits (1 to
+    /// [`MAX_PERMITS`]). Its keys live in redquorum's reserved namespace,
+    /// so it never collides with a lock of the same name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an empty or reserved name, or a number
+    /// of permits out of range.
+    pub fn semaphore(&self, name: &str, permits: usize) -> Result<Semaphore> {
+        if name.is_empty() {
+            return Err(Error::InvalidConfig("semaphore name is empty".into()));
+        }
+        keys::check_resource(name)?;
+        if !(1..=MAX_PERMITS).contains(&permits) {
+            return Err(Error::InvalidConfig(format!(
+                "semaphore {name:?}: {permits} permits; give 1 to {MAX_PERMITS}"
+            )));
+        }
+        let prefix = &self.config().key_prefix;
+        let anchor = self.key_for(name);
+        let line = keys::internal(prefix, Kind::Semaphore, &anchor);
+        let fence = keys::internal(prefix, Kind::Fence, &line);
+        Ok(Semaphore {
+            redlock: self.clone(),
+            name: name.to_owned(),
+            slots: (0..permits)
+                .map(|i| keys::permit(prefix, &anchor, i))
+                .collect(),
+            waiters: WaitKeys::of(prefix, &line),
+            fence: CounterKeys {
+                legacy: fence.clone(),
+                key: fence,
+            },
+            line,
+        })
+    }
+}
+
+impl Semaphore {
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many permits it has.
+    pub fn permits(&self) -> usize {
+        self.slots.len()
+    }
+}

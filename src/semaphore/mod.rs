@@ -1,0 +1,137 @@
+//! The quorum semaphore: at most `permits` holders at once.
+//!
+//! A semaphore of K permits is K slot keys, each an ordinary quorum lock,
+//! so there is at most one valid holder per slot and at most K in all, for
+//! every K, while any minority of nodes is down, slow or unreachable; and a
+//! permit has everything a lock has (validity, extension, the lost signal,
+//! fencing). The obvious alternative, every node admitting K holders and a
+//! majority deciding, admits more than K once K >= 2: with five nodes and
+//! K = 2, three holders can each win three nodes while no node admits more
+//! than two.
+//!
+//! Taking a permit is one round in the common case: one script per node
+//! takes the first free slot (`attempt.rs`), all nodes try the slots in the
+//! same order, and the slot a quorum took is ours (`slots.rs`). Waiting is
+//! the lock's: callers of this client line up, a waiter registers in the
+//! semaphore's waiting list on the nodes, ordered by when it started
+//! waiting, and may take a slot on a node only while fewer live waiters
+//! are ahead of it than slots are free there; it is woken by the nodes when
+//! a slot changes (client tracking on the slot keys), by the slots' TTLs,
+//! or by this client's own release.
+
+pub(crate) mod attempt;
+pub(crate) mod handle;
+pub(crate) mod permit;
+pub(crate) mod slots;
+
+use std::future::Future;
+use std::time::Duration;
+
+use tracing::instrument;
+
+use crate::error::Result;
+use crate::lock::acquire::{run_holding, Patience};
+use crate::lock::guard::{Lock, LockHandle};
+use crate::semaphore::attempt::SlotAttempt;
+use crate::semaphore::handle::Semaphore;
+use crate::semaphore::permit::Permit;
+
+impl Semaphore {
+    /// One attempt at a permit, no waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`] when every permit is held (or waiters of other
+    /// clients are first in line), [`Error::NoQuorum`] when too many nodes
+    /// failed, [`Error::TtlTooShort`], [`Error::InvalidConfig`] for an
+    /// unusable TTL.
+    #[instrument(skip_all, fields(semaphore = %self.name))]
+    pub async fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
+        use crate::lock::attempt::{Ask, Attempts};
+        let what = self.slots_for(ttl)?;
+        let lock = what.attempt(Ask::Plain).await.map_err(|f| f.error)?;
+        Ok(self.permit(lock))
+    }
+
+    /// Takes a permit, waiting as [`Redlock::lock`] waits for a lock (for
+    /// the same patience): in arrival order across clients, woken by the
+    /// nodes as soon as a permit frees.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`].
+    #[instrument(skip_all, fields(semaphore = %self.name))]
+    pub async fn acquire(&self, ttl: Duration) -> Result<Permit> {
+        let patience = Patience::default_for(&self.redlock);
+        self.wait(ttl, patience).await
+    }
+
+    /// Takes a permit, waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_timeout`].
+    #[instrument(skip_all, fields(semaphore = %self.name))]
+    pub async fn acquire_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
+        self.wait(ttl, Patience::within(wait)).await
+    }
+
+    /// Takes a permit (as [`Semaphore::acquire`]) with a fencing token:
+    /// larger than the token of every earlier holder of the same slot (the
+    /// semaphore's tokens come from one counter, so they are also unique
+    /// across its slots). Minted as [`Redlock::lock_fenced`] mints.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_fenced`].
+    #[instrument(skip_all, fields(semaphore = %self.name))]
+    pub async fn acquire_fenced(&self, ttl: Duration) -> Result<Permit> {
+        let what = self.slots_for(ttl)?;
+        let patience = Patience::default_for(&self.redlock);
+        let lock = self
+            .redlock
+            .fenced_with(&what, &self.fence, patience)
+            .await?;
+        Ok(self.permit(lock))
+    }
+
+    /// Runs `f` while holding a permit (taken as [`Semaphore::acquire`]),
+    /// renewed in the background, as [`Redlock::with_lock`] runs work under
+    /// a lock: `f` is cancelled and [`Error::Expired`] returned if the
+    /// permit is lost; the permit is released when `f` finishes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::with_lock`].
+    pub async fn with_permit<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let permit = self.acquire(ttl).await?;
+        run_holding(permit.into_lock(), f).await
+    }
+
+    /// The waiting loop for a permit.
+    async fn wait(&self, ttl: Duration, patience: Patience) -> Result<Permit> {
+        let what = self.slots_for(ttl)?;
+        let lock = self.redlock.wait_for(&what, patience).await?;
+        Ok(self.permit(lock))
+    }
+
+    /// This semaphore's slots, to be attempted for `ttl`.
+    fn slots_for(&self, ttl: Duration) -> Result<SlotAttempt<'_>> {
+        let ttl_ms = self.redlock.config().check_ttl(ttl)?;
+        Ok(SlotAttempt {
+            semaphore: self,
+            ttl,
+            ttl_ms,
+        })
+    }
+
+    /// The permit a won slot lock is.
+    fn permit(&self, lock: Lock) -> Permit {
+        let slot = self.slots.iter().position(|s| s == lock.key());
+        Permit::new(lock, slot.unwrap_or_default())
+    }
+}

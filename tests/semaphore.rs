@@ -1,0 +1,188 @@
+//! The quorum semaphore on real nodes: never more than K valid holders
+//! under load, with a minority of nodes down; waiters served in arrival
+//! order and woken when a permit frees; a dead holder's permit free within
+//! its TTL; fencing tokens; its keys apart from a lock of the same name.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redquorum::Redlock;
+use support::{wait_until, Cluster};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn client(c: &Cluster) -> Redlock {
+    c.builder().retry_count(0).build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_than_k_valid_holders_under_load() {
+    let c = Cluster::start(3);
+    let clients: Vec<Redlock> = (0..3).map(|_| client(&c)).collect();
+    let held = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(Mutex::new(vec![false; 2]));
+    let mut tasks = Vec::new();
+    for redlock in &clients {
+        for _ in 0..4 {
+            let sem = redlock.semaphore("pool", 2).unwrap();
+            let (held, most, slots) = (held.clone(), most.clone(), slots.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..15 {
+                    let permit = sem
+                        .acquire_timeout(ms(2_000), Duration::from_secs(20))
+                        .await
+                        .unwrap();
+                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    {
+                        let mut s = slots.lock().unwrap();
+                        assert!(!s[permit.slot()], "slot {} held twice", permit.slot());
+                        s[permit.slot()] = true;
+                    }
+                    assert!(permit.is_valid());
+                    tokio::time::sleep(ms(2)).await;
+                    slots.lock().unwrap()[permit.slot()] = false;
+                    held.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert_eq!(most, 2, "at most 2 holders, and the pool was used fully");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k_permits_with_a_minority_down_and_the_next_waiter_woken() {
+    let mut c = Cluster::start(5);
+    c.nodes[3].kill();
+    c.nodes[4].stop();
+    let (a, b) = (client(&c), client(&c));
+    let sem_a = a.semaphore("licences", 3).unwrap();
+    let sem_b = b.semaphore("licences", 3).unwrap();
+    let mut permits = Vec::new();
+    for _ in 0..3 {
+        permits.push(sem_a.try_acquire(ms(5_000)).await.unwrap());
+    }
+    let mut taken: Vec<usize> = permits.iter().map(|p| p.slot()).collect();
+    taken.sort_unstable();
+    assert_eq!(taken, [0, 1, 2]);
+    let err = sem_b.try_acquire(ms(5_000)).await.unwrap_err();
+    assert!(err.is_contended(), "{err}");
+    let waiter = tokio::spawn(async move {
+        let p = sem_b
+            .acquire_timeout(ms(5_000), Duration::from_secs(4))
+            .await
+            .unwrap();
+        let slot = p.slot();
+        p.release().await.unwrap();
+        slot
+    });
+    let key = "redquorum:semaphore:{licences}:licences";
+    assert!(
+        wait_until(Duration::from_secs(3), || c.waiting_on(key) >= 2).await,
+        "b registers as a waiter"
+    );
+    let freed = permits.remove(1);
+    let slot = freed.slot();
+    freed.release().await.unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(waiter.await.unwrap(), slot, "b takes the slot that freed");
+    // Woken by the nodes, not by the 200 ms retry cap or the TTL.
+    assert!(started.elapsed() < ms(150), "{:?}", started.elapsed());
+    for p in permits {
+        p.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_several_clients_are_served_in_arrival_order() {
+    let c = Cluster::start(3);
+    let holder = client(&c);
+    let sem = holder.semaphore("fifo", 2).unwrap();
+    let p1 = sem.try_acquire(ms(5_000)).await.unwrap();
+    let p2 = sem.try_acquire(ms(5_000)).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let key = "redquorum:semaphore:{fifo}:fifo";
+    let mut waiters = Vec::new();
+    for i in 0..3 {
+        let s = client(&c).semaphore("fifo", 2).unwrap();
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            let p = s
+                .acquire_timeout(ms(5_000), Duration::from_secs(8))
+                .await
+                .unwrap();
+            order.lock().unwrap().push(i);
+            p
+        }));
+        // Each registers before the next starts.
+        let n = c.nodes[0].waiters(key);
+        assert!(
+            wait_until(Duration::from_secs(3), || c.nodes[0].waiters(key) > n).await,
+            "waiter {i} registers"
+        );
+    }
+    p1.release().await.unwrap();
+    assert!(wait_until(Duration::from_secs(3), || order.lock().unwrap().len() == 1).await);
+    p2.release().await.unwrap();
+    assert!(wait_until(Duration::from_secs(3), || order.lock().unwrap().len() == 2).await);
+    assert_eq!(*order.lock().unwrap(), [0, 1], "first come, first served");
+    let first = waiters.remove(0).await.unwrap();
+    first.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap().release().await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_permit_frees_within_its_ttl() {
+    let c = Cluster::start(3);
+    let dead = client(&c);
+    let sem = dead.semaphore("crash", 1).unwrap();
+    let permit = sem.try_acquire(ms(800)).await.unwrap();
+    // The holder vanishes without releasing (as a killed process would).
+    std::mem::forget(permit);
+    let other = client(&c).semaphore("crash", 1).unwrap();
+    let started = std::time::Instant::now();
+    let p = other
+        .acquire_timeout(ms(5_000), Duration::from_secs(3))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took <= ms(800 + 150), "{took:?}");
+    p.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_permits_carry_increasing_tokens_and_keys_stay_apart_from_locks() {
+    let c = Cluster::start(3);
+    let redlock = client(&c);
+    let sem = redlock.semaphore("jobs", 2).unwrap();
+    let a = sem.acquire_fenced(ms(5_000)).await.unwrap();
+    let b = sem.acquire_fenced(ms(5_000)).await.unwrap();
+    let (ta, tb) = (a.fencing_token().unwrap(), b.fencing_token().unwrap());
+    assert!(tb > ta, "{ta} then {tb}");
+    // A lock named like the semaphore is another thing.
+    let lock = redlock.try_lock("jobs", ms(5_000)).await.unwrap();
+    assert_eq!(c.set_on("jobs"), 3);
+    a.release().await.unwrap();
+    let c2 = sem.acquire_fenced(ms(5_000)).await.unwrap();
+    assert!(c2.fencing_token().unwrap() > tb);
+    for p in [b, c2] {
+        p.release().await.unwrap();
+    }
+    lock.release().await.unwrap();
+    assert!(redlock.semaphore("jobs", 0).is_err());
+    assert!(redlock.semaphore("redquorum:x", 1).is_err());
+}
