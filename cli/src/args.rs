@@ -41,6 +41,10 @@ pub enum Command {
     /// Run a command while holding a distributed lock (a distributed flock).
     #[command(after_help = lock_help())]
     Lock(LockArgs),
+    /// Run a command while this instance leads an election (stopped when
+    /// leadership is lost), or print each change of leader (--listen).
+    #[command(after_help = elect_help())]
+    Elect(ElectArgs),
     /// Serial numbers (PREFIX + local date + zero-padded counter).
     #[command(subcommand)]
     Serial(SerialCommand),
@@ -67,7 +71,8 @@ fn lock_help() -> String {
         "Examples:\n  \
          redquorum lock nightly-report --ttl 30s --wait 10s -- ./report.sh\n  \
          redquorum lock deploy --wait 0s -- make deploy   # fail at once if held\n  \
-         redquorum lock ledger --fenced -- sh -c 'store --token \"$REDQUORUM_FENCING_TOKEN\"'\n\n\
+         redquorum lock ledger --fenced -- sh -c 'store --token \"$REDQUORUM_FENCING_TOKEN\"'\n  \
+         redquorum lock -n 4 gpu -- ./train.sh           # at most 4 at once, anywhere\n\n\
          The command's environment also has:\n  \
          REDQUORUM_RESOURCE        the resource name\n  \
          REDQUORUM_KEY             the lock's Redis key (with --key-prefix)\n  \
@@ -75,7 +80,8 @@ fn lock_help() -> String {
          REDQUORUM_VALID_UNTIL_MS  when the lock's first validity ends (Unix time, ms;\n                            \
          renewals push it later)\n  \
          REDQUORUM_FENCING_TOKEN   with --fenced: a number larger than every earlier\n                            \
-         holder's; pass it to your storage and have it refuse smaller ones\n\n\
+         holder's; pass it to your storage and have it refuse smaller ones\n  \
+         REDQUORUM_PERMITS         with -n N (N > 1): N\n\n\
          {}\n\n\
          The command runs in a process group of its own (in the terminal's foreground\n\
          when redquorum is, so it can read the terminal and gets one Ctrl-C).\n\
@@ -84,6 +90,25 @@ fn lock_help() -> String {
          first process exits, what is left of its group gets SIGTERM (SIGKILL after\n\
          --grace), then the lock is released: nothing of the command outlives the lock.",
         exit::lock_codes()
+    )
+}
+
+/// `redquorum elect --help`: examples, what the command learns, exit codes.
+fn elect_help() -> String {
+    format!(
+        "Examples:\n  \
+         redquorum elect scheduler -- ./scheduler   # runs while this instance leads\n  \
+         redquorum elect scheduler --ttl 5s --value \"$(hostname):8080\" -- ./scheduler\n  \
+         redquorum elect --listen scheduler         # one line per change: term=7 value=host-a:8080\n\n\
+         A candidate waits (in arrival order, woken by the nodes) until it leads, then runs\n\
+         the command with, in its environment:\n  \
+         REDQUORUM_ELECTION  the election's name\n  \
+         REDQUORUM_TERM      this leadership's term, larger than every earlier leader's;\n                      \
+         pass it to storage that can refuse an older leader's writes\n  \
+         REDQUORUM_VALUE     what --listen prints for this leader\n\n\
+         A leader that dies is replaced within --ttl. Signals, the command's process group\n\
+         and its ending on loss are as for `redquorum lock`.\n\n{}",
+        exit::elect_codes()
     )
 }
 
@@ -115,6 +140,10 @@ pub struct LockArgs {
     /// lock while the command still runs.
     #[arg(long)]
     pub grace_past_lock: bool,
+    /// At most this many commands at once (a semaphore of N permits, which
+    /// every caller of RESOURCE must give alike); 1 is a plain lock.
+    #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub permits: u16,
     /// Mint a fencing token with the lock (REDQUORUM_FENCING_TOKEN).
     #[arg(long)]
     pub fenced: bool,
@@ -123,6 +152,45 @@ pub struct LockArgs {
     pub key_prefix: String,
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    /// Election name, shared by every candidate.
+    pub name: String,
+    /// Leadership TTL: a dead leader is replaced within it; renewed every ttl/3.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
+    pub ttl: Duration,
+    /// What --listen and other observers report for this leader (default:
+    /// host name and process id).
+    #[arg(long)]
+    pub value: Option<String>,
+    /// How long to wait to lead before giving up with exit code 75
+    /// (default: as long as it takes).
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
+    pub wait: Option<Duration>,
+    /// Print one line per change of leader ("term=N value=V", or "none"),
+    /// until interrupted, instead of campaigning.
+    #[arg(long)]
+    pub listen: bool,
+    /// After SIGTERM, wait at most this long before SIGKILL (on loss: never
+    /// past the leadership's validity, unless --grace-past-lock).
+    #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
+    pub grace: Duration,
+    /// On loss, give the command its whole --grace even past the
+    /// leadership's validity (two leaders may then act at once).
+    #[arg(long)]
+    pub grace_past_lock: bool,
+    /// Key prefix.
+    #[arg(long, default_value = "")]
+    pub key_prefix: String,
+    /// The command and its arguments, after `--` (not with --listen).
+    #[arg(
+        last = true,
+        required_unless_present = "listen",
+        conflicts_with = "listen"
+    )]
     pub command: Vec<String>,
 }
 

@@ -45,6 +45,17 @@ pub fn lock_codes() -> String {
     )
 }
 
+/// `redquorum elect`'s exit codes.
+pub fn elect_codes() -> String {
+    format!(
+        "Exit codes: the command's status; {NOT_ACQUIRED} not leader within --wait;\n{LOCK_LOST} \
+         leadership lost while the command ran (its process group ended as for `lock`);\n\
+         {NOT_EXECUTABLE} command found but not executable; {CANNOT_RUN} command not found; \
+         128+N killed by signal N\n(--listen: 128+N when interrupted);\n{}.",
+        common()
+    )
+}
+
 /// `redquorum serial next`'s exit codes.
 pub fn serial_codes() -> String {
     format!(
@@ -67,8 +78,8 @@ pub fn status_codes() -> String {
 pub fn all_codes() -> String {
     format!(
         "Exit codes (see each command's --help): {CANNOT_ISSUE} serial numbers cannot be \
-         issued; {UNAVAILABLE} no quorum;\n{NOT_ACQUIRED} lock not acquired in time; {LOCK_LOST} \
-         lock lost; {CONFIG} bad configuration or usage; {CANNOT_RUN} command not started."
+         issued; {UNAVAILABLE} no quorum;\n{NOT_ACQUIRED} lock (or leadership) not acquired in time;\n{LOCK_LOST} \
+         lock or leadership lost; {CONFIG} bad configuration or usage; {CANNOT_RUN} command not started."
     )
 }
 

@@ -1,50 +1,17 @@
-//! `redquorum lock`: run a command while holding a lock, renewed in the
-//! background; forward signals to the command's process group; end the
-//! whole group if the lock is lost, no later than the lock's validity.
+//! `redquorum lock`: run a command while holding a lock (or, with `-n K`,
+//! one of K permits of a semaphore), renewed in the background; see
+//! `hold.rs` for how the command runs.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redquorum::{Lock, Redlock};
-use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::time::Instant;
 
 use crate::args::LockArgs;
 use crate::exit;
-use crate::group::Group;
+use crate::hold::{self, Ending, Forwarded};
 
-/// The signals `lock` forwards to its command. Installed before the first
-/// request, so that from then on none of them can kill us with the default
-/// action while a lock may be held (which would leave it to its TTL).
-struct Forwarded {
-    /// SIGINT.
-    int: Signal,
-    /// SIGTERM.
-    term: Signal,
-    /// SIGHUP.
-    hup: Signal,
-}
-
-impl Forwarded {
-    fn install() -> std::io::Result<Self> {
-        Ok(Self {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal received.
-    async fn recv(&mut self) -> libc::c_int {
-        tokio::select! {
-            _ = self.int.recv() => libc::SIGINT,
-            _ = self.term.recv() => libc::SIGTERM,
-            _ = self.hup.recv() => libc::SIGHUP,
-        }
-    }
-}
-
-/// Takes the lock, runs the command, releases the lock.
+/// Takes the lock (or a permit), runs the command, releases it.
 pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
     let mut signals = match Forwarded::install() {
         Ok(s) => s,
@@ -53,107 +20,49 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
             return exit::code(exit::CONFIG);
         }
     };
+    let semaphore = match args.permits {
+        1 => None,
+        k => match redlock.semaphore(&args.resource, usize::from(k)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("redquorum: {e}");
+                return exit::code(exit::CONFIG);
+            }
+        },
+    };
+    let (ttl, wait) = (args.ttl, args.wait);
     let attempt = async {
-        if args.fenced {
-            redlock
-                .lock_fenced_timeout(&args.resource, args.ttl, args.wait)
+        match (&semaphore, args.fenced) {
+            (Some(s), true) => s
+                .acquire_fenced_timeout(ttl, wait)
                 .await
-        } else {
-            redlock
-                .lock_timeout(&args.resource, args.ttl, args.wait)
-                .await
+                .map(|p| p.into_lock()),
+            (Some(s), false) => s.acquire_timeout(ttl, wait).await.map(|p| p.into_lock()),
+            (None, true) => redlock.lock_fenced_timeout(&args.resource, ttl, wait).await,
+            (None, false) => redlock.lock_timeout(&args.resource, ttl, wait).await,
         }
     };
-    let acquired = tokio::select! {
-        r = attempt => r,
-        sig = signals.recv() => {
-            // Dropping the attempt releases whatever it had set; wait for
-            // that to reach the nodes, then die of the signal's status.
-            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
-            return exit::code(128 + sig as u8);
-        }
+    let what = match args.permits {
+        1 => format!("lock {:?}", args.resource),
+        k => format!("permit of {:?} (at most {k} at once)", args.resource),
     };
-    // A signal that arrives from here until the command runs is kept by the
-    // handlers and forwarded to the command as soon as it starts.
-    let lock = match acquired {
+    let lock = match hold::acquire(&redlock, &mut signals, &what, attempt).await {
         Ok(lock) => lock,
-        Err(e) => {
-            eprintln!("redquorum: lock {:?} not acquired: {e}", args.resource);
+        Err(code) => {
             // The failed attempt's releases run in the background: let them
             // reach the nodes before we exit, or a stale key of ours would
             // hold the resource for a whole TTL.
             let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
-            return exit::code(exit::for_error(&e));
+            return code;
         }
     };
-    lock.auto_extend();
     let env = environment(&redlock, &args, &lock);
-    let mut group = match Group::spawn(&args.command, &env) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("redquorum: cannot run {:?}: {e}", args.command[0]);
-            let _ = lock.release().await;
-            redlock.settle().await;
-            return exit::code(exit::cannot_run(&e));
-        }
+    let ending = Ending {
+        grace: args.grace,
+        grace_past_lock: args.grace_past_lock,
     };
-    let lost = lock.lost();
-    tokio::pin!(lost);
-    let status = loop {
-        tokio::select! {
-            status = group.wait() => break Some(status),
-            () = &mut lost => break None,
-            sig = signals.recv() => group.signal(sig),
-        }
-    };
-    match status {
-        Some(status) => {
-            // The first process is done; what it left running in its group
-            // (background jobs) ends now, while the lock is still ours.
-            group.end_rest(kill_at(&lock, &args)).await;
-            if let Err(e) = lock.release().await {
-                eprintln!("redquorum: release: {e}");
-            }
-            // Let the release reach the slower nodes before we exit.
-            redlock.settle().await;
-            match status {
-                Ok(s) => exit::of_status(s),
-                Err(e) => {
-                    eprintln!("redquorum: waiting for the command: {e}");
-                    exit::code(exit::CANNOT_RUN)
-                }
-            }
-        }
-        None => {
-            let at = kill_at(&lock, &args);
-            let cause = lock
-                .lost_reason()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
-            eprintln!(
-                "redquorum: lock {:?} lost while the command ran{cause}; SIGTERM to the command, \
-                 SIGKILL in {} at the latest",
-                args.resource,
-                rounded(at.saturating_duration_since(Instant::now())),
-            );
-            let _ = group.end(at).await;
-            drop(lock);
-            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
-            exit::code(exit::LOCK_LOST)
-        }
-    }
-}
-
-/// When whatever is left of the command gets SIGKILL: `--grace` from now,
-/// but no later than the end of the lock's validity unless
-/// `--grace-past-lock` says otherwise.
-fn kill_at(lock: &Lock, args: &LockArgs) -> Instant {
-    let grace = Instant::now() + args.grace;
-    if args.grace_past_lock {
-        grace
-    } else {
-        grace.min(lock.valid_until())
-    }
+    let run = (args.command.as_slice(), env.as_slice());
+    hold::run_under(&redlock, lock, &mut signals, run, &what, ending).await
 }
 
 /// What the command learns about the lock it runs under (documented in
@@ -176,17 +85,11 @@ fn environment(redlock: &Redlock, args: &LockArgs, lock: &Lock) -> Vec<(String, 
             unix_ms(lock.validity()).to_string(),
         ),
     ];
+    if args.permits > 1 {
+        env.push(("REDQUORUM_PERMITS".to_owned(), args.permits.to_string()));
+    }
     if let Some(token) = lock.fencing_token() {
         env.push(("REDQUORUM_FENCING_TOKEN".to_owned(), token.to_string()));
     }
     env
-}
-
-/// A duration for a message: `950ms`, `4.2s`.
-fn rounded(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
 }

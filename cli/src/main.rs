@@ -3,14 +3,18 @@
 //!
 //! Layout, bottom to top: `exit.rs` (the exit-code table and error
 //! reports), `args.rs` (the command line), `client.rs` (the library client
-//! from `--nodes`), `group.rs` (the wrapped command's process group), then
-//! one file per subcommand: `lock.rs`, `serial.rs`, `status.rs`, which never
-//! import each other; `main.rs` dispatches.
+//! from `--nodes`), `group.rs` (the wrapped command's process group),
+//! `hold.rs` (running that command under a held lock, a permit or a
+//! leadership), then one file per subcommand: `lock.rs`, `elect.rs`,
+//! `serial.rs`, `status.rs`, which never import each other; `main.rs`
+//! dispatches.
 
 mod args;
 mod client;
+mod elect;
 mod exit;
 mod group;
+mod hold;
 mod lock;
 mod serial;
 mod status;
@@ -31,7 +35,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("warn,redquorum::guard=off")),
+                .unwrap_or_else(|_| EnvFilter::new("warn,redquorum::lock::guard=off")),
         )
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
@@ -71,6 +75,10 @@ async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Lock(args) => match build(&cli.nodes, times, &args.key_prefix) {
             Ok(redlock) => lock::lock_and_run(redlock, args).await,
+            Err(code) => code,
+        },
+        Command::Elect(args) => match build(&cli.nodes, times, &args.key_prefix) {
+            Ok(redlock) => elect::elect(redlock, args).await,
             Err(code) => code,
         },
         Command::Serial(SerialCommand::Next(args)) => match build(&cli.nodes, times, "") {

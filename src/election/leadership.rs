@@ -57,6 +57,13 @@ impl Leadership {
     }
 }
 
+impl Leadership {
+    /// The election's lock itself (still renewed in the background).
+    pub fn into_lock(self) -> Lock {
+        self.lock
+    }
+}
+
 impl Deref for Leadership {
     type Target = Lock;
 

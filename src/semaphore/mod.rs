@@ -86,8 +86,23 @@ impl Semaphore {
     /// As [`Redlock::lock_fenced`].
     #[instrument(skip_all, fields(semaphore = %self.name))]
     pub async fn acquire_fenced(&self, ttl: Duration) -> Result<Permit> {
-        let what = self.slots_for(ttl)?;
         let patience = Patience::default_for(&self.redlock);
+        self.fenced(ttl, patience).await
+    }
+
+    /// [`Semaphore::acquire_fenced`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_fenced_timeout`].
+    #[instrument(skip_all, fields(semaphore = %self.name))]
+    pub async fn acquire_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
+        self.fenced(ttl, Patience::within(wait)).await
+    }
+
+    /// The fenced waiting loop for a permit.
+    async fn fenced(&self, ttl: Duration, patience: Patience) -> Result<Permit> {
+        let what = self.slots_for(ttl)?;
         let lock = self
             .redlock
             .fenced_with(&what, &self.fence, patience)

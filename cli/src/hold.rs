@@ -1,0 +1,171 @@
+//! Running a command under a held lock (a lock, a semaphore's permit, a
+//! leadership), shared by `lock` and `elect`: forward signals to the
+//! command's process group; end the whole group if the lock is lost, no
+//! later than the lock's validity; release when the command is done.
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use redquorum::{Lock, Redlock};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::Instant;
+
+use crate::exit;
+use crate::group::Group;
+
+/// The signals `lock` and `elect` forward to its command. Installed before the first
+/// request, so that from then on none of them can kill us with the default
+/// action while a lock may be held (which would leave it to its TTL).
+pub struct Forwarded {
+    /// SIGINT.
+    int: Signal,
+    /// SIGTERM.
+    term: Signal,
+    /// SIGHUP.
+    hup: Signal,
+}
+
+impl Forwarded {
+    pub fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal received.
+    pub async fn recv(&mut self) -> libc::c_int {
+        tokio::select! {
+            _ = self.int.recv() => libc::SIGINT,
+            _ = self.term.recv() => libc::SIGTERM,
+            _ = self.hup.recv() => libc::SIGHUP,
+        }
+    }
+}
+
+/// How the command is ended when the lock is lost.
+#[derive(Clone, Copy, Debug)]
+pub struct Ending {
+    /// After SIGTERM, wait at most this long before SIGKILL.
+    pub grace: Duration,
+    /// Give the whole grace even past the lock's validity.
+    pub grace_past_lock: bool,
+}
+
+/// Waits for `attempt`, unless a signal comes first (then the attempt is
+/// dropped, what it set is released, and the exit code is the signal's).
+/// `what` names the lock in the error message.
+pub async fn acquire<F>(
+    redlock: &Redlock,
+    signals: &mut Forwarded,
+    what: &str,
+    attempt: F,
+) -> Result<Lock, ExitCode>
+where
+    F: Future<Output = redquorum::Result<Lock>>,
+{
+    let acquired = tokio::select! {
+        r = attempt => r,
+        sig = signals.recv() => {
+            // Dropping the attempt releases whatever it had set; wait for
+            // that to reach the nodes, then die of the signal's status.
+            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
+            return Err(exit::code(128 + sig as u8));
+        }
+    };
+    // A signal that arrives from here until the command runs is kept by the
+    // handlers and forwarded to the command as soon as it starts.
+    acquired.map_err(|e| {
+        eprintln!("redquorum: {what} not acquired: {e}");
+        exit::code(exit::for_error(&e))
+    })
+}
+
+/// Runs `command` with `env` while holding `lock` (renewed in the
+/// background), then releases it; `what` names the lock in messages.
+pub async fn run_under(
+    redlock: &Redlock,
+    lock: Lock,
+    signals: &mut Forwarded,
+    (command, env): (&[String], &[(String, String)]),
+    what: &str,
+    ending: Ending,
+) -> ExitCode {
+    lock.auto_extend();
+    let mut group = match Group::spawn(command, env) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("redquorum: cannot run {:?}: {e}", command[0]);
+            let _ = lock.release().await;
+            redlock.settle().await;
+            return exit::code(exit::cannot_run(&e));
+        }
+    };
+    let lost = lock.lost();
+    tokio::pin!(lost);
+    let status = loop {
+        tokio::select! {
+            status = group.wait() => break Some(status),
+            () = &mut lost => break None,
+            sig = signals.recv() => group.signal(sig),
+        }
+    };
+    match status {
+        Some(status) => {
+            // The first process is done; what it left running in its group
+            // (background jobs) ends now, while the lock is still ours.
+            group.end_rest(kill_at(&lock, ending)).await;
+            if let Err(e) = lock.release().await {
+                eprintln!("redquorum: release: {e}");
+            }
+            // Let the release reach the slower nodes before we exit.
+            redlock.settle().await;
+            match status {
+                Ok(s) => exit::of_status(s),
+                Err(e) => {
+                    eprintln!("redquorum: waiting for the command: {e}");
+                    exit::code(exit::CANNOT_RUN)
+                }
+            }
+        }
+        None => {
+            let at = kill_at(&lock, ending);
+            let cause = lock
+                .lost_reason()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            eprintln!(
+                "redquorum: {what} lost while the command ran{cause}; SIGTERM to the command, \
+                 SIGKILL in {} at the latest",
+                rounded(at.saturating_duration_since(Instant::now())),
+            );
+            let _ = group.end(at).await;
+            drop(lock);
+            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
+            exit::code(exit::LOCK_LOST)
+        }
+    }
+}
+
+/// When whatever is left of the command gets SIGKILL: `--grace` from now,
+/// but no later than the end of the lock's validity unless
+/// `--grace-past-lock` says otherwise.
+fn kill_at(lock: &Lock, ending: Ending) -> Instant {
+    let grace = Instant::now() + ending.grace;
+    if ending.grace_past_lock {
+        grace
+    } else {
+        grace.min(lock.valid_until())
+    }
+}
+
+/// A duration for a message: `950ms`, `4.2s`.
+fn rounded(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}

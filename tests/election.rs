@@ -1,0 +1,152 @@
+//! Leader election on real nodes: one leader at a time with terms that
+//! increase in the order of leadership, hand-over on resignation, a leader
+//! cut off from the nodes replaced within its TTL, a minority of nodes
+//! down, and observers that learn each change from the nodes.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redquorum::{Leader, Redlock};
+use support::{Cluster, ProxyMode};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn client(c: &Cluster) -> Redlock {
+    c.builder().build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_and_terms_follow_leadership() {
+    let c = Cluster::start(3);
+    // (start, end, term) of every leadership, by real time.
+    let log = Arc::new(Mutex::new(Vec::<(Instant, Instant, u64)>::new()));
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let election = client(&c).election("sched", ms(2_000)).unwrap();
+        let log = log.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..4 {
+                let l = election
+                    .campaign_timeout(&format!("node-{i}"), Duration::from_secs(20))
+                    .await
+                    .unwrap();
+                let start = Instant::now();
+                assert!(l.is_valid());
+                tokio::time::sleep(ms(3)).await;
+                l.ensure_valid(ms(1)).unwrap();
+                let end = Instant::now();
+                let term = l.term();
+                l.resign().await.unwrap();
+                log.lock().unwrap().push((start, end, term));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut log = log.lock().unwrap().clone();
+    log.sort_by_key(|(start, _, _)| *start);
+    assert_eq!(log.len(), 12);
+    for pair in log.windows(2) {
+        let ((_, end, term), (start, _, next)) = (pair[0], pair[1]);
+        assert!(end <= start, "two leaders at once");
+        assert!(next > term, "term {next} after {term}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resignation_hands_over_and_observers_follow() {
+    let c = Cluster::start(3);
+    let (a, b, watcher) = (client(&c), client(&c), client(&c));
+    let ea = a.election("cron", ms(5_000)).unwrap();
+    let eb = b.election("cron", ms(5_000)).unwrap();
+    let ew = watcher.election("cron", ms(5_000)).unwrap();
+    assert_eq!(ew.leader().await.unwrap(), None);
+    let mut observer = ew.observe();
+    assert_eq!(observer.changed().await.unwrap(), None);
+    let la = ea.campaign("a").await.unwrap();
+    let first = observer.changed().await.unwrap().unwrap();
+    assert_eq!(
+        first,
+        Leader {
+            value: "a".into(),
+            term: la.term()
+        }
+    );
+    assert_eq!(ew.leader().await.unwrap(), Some(first.clone()));
+    let waiting = tokio::spawn(async move {
+        let lb = eb.campaign("b").await.unwrap();
+        (Instant::now(), lb)
+    });
+    // b is queued on the nodes before a resigns.
+    let key = "redquorum:election:{cron}:cron";
+    assert!(support::wait_until(Duration::from_secs(3), || c.waiting_on(key) >= 2).await);
+    let resigned = Instant::now();
+    la.resign().await.unwrap();
+    let (elected, lb) = waiting.await.unwrap();
+    assert!(lb.term() > first.term);
+    // Woken by the nodes, well before the retry cap or the TTL.
+    assert!(elected - resigned < ms(150), "{:?}", elected - resigned);
+    let mut next = observer.changed().await.unwrap();
+    if next.is_none() {
+        next = observer.changed().await.unwrap();
+    }
+    assert_eq!(
+        next,
+        Some(Leader {
+            value: "b".into(),
+            term: lb.term()
+        })
+    );
+    lb.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_is_replaced_within_its_ttl_and_knows_it() {
+    let c = Cluster::start(3);
+    let (proxies, builder) = c.far_builder(0);
+    let cut_off = builder.build().unwrap();
+    let other = client(&c);
+    let ttl = ms(1_000);
+    let leader = cut_off
+        .election("svc", ttl)
+        .unwrap()
+        .campaign("far")
+        .await
+        .unwrap();
+    let e = other.election("svc", ttl).unwrap();
+    let started = Instant::now();
+    for p in &proxies {
+        p.set_mode(ProxyMode::Blackhole);
+    }
+    let next = e.campaign("near").await.unwrap();
+    let took = started.elapsed();
+    assert!(took <= ttl + ms(100), "{took:?}");
+    assert!(next.term() > leader.term());
+    // The old leader learnt it lost before the new one could lead.
+    assert!(leader.lost_reason().is_some() || !leader.is_valid());
+    assert!(leader.valid_until() <= tokio::time::Instant::now());
+    next.resign().await.unwrap();
+    drop(leader);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_go_on_with_a_minority_down_and_say_when_they_cannot() {
+    let mut c = Cluster::start(3);
+    c.nodes[2].kill();
+    let redlock = c.builder().node_timeout(ms(300)).build().unwrap();
+    let e = redlock.election("ops", ms(2_000)).unwrap();
+    let l = e.campaign("x").await.unwrap();
+    assert_eq!(e.leader().await.unwrap().map(|l| l.term), Some(l.term()));
+    l.resign().await.unwrap();
+    c.nodes[1].kill();
+    let err = e.leader().await.unwrap_err();
+    assert!(err.node_failures().len() == 2, "{err}");
+    let err = e.campaign_timeout("x", ms(300)).await.unwrap_err();
+    assert!(err.to_string().contains("nodes"), "{err}");
+    assert!(redlock.election("", ms(1)).is_err());
+}
