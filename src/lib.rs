@@ -12,6 +12,10 @@
 //! * [`SerialGenerator`]: business numbers like `ORDER202611220001` (prefix,
 //!   local date, counter that restarts each day), never duplicated across
 //!   instances, node failures or client clocks that jump back.
+//! * [`Semaphore`]: at most K holders at once, for any K, with a minority of
+//!   nodes down; and [`Election`]: one leader at a time with strictly
+//!   increasing terms. Both wait fairly and are woken by the nodes, as the
+//!   lock is.
 //!
 //! ```no_run
 //! # async fn f() -> redquorum::Result<()> {
@@ -35,6 +39,9 @@
 //! | hold a lock for work of unknown length | [`Redlock::with_lock`]: renewed in the background, the work cancelled if the lock is lost |
 //! | protect writes to storage that can check a number | [`Redlock::lock_fenced`]: a [fencing token](Lock::fencing_token) larger than every earlier holder's |
 //! | issue business numbers like `ORDER202611220001` | [`SerialGenerator`]: never repeats, across instances and node failures |
+//! | let at most K run at once (licences, a pool of workers) | [`Redlock::semaphore`], then [`Semaphore::acquire`] or [`Semaphore::with_permit`]: a [`Permit`] is a lock on one of K slots |
+//! | have exactly one active instance (a scheduler, a cron runner) | [`Redlock::election`], then [`Election::campaign`]: a [`Leadership`] with a [term](Leadership::term) larger than every earlier leader's |
+//! | know who leads, and each change | [`Election::leader`] (agreed by a quorum), [`Election::observe`] (pushed by the nodes) |
 //!
 //! A held [`Lock`] can be checked ([`Lock::ensure_valid`]), extended,
 //! auto-extended with a "lock lost" signal ([`Lock::lost`]) and released;

@@ -9,11 +9,11 @@ use crate::lock::guard::Lock;
 /// This instance leads an [`Election`](crate::Election).
 ///
 /// It is the election's lock, renewed in the background: everything a
-/// [`Lock`] offers works through `Deref` ([`Lock::validity`],
-/// [`Lock::ensure_valid`], [`Lock::lost`]); its fencing token is the term.
-/// Check [`Lock::ensure_valid`] before acting as leader, pass the term to
+/// [`Lock`] offers works through `Deref` ([`Lock::validity`](crate::Lock::validity),
+/// [`Lock::ensure_valid`](crate::Lock::ensure_valid), [`Lock::lost`](crate::Lock::lost)); its fencing token is the term.
+/// Check [`Lock::ensure_valid`](crate::Lock::ensure_valid) before acting as leader, pass the term to
 /// storage that can reject an older leader's writes, and stop leading when
-/// [`Lock::lost`] resolves. Dropping it resigns in the background.
+/// [`Lock::lost`](crate::Lock::lost) resolves. Dropping it resigns in the background.
 #[must_use = "dropping a Leadership resigns in the background; call resign().await"]
 #[derive(Debug)]
 pub struct Leadership {
@@ -51,7 +51,7 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// As [`Lock::release`].
+    /// As [`Lock::release`](crate::Lock::release).
     pub async fn resign(self) -> Result<()> {
         self.lock.release().await
     }

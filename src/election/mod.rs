@@ -55,7 +55,7 @@ pub struct Leader {
 /// An election over the nodes: at most one leader at a time, each with a
 /// larger term than every earlier one.
 ///
-/// Made by [`Redlock::election`]; clone it freely.
+/// Made by [`Redlock::election`](crate::Redlock::election); clone it freely.
 ///
 /// # Examples
 ///
@@ -93,7 +93,7 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an empty or reserved name or an
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an empty or reserved name or an
     /// unusable TTL.
     pub fn election(&self, name: &str, ttl: Duration) -> Result<Election> {
         if name.is_empty() {
@@ -132,7 +132,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an unusable TTL; otherwise it keeps
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an unusable TTL; otherwise it keeps
     /// trying (drop the future to give up).
     #[instrument(skip_all, fields(election = %self.name))]
     pub async fn campaign(&self, value: &str) -> Result<Leadership> {
@@ -143,7 +143,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] when `wait` runs out, carrying the last attempt's
+    /// [`Error::Timeout`](crate::Error::Timeout) when `wait` runs out, carrying the last attempt's
     /// error.
     #[instrument(skip_all, fields(election = %self.name))]
     pub async fn campaign_timeout(&self, value: &str, wait: Duration) -> Result<Leadership> {
@@ -207,11 +207,11 @@ impl Election {
     /// leader is still writing its record.
     ///
     /// A leader read here may have lost its leadership since; a leader
-    /// itself checks [`Lock::ensure_valid`] on its [`Leadership`].
+    /// itself checks [`Lock::ensure_valid`](crate::Lock::ensure_valid) on its [`Leadership`].
     ///
     /// # Errors
     ///
-    /// [`Error::NoQuorum`] when too few nodes answered to tell.
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too few nodes answered to tell.
     pub async fn leader(&self) -> Result<Option<Leader>> {
         Ok(self.read().await?.0)
     }

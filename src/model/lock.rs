@@ -36,7 +36,7 @@ use crate::model::{insert_sorted, take_one};
 use crate::quorum::tally::{node_bit, quorum, quorum_tolerating, NodeSet, Vote};
 
 /// The fencing property's name.
-const FENCING: &str = "fenced locks returned carry tokens in acquisition order";
+pub(crate) const FENCING: &str = "fenced locks returned carry tokens in acquisition order";
 
 /// How a client computes validity: `(ttl, elapsed, drift)`.
 type Validity = fn(Duration, Duration, Duration) -> Option<Duration>;
@@ -94,6 +94,9 @@ pub(crate) struct LockModel {
     /// Rule: a fenced lock is returned only if still valid when its token
     /// arrives (as shipped); otherwise it is released.
     pub(crate) check_mint: bool,
+    /// Rule, negated: the token (an election's term) is taken from the
+    /// counter before the attempt, not after it won (not shipped).
+    pub(crate) mint_before_acquire: bool,
 }
 
 impl LockModel {
@@ -123,6 +126,7 @@ impl LockModel {
             dispatch_order: true,
             fenced: false,
             check_mint: true,
+            mint_before_acquire: false,
         }
     }
 
@@ -197,6 +201,7 @@ impl Model for LockModel {
             foreign_delete: false,
             counter: 0,
             returned: Vec::new(),
+            premint: vec![0; self.clients],
         }]
     }
 
@@ -285,6 +290,10 @@ impl Model for LockModel {
                     no: 0,
                     failed: 0,
                 };
+                if self.mint_before_acquire {
+                    s.counter += 1;
+                    s.premint[c as usize] = s.counter;
+                }
                 send(&mut s.net, c, self.all(), Kind::Set);
             }
             Action::Deliver(m) if !s.nodes[m.node as usize].up => {
@@ -450,13 +459,13 @@ pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::lock_state::representative;
     use crate::model::{check, check_symmetric};
 
     /// Safe: explored to the end, no counterexample, both clients held it.
-    fn safe(name: &str, m: LockModel) {
+    pub(crate) fn safe(name: &str, m: LockModel) {
         let found = check_symmetric(name, m, representative);
         assert!(found.states > 1_000, "{name}: only {} states", found.states);
         assert!(found.counterexample.is_none(), "{name}");
@@ -467,7 +476,7 @@ mod tests {
     }
 
     /// Unsafe: the checker finds a counterexample to `property`.
-    fn unsafe_(name: &str, m: LockModel, property: &str) {
+    pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
         let found = check(name, m);
         let (violated, _) = found.counterexample.expect(name);
         assert_eq!(violated, property, "{name}");

@@ -122,7 +122,11 @@ impl LockModel {
                 sent: 0,
                 confirmed: 0,
                 exts: Vec::new(),
-                mint: if self.fenced { Mint::Asked } else { Mint::None },
+                mint: match s.premint[c as usize] {
+                    0 if self.fenced => Mint::Asked,
+                    0 => Mint::None,
+                    token => Mint::Minted(token),
+                },
             });
         } else {
             let undo = self.all() & !tally.no;

@@ -142,6 +142,9 @@ pub(crate) struct State {
     pub(crate) counter: u8,
     /// Fenced locks returned to their callers: (acquired at, token).
     pub(crate) returned: Vec<(u8, u8)>,
+    /// Per client, a token taken before its attempt (the mutant that mints
+    /// first; 0: none).
+    pub(crate) premint: Vec<u8>,
 }
 
 /// What can happen next.
@@ -216,6 +219,9 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
             }),
             other => other.clone(),
         };
+    }
+    for (c, token) in s.premint.iter().enumerate() {
+        r.premint[clients[c]] = *token;
     }
     r.net = s
         .net

@@ -11,10 +11,12 @@
 
 mod counter;
 mod counter_state;
+mod election;
 mod lock;
 mod lock_rules;
 mod lock_state;
 mod pin;
+mod semaphore;
 
 use std::fmt::Debug;
 use std::hash::Hash;

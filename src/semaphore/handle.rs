@@ -1,5 +1,5 @@
 //! A [`Semaphore`]: its name, its keys and how many permits it has (made
-//! by [`Redlock::semaphore`]). Taking permits is in `attempt.rs` and
+//! by [`Redlock::semaphore`](crate::Redlock::semaphore)). Taking permits is in `attempt.rs` and
 //! `mod.rs`.
 
 use crate::counter::CounterKeys;
@@ -14,7 +14,7 @@ pub const MAX_PERMITS: usize = 256;
 
 /// A semaphore over the nodes: at most `permits` holders at any instant.
 ///
-/// Made by [`Redlock::semaphore`]; cheap to keep and share (clone it).
+/// Made by [`Redlock::semaphore`](crate::Redlock::semaphore); cheap to keep and share (clone it).
 /// Every client of one semaphore must give it the same number of permits:
 /// a client that says more uses slots the others do not know of.
 ///
@@ -55,7 +55,7 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an empty or reserved name, or a number
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an empty or reserved name, or a number
     /// of permits out of range.
     pub fn semaphore(&self, name: &str, permits: usize) -> Result<Semaphore> {
         if name.is_empty() {

@@ -41,9 +41,9 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Contended`] when every permit is held (or waiters of other
-    /// clients are first in line), [`Error::NoQuorum`] when too many nodes
-    /// failed, [`Error::TtlTooShort`], [`Error::InvalidConfig`] for an
+    /// [`Error::Contended`](crate::Error::Contended) when every permit is held (or waiters of other
+    /// clients are first in line), [`Error::NoQuorum`](crate::Error::NoQuorum) when too many nodes
+    /// failed, [`Error::TtlTooShort`](crate::Error::TtlTooShort), [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an
     /// unusable TTL.
     #[instrument(skip_all, fields(semaphore = %self.name))]
     pub async fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
@@ -53,13 +53,13 @@ impl Semaphore {
         Ok(self.permit(lock))
     }
 
-    /// Takes a permit, waiting as [`Redlock::lock`] waits for a lock (for
+    /// Takes a permit, waiting as [`Redlock::lock`](crate::Redlock::lock) waits for a lock (for
     /// the same patience): in arrival order across clients, woken by the
     /// nodes as soon as a permit frees.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock`].
+    /// As [`Redlock::lock`](crate::Redlock::lock).
     #[instrument(skip_all, fields(semaphore = %self.name))]
     pub async fn acquire(&self, ttl: Duration) -> Result<Permit> {
         let patience = Patience::default_for(&self.redlock);
@@ -70,7 +70,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_timeout`].
+    /// As [`Redlock::lock_timeout`](crate::Redlock::lock_timeout).
     #[instrument(skip_all, fields(semaphore = %self.name))]
     pub async fn acquire_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
         self.wait(ttl, Patience::within(wait)).await
@@ -79,11 +79,11 @@ impl Semaphore {
     /// Takes a permit (as [`Semaphore::acquire`]) with a fencing token:
     /// larger than the token of every earlier holder of the same slot (the
     /// semaphore's tokens come from one counter, so they are also unique
-    /// across its slots). Minted as [`Redlock::lock_fenced`] mints.
+    /// across its slots). Minted as [`Redlock::lock_fenced`](crate::Redlock::lock_fenced) mints.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_fenced`].
+    /// As [`Redlock::lock_fenced`](crate::Redlock::lock_fenced).
     #[instrument(skip_all, fields(semaphore = %self.name))]
     pub async fn acquire_fenced(&self, ttl: Duration) -> Result<Permit> {
         let patience = Patience::default_for(&self.redlock);
@@ -94,7 +94,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_fenced_timeout`].
+    /// As [`Redlock::lock_fenced_timeout`](crate::Redlock::lock_fenced_timeout).
     #[instrument(skip_all, fields(semaphore = %self.name))]
     pub async fn acquire_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
         self.fenced(ttl, Patience::within(wait)).await
@@ -111,13 +111,13 @@ impl Semaphore {
     }
 
     /// Runs `f` while holding a permit (taken as [`Semaphore::acquire`]),
-    /// renewed in the background, as [`Redlock::with_lock`] runs work under
-    /// a lock: `f` is cancelled and [`Error::Expired`] returned if the
+    /// renewed in the background, as [`Redlock::with_lock`](crate::Redlock::with_lock) runs work under
+    /// a lock: `f` is cancelled and [`Error::Expired`](crate::Error::Expired) returned if the
     /// permit is lost; the permit is released when `f` finishes.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::with_lock`].
+    /// As [`Redlock::with_lock`](crate::Redlock::with_lock).
     pub async fn with_permit<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
     where
         F: FnOnce(LockHandle) -> Fut,

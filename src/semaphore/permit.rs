@@ -10,9 +10,9 @@ use crate::lock::guard::Lock;
 /// One of a [`Semaphore`](crate::Semaphore)'s permits, held.
 ///
 /// A permit is a lock on one of the semaphore's slots, and everything a
-/// [`Lock`] offers works on it through `Deref`: [`Lock::validity`],
-/// [`Lock::ensure_valid`], [`Lock::extend`], [`Lock::auto_extend`],
-/// [`Lock::lost`], [`Lock::fencing_token`]. Release it with
+/// [`Lock`] offers works on it through `Deref`: [`Lock::validity`](crate::Lock::validity),
+/// [`Lock::ensure_valid`](crate::Lock::ensure_valid), [`Lock::extend`](crate::Lock::extend), [`Lock::auto_extend`](crate::Lock::auto_extend),
+/// [`Lock::lost`](crate::Lock::lost), [`Lock::fencing_token`](crate::Lock::fencing_token). Release it with
 /// [`Permit::release`]; dropping it releases it in the background.
 ///
 /// # Examples
@@ -47,12 +47,12 @@ impl Permit {
         self.slot
     }
 
-    /// Releases the permit on all nodes, as [`Lock::release`] does; the
+    /// Releases the permit on all nodes, as [`Lock::release`](crate::Lock::release) does; the
     /// longest waiter for the semaphore is woken by the nodes.
     ///
     /// # Errors
     ///
-    /// As [`Lock::release`].
+    /// As [`Lock::release`](crate::Lock::release).
     pub async fn release(self) -> Result<()> {
         self.lock.release().await
     }

@@ -106,6 +106,9 @@ impl Signal {
     }
 }
 
+/// An observer's number and news, as registered under a key.
+type Observed = (u64, Arc<Signal>);
+
 /// One resource's line of waiters in this client.
 #[derive(Debug, Default)]
 struct Line {
@@ -125,7 +128,7 @@ pub(crate) struct Queues {
     /// the line exists: key -> the line's key. Kept under `lines`' lock.
     routes: Mutex<HashMap<String, String>>,
     /// Observers (an election's watchers) by key: news only, no line.
-    observers: Mutex<HashMap<String, Vec<(u64, Arc<Signal>)>>>,
+    observers: Mutex<HashMap<String, Vec<Observed>>>,
     /// Keys whose release found others waiting, until when.
     contended: Mutex<HashMap<String, Instant>>,
     /// Numbers waiters.

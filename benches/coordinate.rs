@@ -1,0 +1,303 @@
+//! Semaphore and election benchmark, against five local redis-server nodes
+//! (started by the test harness on free loopback ports).
+//!
+//! Semaphore: K = 4 permits, 3 clients x 8 tasks, hold 1 ms: acquisitions/s
+//! against the limit (K tasks alone doing the same loop, nobody to wait
+//! for), waits against the fair-share wait `(tasks - K) / limit`; how soon
+//! the longest waiter takes a permit after another client releases one.
+//!
+//! Election: how soon a waiting candidate leads after the leader's
+//! `resign()` returns, and after a leader crashed (its runtime dropped,
+//! nothing released: the TTL frees it); how soon an observer (a third
+//! client) learns of each new leader.
+//!
+//! Run: `cargo bench --bench coordinate`. Every loop is bounded in
+//! operations and time; `BENCH_SECS` sets the time per cell.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+mod common;
+#[allow(dead_code)]
+mod contended;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Stats;
+use contended::{CLIENTS, TASKS};
+use support::{Cluster, Persistence};
+
+/// Permits of the benchmarked semaphore.
+const PERMITS: usize = 4;
+/// A permit's TTL: far above any wait here.
+const TTL: Duration = Duration::from_secs(10);
+/// Hand-overs measured.
+const SAMPLES: usize = 30;
+
+type Release = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Takes a permit (waiting at most 10 s); returns its release.
+async fn permit(s: Arc<redquorum::Semaphore>) -> Option<impl FnOnce() -> Release + Send> {
+    let p = s.acquire_timeout(TTL, Duration::from_secs(10)).await.ok()?;
+    Some(move || -> Release {
+        Box::pin(async move {
+            let _ = p.release().await;
+        })
+    })
+}
+
+fn clients(urls: &[String], n: usize) -> Vec<redquorum::Redlock> {
+    (0..n)
+        .map(|_| {
+            redquorum::Redlock::builder()
+                .nodes(urls)
+                .build()
+                .expect("client")
+        })
+        .collect()
+}
+
+fn main() {
+    let Some(limit) = common::time_per_cell() else {
+        return;
+    };
+    let cluster = Cluster::start_with(5, Persistence::Aof);
+    let urls = cluster.urls();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _guard = rt.enter();
+    semaphore(&rt, &urls, limit * 5);
+    election(&rt, &urls);
+}
+
+/// The semaphore's table and ratios.
+fn semaphore(rt: &tokio::runtime::Runtime, urls: &[String], limit: Duration) {
+    let sems: Vec<Arc<redquorum::Semaphore>> = clients(urls, CLIENTS)
+        .iter()
+        .map(|c| Arc::new(c.semaphore("bench-pool", PERMITS).expect("semaphore")))
+        .collect();
+    let (mut alone, mut all) = (Stats::default(), Stats::default());
+    for _ in 0..2 {
+        alone.add(contended::cell(rt, &sems[..1], PERMITS, limit, permit));
+        all.add(contended::cell(rt, &sems, TASKS, limit, permit));
+    }
+    let tasks = CLIENTS * TASKS;
+    let fair = Duration::from_secs_f64((tasks - PERMITS) as f64 / alone.rate());
+    println!(
+        "semaphore, K = {PERMITS}: {CLIENTS} clients x {TASKS} tasks, hold 1 ms (fair-share wait (tasks - K) / limit = {:.1} ms)",
+        fair.as_secs_f64() * 1e3
+    );
+    println!("| client | acquisitions/s | wait p50 ms | wait p99 ms | wait max ms | failed |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, s) in [
+        ("limit: K tasks alone", &mut alone),
+        ("redquorum semaphore", &mut all),
+    ] {
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.1} | {:.1} | {} |",
+            s.rate(),
+            s.pct(0.5).as_secs_f64() * 1e3,
+            s.pct(0.99).as_secs_f64() * 1e3,
+            s.pct(1.0).as_secs_f64() * 1e3,
+            s.failed
+        );
+    }
+    let mut handover = permit_handover(rt, urls);
+    println!();
+    println!("ratios (same run):");
+    println!(
+        "  semaphore acquisitions/s / limit = {:.2}  (target >= 0.85)",
+        all.rate() / alone.rate()
+    );
+    println!(
+        "  semaphore wait p99 / fair share = {:.2}  (target <= 1.5); max / fair share = {:.2}  (target <= 2)",
+        all.pct(0.99).as_secs_f64() / fair.as_secs_f64(),
+        all.pct(1.0).as_secs_f64() / fair.as_secs_f64()
+    );
+    report(
+        "permit taken by the longest waiter after a release",
+        &mut handover,
+    );
+}
+
+/// Prints a hand-over latency line.
+fn report(what: &str, s: &mut Stats) {
+    println!(
+        "  {what}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} of {}; target <= 30 ms)",
+        s.pct(0.5).as_secs_f64() * 1e3,
+        s.pct(0.99).as_secs_f64() * 1e3,
+        s.pct(1.0).as_secs_f64() * 1e3,
+        s.ok,
+        s.ok + s.failed
+    );
+}
+
+/// How soon the first of two waiting clients takes a permit after a
+/// holder of all of them releases one.
+fn permit_handover(rt: &tokio::runtime::Runtime, urls: &[String]) -> Stats {
+    let c = clients(urls, 3);
+    rt.block_on(async move {
+        let mut s = Stats::default();
+        for i in 0..SAMPLES {
+            let name = format!("bench-handover{i}");
+            let holder = c[0].semaphore(&name, 2).expect("semaphore");
+            let held = [
+                holder.try_acquire(TTL).await.expect("free"),
+                holder.try_acquire(TTL).await.expect("free"),
+            ];
+            let mut waiters = Vec::new();
+            for w in &c[1..] {
+                let sem = w.semaphore(&name, 2).expect("semaphore");
+                waiters.push(tokio::spawn(async move {
+                    let p = sem.acquire_timeout(TTL, Duration::from_secs(5)).await;
+                    (Instant::now(), p)
+                }));
+                // The first waiter registers before the second.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let [first, second] = held;
+            first.release().await.expect("release");
+            let released = Instant::now();
+            let (at, p) = waiters.remove(0).await.expect("task");
+            match p {
+                Ok(p) => {
+                    s.lat.push(at.saturating_duration_since(released));
+                    s.ok += 1;
+                    let _ = p.release().await;
+                }
+                Err(_) => s.failed += 1,
+            }
+            let _ = second.release().await;
+            if let Ok((_, Ok(p))) = waiters.remove(0).await {
+                let _ = p.release().await;
+            }
+        }
+        s
+    })
+}
+
+/// The election's hand-over lines.
+fn election(rt: &tokio::runtime::Runtime, urls: &[String]) {
+    let (mut resign, mut observed) = resign_handover(rt, urls);
+    let ttl = Duration::from_millis(300);
+    let mut crash = crash_handover(rt, urls, ttl);
+    println!();
+    println!("election ({SAMPLES} hand-overs each):");
+    report("new leader after resign()", &mut resign);
+    report(
+        "observer learns the new leader after it was elected",
+        &mut observed,
+    );
+    println!(
+        "  new leader after the leader crashed (TTL {} ms): p50 {:.0} ms, max {:.0} ms ({} of {}; target <= TTL + 30 ms)",
+        ttl.as_millis(),
+        crash.pct(0.5).as_secs_f64() * 1e3,
+        crash.pct(1.0).as_secs_f64() * 1e3,
+        crash.ok,
+        crash.ok + crash.failed
+    );
+}
+
+/// Leader on client 0 resigns while client 1 campaigns and client 2
+/// observes: (after resign, observer after election).
+fn resign_handover(rt: &tokio::runtime::Runtime, urls: &[String]) -> (Stats, Stats) {
+    let c = clients(urls, 3);
+    rt.block_on(async move {
+        let (mut s, mut o) = (Stats::default(), Stats::default());
+        let name = "bench-election";
+        let (a, b) = (
+            c[0].election(name, TTL).expect("election"),
+            c[1].election(name, TTL).expect("election"),
+        );
+        let mut observer = c[2].election(name, TTL).expect("election").observe();
+        let _ = observer.changed().await;
+        let mut leader = a.campaign("a").await.expect("leader");
+        for i in 0..SAMPLES {
+            let next = if i % 2 == 0 { b.clone() } else { a.clone() };
+            let waiting = tokio::spawn(async move {
+                let l = next.campaign("x").await;
+                (Instant::now(), l)
+            });
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            // The observer is up to date before the hand-over.
+            let term = leader.term();
+            while observer.changed().await.ok().flatten().map(|l| l.term) != Some(term) {}
+            leader.resign().await.expect("resign");
+            let resigned = Instant::now();
+            let (elected, l) = waiting.await.expect("task");
+            let l = l.expect("leader");
+            s.lat.push(elected.saturating_duration_since(resigned));
+            s.ok += 1;
+            let new = l.term();
+            let seen = loop {
+                match observer.changed().await {
+                    Ok(Some(x)) if x.term == new => break Instant::now(),
+                    Ok(_) => {}
+                    Err(_) => break Instant::now() + Duration::from_secs(1),
+                }
+            };
+            o.lat.push(seen.saturating_duration_since(elected));
+            o.ok += 1;
+            leader = l;
+        }
+        let _ = leader.resign().await;
+        (s, o)
+    })
+}
+
+/// A leader whose process dies (its runtime dropped: no release, no more
+/// renewals) while another candidate waits: how long after the death the
+/// other leads.
+fn crash_handover(rt: &tokio::runtime::Runtime, urls: &[String], ttl: Duration) -> Stats {
+    let waiter = clients(urls, 1).remove(0);
+    let mut s = Stats::default();
+    for i in 0..10 {
+        let name = format!("bench-crash{i}");
+        let doomed = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let urls = urls.to_vec();
+        let n = name.clone();
+        doomed.block_on(async move {
+            let c = redquorum::Redlock::builder()
+                .nodes(&urls)
+                .build()
+                .expect("client");
+            let l = c
+                .election(&n, ttl)
+                .expect("election")
+                .campaign("doomed")
+                .await;
+            std::mem::forget(l.expect("leader"));
+        });
+        let e = waiter.election(&name, ttl).expect("election");
+        let (crashed, next) = rt.block_on(async {
+            let task = tokio::spawn(async move {
+                let l = e.campaign("next").await;
+                (Instant::now(), l)
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            doomed.shutdown_background();
+            let crashed = Instant::now();
+            (crashed, task.await.expect("task"))
+        });
+        match next {
+            (at, Ok(l)) => {
+                s.lat.push(at.saturating_duration_since(crashed));
+                s.ok += 1;
+                rt.block_on(async move {
+                    let _ = l.resign().await;
+                });
+            }
+            (_, Err(_)) => s.failed += 1,
+        }
+    }
+    s
+}

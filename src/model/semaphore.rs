@@ -1,0 +1,499 @@
+//! The semaphore, model-checked.
+//!
+//! Time is discrete (1 ms a tick, up to a horizon), node clocks run the
+//! drift fast, as in the lock model. A node keeps K slots, each empty or a
+//! client's key with an expiry. A client sends its attempt to every node;
+//! a node takes its first free slot for it, or refuses. The client counts
+//! the replies with the crate's own rule (`semaphore/slots.rs`: a quorum of
+//! nodes on the *same* slot wins it; the real [`Tally`]) and holds the
+//! permit until the decision plus [`validity`]; a won attempt undoes its
+//! other slots on the nodes that did not take the winning one, a lost one
+//! undoes everything on every node that did not refuse; a holder releases
+//! with compare-and-delete. Messages are delayed and reordered, lost, or
+//! their answers lost; clients stop waiting for slow nodes; a node
+//! crashes, keeps its slots (AOF) and restarts.
+//!
+//! Property: at no real instant do more than K clients hold a valid
+//! permit. The weakened rule (what quorum semaphores elsewhere do): a node
+//! admits K holders in any slots and a majority of admissions wins, which
+//! the checker must show admits K + 1.
+//!
+//! [`Tally`]: crate::quorum::tally::Tally
+
+use std::time::Duration;
+
+use stateright::{Model, Property};
+
+use crate::lock::config::Config;
+use crate::lock::redlock::validity;
+use crate::model::{insert_sorted, least_renaming, permutations, take_one, tally_of};
+use crate::quorum::tally::{node_bit, quorum, NodeSet};
+use crate::semaphore::slots::{finished, won};
+
+/// The property.
+const AT_MOST_K: &str = "at most K clients hold a valid permit at once";
+
+/// One run's bounds and rules.
+#[derive(Clone)]
+pub(crate) struct SemaphoreModel {
+    /// Nodes.
+    pub(crate) nodes: usize,
+    /// Clients, one acquisition each.
+    pub(crate) clients: usize,
+    /// Permits.
+    pub(crate) permits: usize,
+    /// The TTL, ms.
+    pub(crate) ttl: u8,
+    /// Node clocks this much fast, and the clients' drift allowance.
+    pub(crate) drift_factor: f64,
+    /// Last real instant explored.
+    pub(crate) horizon: u8,
+    /// Messages lost.
+    pub(crate) drops: u8,
+    /// Times a client stops waiting for a node.
+    pub(crate) timeouts: u8,
+    /// Node crashes (each keeps its slots: AOF).
+    pub(crate) crashes: u8,
+    /// Rule, negated: any admission counts, whatever the slot (each node a
+    /// capacity of K, a majority of admissions wins; not shipped).
+    pub(crate) per_node_capacity: bool,
+}
+
+/// A node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Node {
+    /// Per slot: the holder and the real instant it expires.
+    slots: Vec<Option<(u8, u8)>>,
+    /// Running.
+    up: bool,
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    /// Not started.
+    Idle,
+    /// Counting the replies of an attempt started at `start`.
+    Trying {
+        /// Start, ms.
+        start: u8,
+        /// Per node: not heard, refused, failed, or the slot it took.
+        heard: Vec<Heard>,
+    },
+    /// Holds a permit (a slot), valid until this real instant.
+    Holding(u8),
+    /// Released, or failed.
+    Done,
+}
+
+/// What a client heard from a node.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Heard {
+    /// Nothing yet.
+    Nothing,
+    /// Refused: no free slot.
+    Refused,
+    /// Given up on.
+    Failed,
+    /// Took this slot.
+    Took(u8),
+}
+
+/// What a client asks a node.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// Take the first free slot.
+    Take,
+    /// Delete our slots but this one (K: none).
+    Undo(u8),
+}
+
+/// A message in flight.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Msg {
+    /// Sender.
+    client: u8,
+    /// Receiver.
+    node: u8,
+    /// What it asks.
+    kind: Kind,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct State {
+    /// Real time, ms.
+    now: u8,
+    /// The nodes.
+    nodes: Vec<Node>,
+    /// The clients.
+    clients: Vec<Phase>,
+    /// Messages in flight, sorted.
+    net: Vec<Msg>,
+    /// Faults left: drops, timeouts, crashes.
+    faults: [u8; 3],
+    /// Most clients ever valid at once.
+    most: u8,
+}
+
+/// What can happen next.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// One millisecond passes.
+    Tick,
+    /// A client starts its attempt.
+    Start(u8),
+    /// A message arrives.
+    Deliver(Msg),
+    /// A message is lost.
+    Drop(Msg),
+    /// A client stops waiting for a node.
+    Timeout(u8, u8),
+    /// A holder releases.
+    Release(u8),
+    /// A node crashes.
+    Crash(u8),
+    /// A crashed node restarts, with its slots.
+    Restart(u8),
+}
+
+impl SemaphoreModel {
+    /// The rules as shipped: 3 nodes, 3 clients, K = 2, TTL 5 ms, clocks
+    /// 10 % fast, 7 ms of time, one timeout.
+    pub(crate) fn shipped() -> Self {
+        Self {
+            nodes: 3,
+            clients: 3,
+            permits: 2,
+            ttl: 5,
+            drift_factor: 0.1,
+            horizon: 7,
+            drops: 0,
+            timeouts: 1,
+            crashes: 0,
+            per_node_capacity: false,
+        }
+    }
+
+    /// Every node.
+    fn all(&self) -> NodeSet {
+        (1 << self.nodes) - 1
+    }
+
+    /// Validity left after `elapsed` ms, by the crate's rule.
+    fn left(&self, elapsed: u8) -> u8 {
+        let config = Config {
+            drift_factor: self.drift_factor,
+            ..Config::default()
+        };
+        let ttl = Duration::from_millis(self.ttl.into());
+        validity(
+            ttl,
+            Duration::from_millis(elapsed.into()),
+            config.drift(ttl),
+        )
+        .map_or(0, |v| v.as_millis().min(255) as u8)
+    }
+
+    /// Real ms a key lives on a node whose clock runs the drift fast.
+    fn real_ttl(&self) -> u8 {
+        (f64::from(self.ttl) / (1.0 + self.drift_factor)).floor() as u8
+    }
+
+    /// Client `c` heard `what` from node `n`; decides once it can.
+    fn hear(&self, s: &mut State, c: u8, n: u8, what: Heard) {
+        let now = s.now;
+        let Phase::Trying { start, heard } = &mut s.clients[c as usize] else {
+            return;
+        };
+        if heard[n as usize] != Heard::Nothing {
+            return;
+        }
+        heard[n as usize] = what;
+        let (mut yes, mut no, mut failed) = (0, 0, 0);
+        let mut choices = vec![None; self.nodes];
+        for (i, h) in heard.iter().enumerate() {
+            match h {
+                Heard::Nothing => {}
+                Heard::Refused => no |= node_bit(i),
+                Heard::Failed => failed |= node_bit(i),
+                Heard::Took(slot) => {
+                    yes |= node_bit(i);
+                    // The weakened rule counts every admission alike.
+                    let slot = if self.per_node_capacity { 0 } else { *slot };
+                    choices[i] = Some(usize::from(slot));
+                }
+            }
+        }
+        let tally = tally_of(self.nodes, quorum(self.nodes), yes, no, failed);
+        if !finished(&tally, &choices) {
+            return;
+        }
+        let left = self.left(now - *start);
+        let k = self.permits as u8;
+        match won(&tally, &choices) {
+            Some((slot, holders)) if left > 0 => {
+                s.clients[c as usize] = Phase::Holding(now + left);
+                let keep = if self.per_node_capacity {
+                    k
+                } else {
+                    slot as u8
+                };
+                send(&mut s.net, c, self.all() & !holders, Kind::Undo(keep));
+            }
+            _ => {
+                s.clients[c as usize] = Phase::Done;
+                send(&mut s.net, c, self.all() & !tally.no, Kind::Undo(k));
+            }
+        }
+    }
+}
+
+/// Sends client `c`'s message of `kind` to the nodes in `to`.
+fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
+    for n in 0..64u8 {
+        if to & node_bit(n.into()) != 0 {
+            insert_sorted(
+                net,
+                Msg {
+                    client: c,
+                    node: n,
+                    kind,
+                },
+            );
+        }
+    }
+}
+
+impl Model for SemaphoreModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let node = Node {
+            slots: vec![None; self.permits],
+            up: true,
+        };
+        vec![State {
+            now: 0,
+            nodes: vec![node; self.nodes],
+            clients: vec![Phase::Idle; self.clients],
+            net: Vec::new(),
+            faults: [self.drops, self.timeouts, self.crashes],
+            most: 0,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.now < self.horizon {
+            actions.push(Action::Tick);
+        }
+        for (c, phase) in s.clients.iter().enumerate() {
+            let c = c as u8;
+            match phase {
+                Phase::Idle => actions.push(Action::Start(c)),
+                Phase::Trying { heard, .. } if s.faults[1] > 0 => {
+                    for (n, h) in heard.iter().enumerate() {
+                        if *h == Heard::Nothing {
+                            actions.push(Action::Timeout(c, n as u8));
+                        }
+                    }
+                }
+                Phase::Holding(_) => actions.push(Action::Release(c)),
+                _ => {}
+            }
+        }
+        for (i, m) in s.net.iter().enumerate() {
+            // A client's messages to one node arrive in the order sent.
+            if s.net[..i]
+                .iter()
+                .any(|x| x.client == m.client && x.node == m.node)
+            {
+                continue;
+            }
+            actions.push(Action::Deliver(m.clone()));
+            if s.faults[0] > 0 {
+                actions.push(Action::Drop(m.clone()));
+            }
+        }
+        for (n, node) in s.nodes.iter().enumerate() {
+            if node.up && s.faults[2] > 0 {
+                actions.push(Action::Crash(n as u8));
+            }
+            if !node.up {
+                actions.push(Action::Restart(n as u8));
+            }
+        }
+    }
+
+    fn next_state(&self, s: &State, action: Action) -> Option<State> {
+        let mut s = s.clone();
+        match action {
+            Action::Tick => {
+                s.now += 1;
+                let now = s.now;
+                for node in &mut s.nodes {
+                    for slot in &mut node.slots {
+                        if slot.is_some_and(|(_, expires)| expires <= now) {
+                            *slot = None;
+                        }
+                    }
+                }
+            }
+            Action::Start(c) => {
+                s.clients[c as usize] = Phase::Trying {
+                    start: s.now,
+                    heard: vec![Heard::Nothing; self.nodes],
+                };
+                send(&mut s.net, c, self.all(), Kind::Take);
+            }
+            Action::Deliver(m) => {
+                take_one(&mut s.net, &m)?;
+                let expires = s.now + self.real_ttl();
+                let node = &mut s.nodes[m.node as usize];
+                if !node.up {
+                    return Some(s);
+                }
+                match m.kind {
+                    Kind::Take => {
+                        let free = node.slots.iter().position(Option::is_none);
+                        if let Some(i) = free {
+                            node.slots[i] = Some((m.client, expires));
+                        }
+                        let heard = free.map_or(Heard::Refused, |i| Heard::Took(i as u8));
+                        self.hear(&mut s, m.client, m.node, heard);
+                    }
+                    Kind::Undo(keep) => {
+                        for (i, slot) in node.slots.iter_mut().enumerate() {
+                            if i != usize::from(keep) && slot.is_some_and(|(h, _)| h == m.client) {
+                                *slot = None;
+                            }
+                        }
+                    }
+                }
+            }
+            Action::Drop(m) => {
+                take_one(&mut s.net, &m)?;
+                s.faults[0] -= 1;
+            }
+            Action::Timeout(c, n) => {
+                s.faults[1] -= 1;
+                self.hear(&mut s, c, n, Heard::Failed);
+            }
+            Action::Release(c) => {
+                s.clients[c as usize] = Phase::Done;
+                send(&mut s.net, c, self.all(), Kind::Undo(self.permits as u8));
+            }
+            Action::Crash(n) => {
+                s.faults[2] -= 1;
+                s.nodes[n as usize].up = false;
+            }
+            Action::Restart(n) => s.nodes[n as usize].up = true,
+        }
+        let valid = valid_holders(&s);
+        s.most = s.most.max(valid);
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(AT_MOST_K, |m: &Self, s: &State| {
+                usize::from(valid_holders(s)) <= m.permits
+            }),
+            Property::sometimes("K clients held a permit at once", |m: &Self, s: &State| {
+                usize::from(s.most) == m.permits
+            }),
+        ]
+    }
+}
+
+/// Clients holding a permit with validity left now.
+fn valid_holders(s: &State) -> u8 {
+    s.clients
+        .iter()
+        .filter(|p| matches!(p, Phase::Holding(until) if s.now < *until))
+        .count() as u8
+}
+
+/// The least of the states equal to `s` but for the names of its nodes and
+/// clients (all alike): symmetry reduction.
+pub(crate) fn representative(s: &State) -> State {
+    least_renaming(s, s.nodes.len(), &permutations(s.clients.len()), renamed)
+}
+
+/// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
+fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
+    let client = |c: u8| clients[c as usize] as u8;
+    let mut r = s.clone();
+    for (i, node) in s.nodes.iter().enumerate() {
+        let mut node = node.clone();
+        for slot in &mut node.slots {
+            *slot = slot.map(|(c, e)| (client(c), e));
+        }
+        r.nodes[nodes[i]] = node;
+    }
+    for (c, phase) in s.clients.iter().enumerate() {
+        r.clients[clients[c]] = match phase {
+            Phase::Trying { start, heard } => {
+                let mut moved = heard.clone();
+                for (i, h) in heard.iter().enumerate() {
+                    moved[nodes[i]] = *h;
+                }
+                Phase::Trying {
+                    start: *start,
+                    heard: moved,
+                }
+            }
+            other => other.clone(),
+        };
+    }
+    r.net = s
+        .net
+        .iter()
+        .map(|m| Msg {
+            client: client(m.client),
+            node: nodes[m.node as usize] as u8,
+            kind: m.kind,
+        })
+        .collect();
+    r.net.sort();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{check, check_symmetric};
+
+    #[test]
+    fn model_semaphore_safe_with_loss_slow_nodes_and_a_crash() {
+        let m = SemaphoreModel {
+            drops: 1,
+            crashes: 1,
+            ..SemaphoreModel::shipped()
+        };
+        let found = check_symmetric(
+            "semaphore: K=2, 3 clients, loss, a slow node, a crash (AOF)",
+            m,
+            representative,
+        );
+        assert!(found.states > 1_000, "only {} states", found.states);
+        assert!(found.counterexample.is_none());
+        assert!(
+            found.reached.contains(&"K clients held a permit at once"),
+            "vacuous"
+        );
+    }
+
+    #[test]
+    fn model_semaphore_finds_k_plus_one_holders_with_per_node_capacity() {
+        let m = SemaphoreModel {
+            per_node_capacity: true,
+            timeouts: 0,
+            ..SemaphoreModel::shipped()
+        };
+        let found = check("semaphore, weakened: per-node capacity K, majority", m);
+        let (violated, _) = found.counterexample.expect("a counterexample");
+        assert_eq!(violated, AT_MOST_K);
+    }
+}
