@@ -79,6 +79,42 @@ end
 return 0"#,
 );
 
+/// The first part of a waiter's attempt (`QUEUED_SET`, `SEMAPHORE_TAKE`),
+/// with `Q` and `L` the waiting list and the leases, ARGV[3] the waiter id
+/// (empty: not a registered waiter), ARGV[4] its ticket, ARGV[5] its lease
+/// in ms: drops waiters whose lease ran out, joins or renews, keeps both
+/// sets alive while waiters renew, and drops heads whose lease entry is
+/// gone; leaves `head` the first live waiter and `id` ours.
+macro_rules! join_waiting_list {
+    () => {
+        r#"redis.replicate_commands()
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local dead = redis.call("ZRANGEBYSCORE", L, "-inf", now)
+for _, gone in ipairs(dead) do
+  redis.call("ZREM", Q, gone)
+  redis.call("ZREM", L, gone)
+end
+local id = ARGV[3]
+if id ~= "" then
+  redis.call("ZADD", Q, "NX", ARGV[4], id)
+  redis.call("ZADD", L, now + ARGV[5], id)
+  local keep = ARGV[5] * 2
+  for _, k in ipairs({Q, L}) do
+    if redis.call("PTTL", k) < keep then
+      redis.call("PEXPIRE", k, keep)
+    end
+  end
+end
+local head = redis.call("ZRANGE", Q, 0, 0)[1]
+while head and head ~= id and not redis.call("ZSCORE", L, head) do
+  redis.call("ZREM", Q, head)
+  head = redis.call("ZRANGE", Q, 0, 0)[1]
+end
+"#
+    };
+}
+
 /// A waiter's attempt: join (or stay in) the resource's waiting list, and
 /// take the lock only if the key is free and nobody live is ahead.
 ///
@@ -102,36 +138,17 @@ return 0"#,
 /// Returns {1,
 /// 0, 0} when the lock was taken, else {0, PTTL of the lock, 1 if someone
 /// live is ahead of us}.
-pub(crate) static QUEUED_SET: Lua = Lua::new(
-    r#"redis.replicate_commands()
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local dead = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", now)
-for _, id in ipairs(dead) do
-  redis.call("ZREM", KEYS[2], id)
-  redis.call("ZREM", KEYS[3], id)
-end
-redis.call("ZADD", KEYS[2], "NX", ARGV[4], ARGV[3])
-redis.call("ZADD", KEYS[3], now + ARGV[5], ARGV[3])
-local keep = ARGV[5] * 2
-for i = 2, 3 do
-  if redis.call("PTTL", KEYS[i]) < keep then
-    redis.call("PEXPIRE", KEYS[i], keep)
-  end
-end
-local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-while head ~= ARGV[3] and not redis.call("ZSCORE", KEYS[3], head) do
-  redis.call("ZREM", KEYS[2], head)
-  head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-end
-if head ~= ARGV[3] then
+pub(crate) static QUEUED_SET: Lua = Lua::new(concat!(
+    "local Q, L = KEYS[2], KEYS[3]\n",
+    join_waiting_list!(),
+    r#"if head ~= ARGV[3] then
   return {0, redis.call("PTTL", KEYS[1]), 1}
 end
 if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   return {1, 0, 0}
 end
-return {0, redis.call("PTTL", KEYS[1]), 0}"#,
-);
+return {0, redis.call("PTTL", KEYS[1]), 0}"#
+));
 
 /// Leaves a resource's waiting list (after taking the lock, or giving up).
 /// KEYS = the waiting list and the leases of [`QUEUED_SET`]; ARGV[1] = the
@@ -222,32 +239,10 @@ return 0"#,
 /// from 1, 0, 0} when a slot was taken; else {0, -2, 1} if a slot is free
 /// but others go first, {0, the soonest slot's PTTL (-1: none expires), 0}
 /// if every slot is held.
-pub(crate) static SEMAPHORE_TAKE: Lua = Lua::new(
-    r#"redis.replicate_commands()
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local dead = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now)
-for _, id in ipairs(dead) do
-  redis.call("ZREM", KEYS[1], id)
-  redis.call("ZREM", KEYS[2], id)
-end
-local id = ARGV[3]
-if id ~= "" then
-  redis.call("ZADD", KEYS[1], "NX", ARGV[4], id)
-  redis.call("ZADD", KEYS[2], now + ARGV[5], id)
-  local keep = ARGV[5] * 2
-  for i = 1, 2 do
-    if redis.call("PTTL", KEYS[i]) < keep then
-      redis.call("PEXPIRE", KEYS[i], keep)
-    end
-  end
-end
-local head = redis.call("ZRANGE", KEYS[1], 0, 0)[1]
-while head and head ~= id and not redis.call("ZSCORE", KEYS[2], head) do
-  redis.call("ZREM", KEYS[1], head)
-  head = redis.call("ZRANGE", KEYS[1], 0, 0)[1]
-end
-local free, first, soonest = 0, 0, -1
+pub(crate) static SEMAPHORE_TAKE: Lua = Lua::new(concat!(
+    "local Q, L = KEYS[1], KEYS[2]\n",
+    join_waiting_list!(),
+    r#"local free, first, soonest = 0, 0, -1
 for i = 3, #KEYS do
   local pttl = redis.call("PTTL", KEYS[i])
   if pttl == -2 then
@@ -270,8 +265,8 @@ end
 if free > 0 then
   return {0, -2, 1}
 end
-return {0, soonest, 0}"#,
-);
+return {0, soonest, 0}"#
+));
 
 /// Undoes a semaphore attempt on a node: deletes every slot (KEYS) that
 /// holds our value (ARGV[1]) except slot number ARGV[2] (from 1; 0 keeps
