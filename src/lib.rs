@@ -179,7 +179,8 @@
 //                       model/lock_state.rs, model/lock_rules.rs and
 //                       model/lock.rs (the lock), model/pin.rs (a serial
 //                       prefix's pinned configuration),
-//                       model/mod.rs.
+//                       model/semaphore.rs (K slots), model/election.rs
+//                       (terms over the fenced lock), model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 

@@ -31,8 +31,8 @@ use stateright::{Model, Property};
 use crate::error::NodeErrorKind;
 use crate::lock::config::Config;
 use crate::lock::redlock::validity;
-use crate::model::lock_state::{Action, Ext, Kind, Mint, Msg, Node, Phase, State};
-use crate::model::{insert_sorted, take_one};
+use crate::model::lock_state::{representative, Action, Ext, Kind, Mint, Msg, Node, Phase, State};
+use crate::model::{check, check_symmetric, insert_sorted, take_one};
 use crate::quorum::tally::{node_bit, quorum, quorum_tolerating, NodeSet, Vote};
 
 /// The fencing property's name.
@@ -458,29 +458,27 @@ pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
     }
 }
 
+/// Safe: explored to the end, no counterexample, both clients held it.
+pub(crate) fn safe(name: &str, m: LockModel) {
+    let found = check_symmetric(name, m, representative);
+    assert!(found.states > 1_000, "{name}: only {} states", found.states);
+    assert!(found.counterexample.is_none(), "{name}");
+    assert!(
+        found.reached.contains(&"both clients held the lock"),
+        "{name}: vacuous"
+    );
+}
+
+/// Unsafe: the checker finds a counterexample to `property`.
+pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
+    let found = check(name, m);
+    let (violated, _) = found.counterexample.expect(name);
+    assert_eq!(violated, property, "{name}");
+}
+
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::model::lock_state::representative;
-    use crate::model::{check, check_symmetric};
-
-    /// Safe: explored to the end, no counterexample, both clients held it.
-    pub(crate) fn safe(name: &str, m: LockModel) {
-        let found = check_symmetric(name, m, representative);
-        assert!(found.states > 1_000, "{name}: only {} states", found.states);
-        assert!(found.counterexample.is_none(), "{name}");
-        assert!(
-            found.reached.contains(&"both clients held the lock"),
-            "{name}: vacuous"
-        );
-    }
-
-    /// Unsafe: the checker finds a counterexample to `property`.
-    pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
-        let found = check(name, m);
-        let (violated, _) = found.counterexample.expect(name);
-        assert_eq!(violated, property, "{name}");
-    }
 
     const EXCLUSION: &str = "no two clients hold a valid lock at once";
     const RELEASE_RULE: &str = "a release or an extension never deletes another holder's key";
