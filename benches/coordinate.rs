@@ -215,7 +215,8 @@ fn resign_handover(rt: &tokio::runtime::Runtime, urls: &[String]) -> (Stats, Sta
             c[1].election(name, TTL).expect("election"),
         );
         let mut observer = c[2].election(name, TTL).expect("election").observe();
-        let _ = observer.changed().await;
+        // The term the observer last returned.
+        let mut seen = observer.changed().await.ok().flatten().map(|l| l.term);
         let mut leader = a.campaign("a").await.expect("leader");
         for i in 0..SAMPLES {
             let next = if i % 2 == 0 { b.clone() } else { a.clone() };
@@ -226,7 +227,9 @@ fn resign_handover(rt: &tokio::runtime::Runtime, urls: &[String]) -> (Stats, Sta
             tokio::time::sleep(Duration::from_millis(10)).await;
             // The observer is up to date before the hand-over.
             let term = leader.term();
-            while observer.changed().await.ok().flatten().map(|l| l.term) != Some(term) {}
+            while seen != Some(term) {
+                seen = observer.changed().await.ok().flatten().map(|l| l.term);
+            }
             leader.resign().await.expect("resign");
             let resigned = Instant::now();
             let (elected, l) = waiting.await.expect("task");
@@ -234,14 +237,15 @@ fn resign_handover(rt: &tokio::runtime::Runtime, urls: &[String]) -> (Stats, Sta
             s.lat.push(elected.saturating_duration_since(resigned));
             s.ok += 1;
             let new = l.term();
-            let seen = loop {
+            let at = loop {
                 match observer.changed().await {
                     Ok(Some(x)) if x.term == new => break Instant::now(),
                     Ok(_) => {}
                     Err(_) => break Instant::now() + Duration::from_secs(1),
                 }
             };
-            o.lat.push(seen.saturating_duration_since(elected));
+            seen = Some(new);
+            o.lat.push(at.saturating_duration_since(elected));
             o.ok += 1;
             leader = l;
         }

@@ -161,7 +161,7 @@
 //   trust.rs            NodeTrust: what the connection checks found.
 // 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
 //   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
-//   semaphore/attempt.rs One attempt at a permit (first free slot per node).
+//   semaphore/attempt.rs One attempt at a permit (a free slot per node).
 //   semaphore/permit.rs Permit, a lock on one slot.
 //   semaphore/mod.rs    try_acquire, acquire, acquire_fenced, with_permit.
 //   election/leadership.rs Leadership, the election's lock with its term.

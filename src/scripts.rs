@@ -224,8 +224,8 @@ end
 return 0"#,
 );
 
-/// A semaphore's attempt (see `semaphore/`): take the first free slot on
-/// this node, if the waiters ahead leave one.
+/// A semaphore's attempt (see `semaphore/`): take a free slot on this
+/// node, if the waiters ahead leave one.
 ///
 /// KEYS[1] and KEYS[2] are the semaphore's waiting list and leases (as in
 /// [`QUEUED_SET`]); KEYS[3..] its slot keys, in slot order. ARGV = value,
@@ -234,20 +234,25 @@ return 0"#,
 ///
 /// A registered waiter may take a slot while fewer live waiters are ahead
 /// of it than slots are free; a plain attempt only while more slots are
-/// free than waiters wait. Every node tries the slots in the same order, so
-/// in the common case a quorum takes the same one. Returns {slot number
-/// from 1, 0, 0} when a slot was taken; else {0, -2, 1} if a slot is free
-/// but others go first, {0, the soonest slot's PTTL (-1: none expires), 0}
-/// if every slot is held.
+/// free than waiters wait. It takes the free slot that matches its rank:
+/// with `r` waiters ahead (a plain attempt counts every waiter), the
+/// `r + 1`-th free slot in slot order, and a waiter that takes one leaves
+/// the list here at once. So waiters woken together take distinct slots,
+/// and the same ones on every node whatever order their attempts arrive
+/// in: the one ahead takes the first free slot and leaves, the one behind
+/// is then first and takes the next. (A waiter that took a slot but lost
+/// the round joins again with its first ticket on its next attempt.)
+/// Returns {slot number from 1, 0, 0} when a slot was taken; else {0, -2,
+/// 1} if a slot is free but others go first, {0, the soonest slot's PTTL
+/// (-1: none expires), 0} if every slot is held.
 pub(crate) static SEMAPHORE_TAKE: Lua = Lua::new(concat!(
     "local Q, L = KEYS[1], KEYS[2]\n",
     join_waiting_list!(),
-    r#"local free, first, soonest = 0, 0, -1
+    r#"local free, soonest = {}, -1
 for i = 3, #KEYS do
   local pttl = redis.call("PTTL", KEYS[i])
   if pttl == -2 then
-    free = free + 1
-    if first == 0 then first = i end
+    free[#free + 1] = i
   elseif pttl >= 0 and (soonest < 0 or pttl < soonest) then
     soonest = pttl
   end
@@ -258,11 +263,16 @@ if id ~= "" then
 else
   ahead = redis.call("ZCARD", KEYS[1])
 end
-if free > ahead then
-  redis.call("SET", KEYS[first], ARGV[1], "PX", ARGV[2])
-  return {first - 2, 0, 0}
+if #free > ahead then
+  local slot = free[ahead + 1]
+  redis.call("SET", KEYS[slot], ARGV[1], "PX", ARGV[2])
+  if id ~= "" then
+    redis.call("ZREM", Q, id)
+    redis.call("ZREM", L, id)
+  end
+  return {slot - 2, 0, 0}
 end
-if free > 0 then
+if #free > 0 then
   return {0, -2, 1}
 end
 return {0, soonest, 0}"#
@@ -343,6 +353,53 @@ mod tests {
                 assert!(allowed.iter().any(|a| a == cmd), "{cmd} missing from {acl}");
             }
         }
+    }
+
+    /// `SEMAPHORE_TAKE` over slots s1..s3 for waiter `id` (empty: a plain
+    /// attempt) with `ticket`.
+    fn take(conn: &mut redis::Connection, id: &str, ticket: u64) -> Vec<i64> {
+        redis::cmd("EVAL")
+            .arg(super::SEMAPHORE_TAKE.src)
+            .arg(5)
+            .arg(&["q", "l", "s1", "s2", "s3"])
+            .arg(&["v", "1000", id, &ticket.to_string(), "5000"])
+            .query(conn)
+            .expect("EVAL")
+    }
+
+    /// Runs one command.
+    fn run(conn: &mut redis::Connection, args: &[&str]) {
+        let _: redis::Value = redis::cmd(args[0])
+            .arg(&args[1..])
+            .query(conn)
+            .expect(args[0]);
+    }
+
+    /// Two waiters woken together take distinct slots, the same ones in
+    /// either arrival order, on a real node; a plain attempt leaves a slot
+    /// to each waiter.
+    #[test]
+    fn semaphore_waiters_take_the_slot_of_their_rank() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        for (first, second) in [(("a", 1), ("b", 2)), (("b", 2), ("a", 1))] {
+            run(c, &["DEL", "q", "l", "s1", "s2", "s3"]);
+            run(c, &["MSET", "s1", "x", "s2", "x", "s3", "x"]);
+            // Every slot held: both join the list, a first.
+            assert_eq!(take(c, "a", 1), [0, -1, 0]);
+            assert_eq!(take(c, "b", 2), [0, -1, 0]);
+            run(c, &["DEL", "s2", "s3"]);
+            let got = [take(c, first.0, first.1), take(c, second.0, second.1)];
+            let slot = |id| got[usize::from(first.0 != id)][0];
+            assert_eq!((slot("a"), slot("b")), (2, 3), "{first:?} first: {got:?}");
+            let left: i64 = redis::cmd("ZCARD").arg("q").query(c).expect("ZCARD");
+            assert_eq!(left, 0, "a waiter that took a slot leaves the list");
+        }
+        run(c, &["DEL", "q", "l", "s2", "s3"]);
+        run(c, &["ZADD", "q", "1", "w"]);
+        run(c, &["ZADD", "l", "+inf", "w"]);
+        assert_eq!(take(c, "", 0), [3, 0, 0], "slot 2 is left to the waiter");
+        assert_eq!(take(c, "", 0), [0, -2, 1], "and not taken by another");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! Time is discrete (1 ms a tick, up to a horizon), node clocks run the
 //! drift fast, as in the lock model. A node keeps K slots, each empty or a
 //! client's key with an expiry. A client sends its attempt to every node;
-//! a node takes its first free slot for it, or refuses. The client counts
+//! a node takes its first free slot for it, or refuses (which free slot
+//! does not matter to safety: each slot is its own quorum lock; the crate
+//! takes the free slot of the attempt's rank). The client counts
 //! the replies with the crate's own rule (`semaphore/slots.rs`: a quorum of
 //! nodes on the *same* slot wins it; the real [`Tally`]) and holds the
 //! permit until the decision plus [`validity`]; a won attempt undoes its

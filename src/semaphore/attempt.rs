@@ -1,5 +1,6 @@
-//! One attempt at a permit: every node takes its first free slot for us in
-//! one script (`SEMAPHORE_TAKE`), the votes are counted per slot
+//! One attempt at a permit: every node takes a free slot for us in one
+//! script (`SEMAPHORE_TAKE`: the free slot of our rank among the waiters,
+//! so waiters woken together take distinct slots), the votes are counted per slot
 //! (`slots.rs`), and the permit is the slot a quorum took, valid as a lock
 //! taken in that round is. Every other slot of ours is undone
 //! (`SEMAPHORE_UNDO`), on every node that did not take the winning one,

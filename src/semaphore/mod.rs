@@ -10,8 +10,10 @@
 //! than two.
 //!
 //! Taking a permit is one round in the common case: one script per node
-//! takes the first free slot (`attempt.rs`), all nodes try the slots in the
-//! same order, and the slot a quorum took is ours (`slots.rs`). Waiting is
+//! takes a free slot (`attempt.rs`): the one of the attempt's rank among
+//! the waiters, counting free slots in slot order on every node, so
+//! waiters woken together take distinct slots and the same ones
+//! everywhere; the slot a quorum took is ours (`slots.rs`). Waiting is
 //! the lock's: callers of this client line up, a waiter registers in the
 //! semaphore's waiting list on the nodes, ordered by when it started
 //! waiting, and may take a slot on a node only while fewer live waiters

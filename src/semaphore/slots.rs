@@ -1,7 +1,7 @@
 //! Which slot a semaphore attempt won, as a pure rule (the model checker
 //! runs it too).
 //!
-//! Every node takes its first free slot for the attempt, or none. The
+//! Every node takes a free slot for the attempt, or none. The
 //! attempt holds a permit when a quorum of trusted nodes took the *same*
 //! slot: that slot is then an ordinary quorum lock, and at most one holder
 //! per slot means at most K holders. Nodes that took another slot, or
