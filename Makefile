@@ -50,10 +50,11 @@ demo-on-nodes:
 	@echo "running against $$REDQUORUM_NODES: writes demo:counter, issues DEMO... numbers"
 	DEMO_SERIAL_PREFIX=DEMO $(DEMO_RUN) demo && DEMO_SERIAL_PREFIX=DEMO $(DEMO_RUN) serial
 
-## make bench: ours vs rslock and redlock, serial numbers vs INCR; five local nodes.
+## make bench: ours vs rslock and redlock, serial numbers vs INCR, semaphore and election; five local nodes.
 bench: ensure-redis
 	$(CARGO) bench --bench lock
 	$(CARGO) bench --bench serial
+	$(CARGO) bench --bench coordinate
 
 ## make docker-demo: the five-node docker example (see docker/README.md).
 docker-demo:
