@@ -92,21 +92,10 @@ fn semaphore(rt: &tokio::runtime::Runtime, urls: &[String], limit: Duration) {
         "semaphore, K = {PERMITS}: {CLIENTS} clients x {TASKS} tasks, hold 1 ms (fair-share wait (tasks - K) / limit = {:.1} ms)",
         fair.as_secs_f64() * 1e3
     );
-    println!("| client | acquisitions/s | wait p50 ms | wait p99 ms | wait max ms | failed |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    for (name, s) in [
+    contended::table(&mut [
         ("limit: K tasks alone", &mut alone),
         ("redquorum semaphore", &mut all),
-    ] {
-        println!(
-            "| {name} | {:.0} | {:.2} | {:.1} | {:.1} | {} |",
-            s.rate(),
-            s.pct(0.5).as_secs_f64() * 1e3,
-            s.pct(0.99).as_secs_f64() * 1e3,
-            s.pct(1.0).as_secs_f64() * 1e3,
-            s.failed
-        );
-    }
+    ]);
     let mut handover = permit_handover(rt, urls);
     println!();
     println!("ratios (same run):");

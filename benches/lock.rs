@@ -414,22 +414,12 @@ fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], 
         "(d) {CLIENTS} clients x {TASKS} tasks, one resource, hold 1 ms (fair-share wait (K - 1) / limit = {:.1} ms)",
         fair.as_secs_f64() * 1e3
     );
-    println!("| client | acquisitions/s | wait p50 ms | wait p99 ms | wait max ms | failed |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    let row = |name: &str, s: &mut Stats| {
-        println!(
-            "| {name} | {:.0} | {:.2} | {:.1} | {:.1} | {} |",
-            s.rate(),
-            s.pct(0.5).as_secs_f64() * 1e3,
-            s.pct(0.99).as_secs_f64() * 1e3,
-            s.pct(1.0).as_secs_f64() * 1e3,
-            s.failed
-        );
-    };
-    row("limit: one task alone (redquorum)", &mut alone);
-    row("redquorum", &mut on);
-    row("redquorum, notifications off", &mut off);
-    row("rslock", &mut rsl);
+    contended::table(&mut [
+        ("limit: one task alone (redquorum)", &mut alone),
+        ("redquorum", &mut on),
+        ("redquorum, notifications off", &mut off),
+        ("rslock", &mut rsl),
+    ]);
     let mut handover = contended::after_release(rt, urls, 30);
     let mut expiry = contended::after_expiry(rt, cluster, urls, 15);
     println!();

@@ -201,3 +201,19 @@ pub fn after_expiry(
     }
     s
 }
+
+/// Prints the waiting table: one row per `(name, stats)`.
+pub fn table(rows: &mut [(&str, &mut Stats)]) {
+    println!("| client | acquisitions/s | wait p50 ms | wait p99 ms | wait max ms | failed |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, s) in rows {
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.1} | {:.1} | {} |",
+            s.rate(),
+            s.pct(0.5).as_secs_f64() * 1e3,
+            s.pct(0.99).as_secs_f64() * 1e3,
+            s.pct(1.0).as_secs_f64() * 1e3,
+            s.failed
+        );
+    }
+}

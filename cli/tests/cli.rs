@@ -1,6 +1,7 @@
 //! The `redquorum` binary against real nodes: exit codes, lock loss, signals,
 //! serial output across processes, status.
 
+mod bin;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -8,15 +9,8 @@ use std::collections::HashSet;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use bin::cli;
 use support::{wait_until, Cluster, Persistence};
-
-fn cli(c: &Cluster) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redquorum"));
-    cmd.env("REDQUORUM_NODES", c.urls().join(","))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    cmd
-}
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run redquorum")

@@ -3,6 +3,7 @@
 //! term in its environment; a leader killed with SIGKILL replaced within the
 //! TTL; `elect --listen` printing each change.
 
+mod bin;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -10,15 +11,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bin::cli;
 use support::{wait_until, Cluster};
-
-fn cli(c: &Cluster) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redquorum"));
-    cmd.env("REDQUORUM_NODES", c.urls().join(","))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    cmd
-}
 
 /// The next line `child` prints, read on a blocking thread, within 10 s.
 async fn next_line(

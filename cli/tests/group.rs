@@ -2,6 +2,7 @@
 //! signal, nothing of it outlives the lock or `redquorum`, a Ctrl-C reaches
 //! it once, a terminal stays usable, and it learns what it holds.
 
+mod bin;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -9,19 +10,12 @@ use std::io::{Read as _, Write as _};
 use std::os::fd::{FromRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bin::cli;
 use support::{wait_until, Cluster};
-
-fn cli(c: &Cluster) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redquorum"));
-    cmd.env("REDQUORUM_NODES", c.urls().join(","))
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    cmd
-}
 
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
