@@ -233,10 +233,9 @@ impl Election {
         };
         let quorum = self.redlock.quorum();
         let done = |t: &Tally, _: &Fanout<'_>| {
-            agreed(&lock_views(), quorum).is_some() || t.decided() == Some(false) || {
-                let heard = t.yes_count() + t.no.count_ones() as usize + t.failures.len();
-                heard >= t.asked
-            }
+            agreed(&lock_views(), quorum).is_some()
+                || t.decided() == Some(false)
+                || t.heard() >= t.asked
         };
         let (tally, _) = self
             .redlock

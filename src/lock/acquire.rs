@@ -276,7 +276,7 @@ impl Redlock {
             if let Err(release) = lock.release().await {
                 debug!(error = %release, "release after a fencing token that cannot be used");
             }
-            if !error.is_expired() || Instant::now() >= patience.until {
+            if !error.is_expired() || patience.run_out() {
                 return Err(error);
             }
         }
@@ -389,7 +389,7 @@ impl Redlock {
         let signal = place.signal();
         loop {
             if let Some(error) = last.take() {
-                if Instant::now() >= patience.until {
+                if patience.run_out() {
                     return Err(give_up(error));
                 }
             }

@@ -113,22 +113,30 @@ impl Tally {
         self.asked.saturating_sub(self.no.count_ones() as usize) < self.quorum
     }
 
+    /// How many nodes have answered or failed so far.
+    pub(crate) fn heard(&self) -> usize {
+        self.yes_count() + self.no.count_ones() as usize + self.failures.len()
+    }
+
     /// Whether the outcome is decided *and* its cause is known: a quorum
-    /// agreed; or it cannot, and either the refusals alone or the failures
-    /// alone rule it out, or every node has spoken. A lost round that stops
-    /// earlier cannot tell contention from an outage (two refusals and one
-    /// dead node of five: the two unheard nodes decide which it is).
+    /// agreed; or it cannot, and [`Tally::loss_explained`].
     pub(crate) fn explained(&self) -> bool {
         match self.decided() {
             Some(true) => true,
-            Some(false) => {
-                let heard = self.yes_count() + self.no.count_ones() as usize + self.failures.len();
-                self.refusals_prevent_quorum()
-                    || self.failures_prevent_quorum()
-                    || heard >= self.asked
-            }
+            Some(false) => self.loss_explained(),
             None => false,
         }
+    }
+
+    /// For a round that cannot win: whether the refusals alone or the
+    /// failures alone rule the quorum out, or every node has spoken. A lost
+    /// round that stops earlier cannot tell contention from an outage (two
+    /// refusals and one dead node of five: the two unheard nodes decide
+    /// which it is).
+    pub(crate) fn loss_explained(&self) -> bool {
+        self.refusals_prevent_quorum()
+            || self.failures_prevent_quorum()
+            || self.heard() >= self.asked
     }
 
     /// Whether enough nodes failed (rather than refused) to make the quorum

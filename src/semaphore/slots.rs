@@ -66,11 +66,10 @@ pub(crate) fn finished(tally: &Tally, choices: &[Option<usize>]) -> bool {
     if best >= tally.quorum {
         return true;
     }
-    let heard = tally.yes_count() + tally.no.count_ones() as usize + tally.failures.len();
-    if best + tally.asked.saturating_sub(heard) >= tally.quorum {
+    if best + tally.asked.saturating_sub(tally.heard()) >= tally.quorum {
         return false;
     }
-    tally.refusals_prevent_quorum() || tally.failures_prevent_quorum() || heard >= tally.asked
+    tally.loss_explained()
 }
 
 #[cfg(test)]
