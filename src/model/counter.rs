@@ -467,24 +467,12 @@ mod tests {
         } else {
             nodes_alike
         };
-        let found = check_symmetric(name, m, representative);
-        assert!(
-            found.states > 10_000,
-            "{name}: only {} states",
-            found.states
-        );
-        assert!(found.counterexample.is_none(), "{name}");
-        assert!(
-            found.reached.contains(&"every client issued"),
-            "{name}: vacuous"
-        );
+        check_symmetric(name, m, representative).assert_safe(name, 10_000, "every client issued");
     }
 
     /// Unsafe: the checker must find a counterexample to non-overlap.
     fn unsafe_(name: &str, m: CounterModel) {
-        let found = check(name, m);
-        let (property, _) = found.counterexample.expect(name);
-        assert_eq!(property, "ranges never overlap", "{name}");
+        check(name, m).assert_violates(name, "ranges never overlap");
     }
 
     /// A node restarts empty while nothing is in flight and every other

@@ -460,20 +460,12 @@ pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
 
 /// Safe: explored to the end, no counterexample, both clients held it.
 pub(crate) fn safe(name: &str, m: LockModel) {
-    let found = check_symmetric(name, m, representative);
-    assert!(found.states > 1_000, "{name}: only {} states", found.states);
-    assert!(found.counterexample.is_none(), "{name}");
-    assert!(
-        found.reached.contains(&"both clients held the lock"),
-        "{name}: vacuous"
-    );
+    check_symmetric(name, m, representative).assert_safe(name, 1_000, "both clients held the lock");
 }
 
 /// Unsafe: the checker finds a counterexample to `property`.
 pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
-    let found = check(name, m);
-    let (violated, _) = found.counterexample.expect(name);
-    assert_eq!(violated, property, "{name}");
+    check(name, m).assert_violates(name, property);
 }
 
 #[cfg(test)]

@@ -38,6 +38,27 @@ pub(crate) struct Checked<M: Model> {
     pub(crate) counterexample: Option<(&'static str, Vec<M::Action>)>,
 }
 
+impl<M: Model> Checked<M> {
+    /// Asserts what a check called safe must show: more than `min_states`
+    /// states explored, no counterexample, and `reached` (a `sometimes`
+    /// property) seen, so the model is not vacuous.
+    pub(crate) fn assert_safe(&self, name: &str, min_states: usize, reached: &str) {
+        assert!(
+            self.states > min_states,
+            "{name}: only {} states",
+            self.states
+        );
+        assert!(self.counterexample.is_none(), "{name}");
+        assert!(self.reached.contains(&reached), "{name}: vacuous");
+    }
+
+    /// Asserts that the check found a counterexample, to `property`.
+    pub(crate) fn assert_violates(&self, name: &str, property: &str) {
+        let (violated, _) = self.counterexample.as_ref().expect(name);
+        assert_eq!(*violated, property, "{name}");
+    }
+}
+
 /// Checks a model expected to be safe depth-first, with symmetry reduction
 /// (`representative` maps a state to one of its class of states equal but
 /// for the names of interchangeable nodes and clients), which explores the

@@ -304,21 +304,14 @@ mod tests {
     use crate::model::{check, check_symmetric};
 
     fn safe(name: &str, m: PinModel) {
-        let found = check(name, m);
-        assert!(found.states > 1_000, "{name}: only {} states", found.states);
-        assert!(found.counterexample.is_none(), "{name}");
-        assert!(
-            found.reached.contains(&"a configuration is pinned"),
-            "{name}: vacuous"
-        );
+        check(name, m).assert_safe(name, 1_000, "a configuration is pinned");
     }
 
     fn unsafe_(name: &str, m: PinModel) {
         // Depth-first: a counterexample, not necessarily a shortest one,
         // found long before the whole space is explored.
         let found = check_symmetric(name, m, State::clone);
-        let (property, _) = found.counterexample.expect(name);
-        assert_eq!(property, "one configuration per prefix", "{name}");
+        found.assert_violates(name, "one configuration per prefix");
     }
 
     /// A node restarts empty between rounds; clients stop waiting for slow

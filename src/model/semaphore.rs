@@ -436,10 +436,7 @@ mod tests {
     /// Safe: explored to the end, no counterexample, K holders reached.
     fn safe(name: &str, m: SemaphoreModel) {
         let found = check_symmetric(name, m, representative);
-        assert!(found.states > 1_000, "{name}: only {} states", found.states);
-        assert!(found.counterexample.is_none(), "{name}");
-        let reached = found.reached.contains(&"K clients held a permit at once");
-        assert!(reached, "{name}: vacuous");
+        found.assert_safe(name, 1_000, "K clients held a permit at once");
     }
 
     #[test]
@@ -477,8 +474,7 @@ mod tests {
             per_node_capacity: true,
             ..SemaphoreModel::shipped()
         };
-        let found = check("semaphore, weakened: per-node capacity K, majority", m);
-        let (violated, _) = found.counterexample.expect("a counterexample");
-        assert_eq!(violated, AT_MOST_K);
+        let name = "semaphore, weakened: per-node capacity K, majority";
+        check(name, m).assert_violates(name, AT_MOST_K);
     }
 }
