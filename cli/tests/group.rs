@@ -43,6 +43,13 @@ fn sleep_alive(pid: i32) -> bool {
     cmdline.starts_with(b"sleep") && !state.starts_with('Z') && !state.is_empty()
 }
 
+/// Both processes of [`two_sleeps`] wrote their pid and are running
+/// `sleep` (the inner shell writes its pid before it execs `sleep`).
+fn both_sleeping(pids: &Path) -> bool {
+    let p = pids_in(pids);
+    p.len() == 2 && p.into_iter().all(sleep_alive)
+}
+
 async fn wait_output(child: Child) -> Output {
     tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
@@ -82,8 +89,7 @@ async fn nothing_of_the_command_survives_lock_loss() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(5), || pids_in(&pids).len() == 2).await);
-    assert!(pids_in(&pids).into_iter().all(sleep_alive));
+    assert!(wait_until(Duration::from_secs(5), || both_sleeping(&pids)).await);
     let t = Instant::now();
     for i in 0..3 {
         c.nodes[i].pause();
@@ -157,7 +163,7 @@ async fn nothing_of_the_command_survives_a_sigterm_to_redquorum() {
         .args(two_sleeps(&pids))
         .spawn()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(5), || pids_in(&pids).len() == 2).await);
+    assert!(wait_until(Duration::from_secs(5), || both_sleeping(&pids)).await);
     kill(child.id() as i32, libc::SIGTERM);
     let out = wait_output(child).await;
     assert_eq!(code(&out), 128 + 15, "{out:?}");
