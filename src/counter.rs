@@ -41,7 +41,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use redis::Value;
-use tracing::debug;
+use tokio::time::Instant;
+use tracing::{debug, instrument};
 
 use crate::error::{Error, NodeErrorKind, Result};
 use crate::node::request::Request;
@@ -160,12 +161,41 @@ pub(crate) fn cas_outcome(
 ///
 /// What `plan` returns, [`Error::NoQuorum`] when too few nodes answer, and
 /// [`Error::CounterContention`] after [`MAX_CAS_ATTEMPTS`] lost rounds.
+#[instrument(skip_all, fields(counter = name, outcome, conflicts, nodes))]
 pub(crate) async fn allocate(
     nodes: &Quorum,
     name: &str,
     key: &CounterKeys,
     hint: Option<Record>,
     plan: &mut (dyn FnMut(&Record) -> Result<Record> + Send),
+) -> Result<(Record, Record)> {
+    let started = Instant::now();
+    let mut conflicts = 0;
+    let result = cas_rounds(nodes, name, key, hint, plan, &mut conflicts).await;
+    let span = tracing::Span::current();
+    span.record(
+        "outcome",
+        if result.is_ok() {
+            "allocated"
+        } else {
+            "failed"
+        },
+    );
+    span.record("conflicts", conflicts);
+    let telemetry = &nodes.telemetry;
+    telemetry.allocation(started.elapsed(), conflicts, result.is_ok());
+    result
+}
+
+/// [`allocate`]'s compare-and-set rounds, counting those lost in
+/// `conflicts`.
+async fn cas_rounds(
+    nodes: &Quorum,
+    name: &str,
+    key: &CounterKeys,
+    hint: Option<Record>,
+    plan: &mut (dyn FnMut(&Record) -> Result<Record> + Send),
+    conflicts: &mut u32,
 ) -> Result<(Record, Record)> {
     let mut expected = hint.unwrap_or_default();
     for attempt in 1..=MAX_CAS_ATTEMPTS {
@@ -174,6 +204,7 @@ pub(crate) async fn allocate(
             Round::Won => return Ok((expected, new)),
             Round::Stale(max) => {
                 debug!(counter = name, attempt, ?max, "counter moved on; retrying");
+                *conflicts += 1;
                 expected = expected.max(max);
             }
         }

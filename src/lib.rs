@@ -52,6 +52,10 @@
 //!
 //! * `tls`: `rediss://` node URLs (rustls with the ring provider, installed
 //!   when the first such URL is built, so TLS never panics). Off by default.
+//! * `metrics`: records acquisitions, waits, losses, node requests, quorum
+//!   rounds and counter allocations through the `metrics` facade (see
+//!   [`describe_metrics`]). Off by default; [`Redlock::stats`] needs no
+//!   feature.
 //!
 //! The `redquorum` command (`redquorum lock RESOURCE -- command`, serial
 //! numbers, a node safety check) is the separate `redquorum-cli` package:
@@ -126,6 +130,11 @@
 //                       bounds its validity, pure.
 //   standing.rs         Where a held lock stands: deadline, lost (why) or
 //                       released; waiting for loss.
+//   telemetry/labels.rs The values of metric labels, small fixed sets.
+//   telemetry/stats.rs  Stats, the snapshot, and the counters behind it.
+//   telemetry/metrics.rs The metrics facade's names and records (feature
+//                       `metrics`).
+//   telemetry/mod.rs    Telemetry: the hooks every layer calls at its events.
 // 2 node/request.rs     A command, encoded once per round.
 //   node/amnesia.rs     Whether a node may have lost writes, learnt on each
 //                       new connection; the quarantine rule.
@@ -152,6 +161,7 @@
 // 5 lock/config.rs      The lock's settings and DEFAULT_* constants.
 //   lock/redlock.rs     Redlock, the client handle: key, release, validity.
 //   lock/guard.rs       Lock and LockHandle: extend, release, auto-extend.
+//   lock/patience.rs    Patience: how long an acquisition keeps trying.
 //   lock/attempt.rs     One attempt (plain SET NX, or as a queued waiter);
 //                       Attempts, what the waiting loop attempts.
 //   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
@@ -200,6 +210,7 @@ mod scripts;
 mod semaphore;
 mod serial;
 mod standing;
+mod telemetry;
 mod trust;
 mod wait;
 
@@ -227,4 +238,16 @@ pub use serial::generator::{
 };
 pub use serial::number::Serial;
 pub use serial::period::ResetPeriod;
+pub use telemetry::stats::{NodeStats, Stats};
+pub use telemetry::ClassFn;
 pub use trust::NodeTrust;
+
+/// Registers the description and unit of every metric this crate records
+/// with the installed `metrics` recorder; call it once, after installing
+/// the recorder. The names, kinds, units and labels are in the README's
+/// "Observability" table.
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub fn describe_metrics() {
+    telemetry::metrics::describe();
+}

@@ -33,15 +33,16 @@ use crate::counter::CounterKeys;
 use crate::election::leadership::Leadership;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
-use crate::lock::acquire::Patience;
 use crate::lock::attempt::KeyAttempt;
 use crate::lock::guard::Lock;
+use crate::lock::patience::Patience;
 use crate::lock::redlock::{int_vote, Redlock};
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::Counts;
 use crate::scripts;
+use crate::telemetry::labels::Primitive;
 
 /// The leader a quorum of nodes agree on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +135,7 @@ impl Election {
     ///
     /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an unusable TTL; otherwise it keeps
     /// trying (drop the future to give up).
-    #[instrument(skip_all, fields(election = %self.name))]
+    #[instrument(skip_all, fields(election = %self.name, outcome, rounds, nodes))]
     pub async fn campaign(&self, value: &str) -> Result<Leadership> {
         self.run(value, Patience::within(Duration::MAX)).await
     }
@@ -145,7 +146,7 @@ impl Election {
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) when `wait` runs out, carrying the last attempt's
     /// error.
-    #[instrument(skip_all, fields(election = %self.name))]
+    #[instrument(skip_all, fields(election = %self.name, outcome, rounds, nodes))]
     pub async fn campaign_timeout(&self, value: &str, wait: Duration) -> Result<Leadership> {
         self.run(value, Patience::within(wait)).await
     }
@@ -155,7 +156,8 @@ impl Election {
         let redlock = &self.redlock;
         let ttl_ms = redlock.config().check_ttl(self.ttl)?;
         let key = self.keys[0].clone();
-        let what = KeyAttempt::new(redlock, &self.name, key, self.ttl, ttl_ms);
+        let what = KeyAttempt::new(redlock, &self.name, key, self.ttl, ttl_ms)
+            .standing_for(Primitive::Election);
         loop {
             let lock = redlock.fenced_with(&what, &self.terms, patience).await?;
             let term = lock.fencing_token().unwrap_or_default();

@@ -19,57 +19,12 @@ use crate::counter::{self, Record};
 use crate::error::{Error, Result};
 use crate::lock::attempt::{Ask, Attempts, Failed, KeyAttempt, Waiter};
 use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
+use crate::telemetry::labels::{Mode, Primitive, Woken};
+use crate::telemetry::Acquisition;
 use crate::wait::deadline_in;
 use crate::wait::plan::Seen;
-
-/// How long `acquire` keeps trying, and what it says when it gives up.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Patience {
-    /// No attempt starts after this instant (one always does).
-    until: Instant,
-    /// Give up with [`Error::Timeout`] (saying how long it waited) rather
-    /// than the last attempt's error (one attempt only).
-    timeout: bool,
-}
-
-impl Patience {
-    /// `lock()`'s patience: the retry count's worth of pauses; giving up
-    /// says how long it waited unless it made only one attempt.
-    pub(crate) fn default_for(redlock: &Redlock) -> Self {
-        let patience = redlock.config().lock_patience();
-        Self {
-            until: deadline_in(patience),
-            timeout: !patience.is_zero(),
-        }
-    }
-
-    /// At most `wait`, then [`Error::Timeout`].
-    pub(crate) fn within(wait: Duration) -> Self {
-        Self {
-            until: deadline_in(wait),
-            timeout: true,
-        }
-    }
-
-    /// Whether no attempt may start any more.
-    pub(crate) fn run_out(&self) -> bool {
-        Instant::now() >= self.until
-    }
-
-    /// The error to give up with, after `last`.
-    fn give_up(self, resource: &str, started: Instant, last: Error) -> Error {
-        if self.timeout {
-            Error::Timeout {
-                resource: resource.to_owned(),
-                waited: started.elapsed(),
-                last: Box::new(last),
-            }
-        } else {
-            last
-        }
-    }
-}
 
 impl Redlock {
     /// One attempt to take the lock, no retries.
@@ -92,14 +47,21 @@ impl Redlock {
     /// }
     /// # Ok(()) }
     /// ```
-    #[instrument(skip_all, fields(resource))]
+    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
     pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
         tracing::Span::current().record("resource", resource);
         let ttl_ms = self.check_resource(resource, ttl)?;
-        let key = self.key_for(resource);
-        self.attempt(resource, &key, ttl, ttl_ms, Ask::Plain)
-            .await
-            .map_err(|failed| failed.error)
+        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
+        self.try_once(&key).await
+    }
+
+    /// One plain attempt at `what`, recorded as a `try` acquisition.
+    pub(crate) async fn try_once(&self, what: &impl Attempts) -> Result<Lock> {
+        let telemetry = &self.nodes().telemetry;
+        let rec = telemetry.acquisition(what.primitive(), Mode::Try, what.resource());
+        rec.attempted();
+        let result = what.attempt(Ask::Plain).await.map_err(|f| f.error);
+        recorded(rec, result)
     }
 
     /// Takes the lock, waiting for it for up to `retry_count` times the
@@ -139,7 +101,7 @@ impl Redlock {
     /// lock.release().await?;
     /// # Ok(()) }
     /// ```
-    #[instrument(skip_all, fields(resource))]
+    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
     pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
         let patience = Patience::default_for(self);
         self.acquire(resource, ttl, patience).await
@@ -163,7 +125,7 @@ impl Redlock {
     /// lock.release().await?;
     /// # Ok(()) }
     /// ```
-    #[instrument(skip_all, fields(resource))]
+    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
     pub async fn lock_timeout(
         &self,
         resource: &str,
@@ -212,7 +174,7 @@ impl Redlock {
     /// lock.release().await?;
     /// # Ok(()) }
     /// ```
-    #[instrument(skip_all, fields(resource))]
+    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
     pub async fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
         let patience = Patience::default_for(self);
         self.fenced(resource, ttl, patience).await
@@ -225,7 +187,7 @@ impl Redlock {
     /// # Errors
     ///
     /// As [`Redlock::lock_timeout`] and [`Redlock::lock_fenced`].
-    #[instrument(skip_all, fields(resource))]
+    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
     pub async fn lock_fenced_timeout(
         &self,
         resource: &str,
@@ -255,8 +217,23 @@ impl Redlock {
         patience: Patience,
     ) -> Result<Lock> {
         let resource = what.resource();
+        let telemetry = &self.nodes().telemetry;
+        let rec = telemetry.acquisition(what.primitive(), Mode::Fenced, resource);
+        let result = self.fenced_loop(what, fence, patience, &rec).await;
+        recorded(rec, result)
+    }
+
+    /// [`Redlock::fenced_with`]'s loop, its attempts counted in `rec`.
+    async fn fenced_loop(
+        &self,
+        what: &impl Attempts,
+        fence: &CounterKeys,
+        patience: Patience,
+        rec: &Acquisition<'_>,
+    ) -> Result<Lock> {
+        let resource = what.resource();
         loop {
-            let lock = self.wait_for(what, patience).await?;
+            let lock = self.wait_loop(what, patience, rec).await?;
             let minted = self.mint(resource, fence).await;
             // Valid now means valid when the compare-and-set was decided,
             // which was earlier.
@@ -350,12 +327,10 @@ impl Redlock {
         key: &str,
         ttl: Duration,
     ) -> Result<Lock> {
-        let patience = Patience {
-            until: deadline_in(self.config().lock_patience()),
-            timeout: false,
-        };
+        let patience = Patience::quiet_for(self);
         let ttl_ms = self.config().check_ttl(ttl)?;
-        let key = KeyAttempt::new(self, label, key.to_owned(), ttl, ttl_ms);
+        let key = KeyAttempt::new(self, label, key.to_owned(), ttl, ttl_ms)
+            .standing_for(Primitive::Internal);
         self.wait_for(&key, patience).await
     }
 
@@ -366,7 +341,22 @@ impl Redlock {
     /// again whenever the nodes may have room (news on the watched keys,
     /// their TTLs, our own releases, the cap), until `patience` runs out.
     pub(crate) async fn wait_for(&self, what: &impl Attempts, patience: Patience) -> Result<Lock> {
+        let telemetry = &self.nodes().telemetry;
+        let rec = telemetry.acquisition(what.primitive(), Mode::Wait, what.resource());
+        let result = self.wait_loop(what, patience, &rec).await;
+        recorded(rec, result)
+    }
+
+    /// [`Redlock::wait_for`]'s loop, its attempts and sleeps counted in
+    /// `rec`.
+    async fn wait_loop(
+        &self,
+        what: &impl Attempts,
+        patience: Patience,
+        rec: &Acquisition<'_>,
+    ) -> Result<Lock> {
         let resource = what.resource();
+        let telemetry = &self.nodes().telemetry;
         let line = what.line();
         let (started, since) = (Instant::now(), SystemTime::now());
         let give_up = |last: Error| patience.give_up(resource, started, last);
@@ -380,6 +370,7 @@ impl Redlock {
         }
         let mut last = None;
         if !place.had_company() && !waiting.queues.is_contended(line) {
+            rec.attempted();
             match what.attempt(Ask::Plain).await {
                 Ok(lock) => return Ok(lock),
                 Err(failed) => last = Some(failed.error),
@@ -398,6 +389,7 @@ impl Redlock {
             // notifications follow (a release in between shows as a read
             // that finds no key, which counts as news too).
             let round = signal.reset();
+            rec.attempted();
             let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
                 Ok(lock) => return Ok(lock),
                 Err(failed) => failed,
@@ -409,9 +401,11 @@ impl Redlock {
             signal.set_behind(behind >= self.quorum());
             debug!(error = %error, "lock attempt failed; waiting");
             if error.is_contended() {
-                waiting
+                let slept = Instant::now();
+                let woken = waiting
                     .sleep(signal, &seen, self.quorum(), patience.until)
                     .await;
+                telemetry.woke(woken, slept.elapsed());
             } else {
                 // Nodes failing, or a round too slow to leave validity:
                 // nothing says when to try again, so pause with jitter (our
@@ -425,6 +419,7 @@ impl Redlock {
                 } else {
                     tokio::time::sleep(pause).await;
                 }
+                telemetry.woke(Woken::Pause, pause);
             }
             last = Some(error);
         }
@@ -438,6 +433,14 @@ impl Redlock {
         c.retry_delay
             .saturating_add(Duration::from_nanos(rand::rng().random_range(0..=jitter)))
     }
+}
+
+/// Records the end of the acquisition `rec` with `result`; a won lock is
+/// counted as held from here.
+fn recorded(rec: Acquisition<'_>, result: Result<Lock>) -> Result<Lock> {
+    let result = result.map(|lock| lock.counted(rec.holding()));
+    rec.finish(&result);
+    result
 }
 
 /// Runs `f` while holding `lock`, renewed in the background: released when

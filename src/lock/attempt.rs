@@ -23,6 +23,7 @@ use crate::lock::redlock::{valid_until, Redlock};
 use crate::node::request::Request;
 use crate::quorum::Counts;
 use crate::scripts;
+use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
 use crate::wait::WaitKeys;
 
@@ -55,6 +56,8 @@ pub(crate) trait Attempts {
     fn line(&self) -> &str;
     /// The keys whose change on a node may let a waiter in.
     fn watched(&self) -> &[String];
+    /// What the lock stands for, in metrics.
+    fn primitive(&self) -> Primitive;
     /// One attempt, asking as `ask` says.
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed>;
 }
@@ -72,6 +75,8 @@ pub(crate) struct KeyAttempt<'a> {
     ttl: Duration,
     /// The TTL in ms.
     ttl_ms: u64,
+    /// What the lock stands for, in metrics.
+    primitive: Primitive,
 }
 
 impl<'a> KeyAttempt<'a> {
@@ -89,11 +94,22 @@ impl<'a> KeyAttempt<'a> {
             key: [key],
             ttl,
             ttl_ms,
+            primitive: Primitive::Lock,
         }
+    }
+
+    /// The same lock, standing for `primitive` in metrics.
+    pub(crate) fn standing_for(mut self, primitive: Primitive) -> Self {
+        self.primitive = primitive;
+        self
     }
 }
 
 impl Attempts for KeyAttempt<'_> {
+    fn primitive(&self) -> Primitive {
+        self.primitive
+    }
+
     fn resource(&self) -> &str {
         self.resource
     }

@@ -13,6 +13,7 @@ use crate::node::amnesia::AmnesiaCheck;
 use crate::node::Node;
 use crate::quorum::tally::{quorum_tolerating, MAX_NODES};
 use crate::quorum::Quorum;
+use crate::telemetry::Telemetry;
 use crate::wait::Waiting;
 
 /// Shortest time one connection attempt to a node is given (the node
@@ -231,6 +232,17 @@ impl RedlockBuilder {
         self
     }
 
+    /// Labels the lock metrics (feature `metrics`) with the class `f` gives
+    /// each resource name (`invoice-42` to `invoice`): keep the classes
+    /// few. Without it no metric carries anything derived from a name.
+    pub fn metric_class<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&str) -> String + Send + Sync + 'static,
+    {
+        self.config.class_fn = Some(Arc::new(f));
+        self
+    }
+
     /// Checks the configuration and makes the [`Redlock`]. Connects to nothing:
     /// connections open on first use and reopen after failures, so nodes that
     /// are down now are fine as long as a quorum is up when locking.
@@ -334,7 +346,9 @@ impl RedlockBuilder {
             ),
             _ => {}
         }
+        let telemetry = Arc::new(Telemetry::new(nodes.len(), self.config.class_fn.clone()));
         let waiting = Waiting::new(
+            &telemetry,
             &watched,
             connect_timeout,
             self.node_timeout,
@@ -342,7 +356,7 @@ impl RedlockBuilder {
             self.config.notifications,
         );
         Ok(Redlock::from_parts(
-            Quorum::new(nodes, needed, self.node_timeout),
+            Quorum::new(nodes, needed, self.node_timeout, telemetry),
             self.config,
             waiting,
         ))

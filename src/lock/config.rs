@@ -110,6 +110,8 @@ pub(crate) struct Config {
     /// How long a node that may have lost writes does not count for locks
     /// (zero: nodes are trusted); also the longest TTL allowed.
     pub(crate) restart_quarantine: Duration,
+    /// Maps resource names to the class their metrics are labelled with.
+    pub(crate) class_fn: Option<crate::telemetry::ClassFn>,
 }
 
 impl fmt::Debug for Config {
@@ -127,6 +129,7 @@ impl fmt::Debug for Config {
             .field("strict_fifo", &self.strict_fifo)
             .field("fencing_counter", &self.fencing_counter)
             .field("restart_quarantine", &self.restart_quarantine)
+            .field("class_fn", &self.class_fn.as_ref().map(|_| "custom"))
             .finish()
     }
 }
@@ -146,6 +149,7 @@ impl Default for Config {
             strict_fifo: DEFAULT_STRICT_FIFO,
             fencing_counter: None,
             restart_quarantine: DEFAULT_RESTART_QUARANTINE,
+            class_fn: None,
         }
     }
 }

@@ -23,6 +23,8 @@ use crate::quorum::background::Background;
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::standing::{Standing, State};
+use crate::telemetry::labels::LostReason;
+use crate::telemetry::Holding;
 
 /// What every holder of one lock shares.
 #[derive(Debug)]
@@ -51,6 +53,8 @@ struct Shared {
     /// Extensions sent and not yet overtaken by a confirmed later one: what
     /// bounds the validity (see `extensions.rs`).
     extensions: Mutex<Extensions>,
+    /// How the telemetry counts it (held, released, lost).
+    holding: Holding,
 }
 
 /// A held distributed lock.
@@ -116,10 +120,20 @@ impl Lock {
                 state: Standing::new(valid_until),
                 watchdog: AtomicBool::new(false),
                 extensions: Mutex::default(),
+                holding: Holding::untracked(),
             }),
             runtime: tokio::runtime::Handle::current(),
             armed: true,
         }
+    }
+
+    /// Counts it as `holding` says (right after acquisition, before
+    /// sharing).
+    pub(crate) fn counted(mut self, holding: Holding) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.holding = holding;
+        }
+        self
     }
 
     /// Attaches the fencing token (right after acquisition, before sharing).
@@ -238,16 +252,18 @@ impl Lock {
     /// expired: what you did under it may have overlapped another holder),
     /// [`Error::NoQuorum`] when too many nodes failed to answer (the key then
     /// expires by its TTL).
-    #[instrument(skip_all, fields(resource = %self.shared.resource))]
+    #[instrument(skip_all, fields(resource = %self.shared.resource, outcome, nodes))]
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
-        self.shared.state.mark_released();
+        self.shared.releasing();
         let s = &self.shared;
         let tally = s
             .redlock
             .release_round(&s.key, &s.value, s.contended, &s.line)
             .await;
-        if tally.decided() == Some(true) {
+        let released = tally.decided() == Some(true);
+        tracing::Span::current().record("outcome", if released { "released" } else { "failed" });
+        if released {
             debug!("released");
             Ok(())
         } else {
@@ -292,7 +308,7 @@ impl Drop for Lock {
         if !self.armed {
             return;
         }
-        self.shared.state.mark_released();
+        self.shared.releasing();
         let shared = Arc::clone(&self.shared);
         let token = Background::enter(&shared.redlock.nodes().background);
         // Best effort: if the runtime is gone the task is dropped and the key
@@ -354,6 +370,22 @@ impl LockHandle {
 }
 
 impl Shared {
+    /// Marks it released (the auto-extend task stops) and counts the
+    /// release with the validity it had left.
+    fn releasing(&self) {
+        let left = self.validity();
+        self.state.mark_released();
+        let telemetry = &self.redlock.nodes().telemetry;
+        self.holding.released(telemetry, left);
+    }
+
+    /// Marks it lost for `because` and counts the loss as `reason`.
+    fn lose(&self, because: Error, reason: LostReason) {
+        self.state.mark_lost(because);
+        let telemetry = &self.redlock.nodes().telemetry;
+        self.holding.lost(telemetry, reason);
+    }
+
     /// Validity left, zero if lost.
     fn validity(&self) -> Duration {
         self.state.validity()
@@ -365,12 +397,22 @@ impl Shared {
     }
 
     /// See [`Lock::extend`] (and `extensions.rs` for the validity rule).
-    #[instrument(skip_all, fields(resource = %self.resource))]
+    #[instrument(skip_all, fields(resource = %self.resource, outcome, nodes))]
     async fn extend(&self, ttl: Duration) -> Result<()> {
+        let start = Instant::now();
+        let result = self.extend_round(ttl, start).await;
+        let ok = result.is_ok();
+        tracing::Span::current().record("outcome", if ok { "extended" } else { "failed" });
+        let telemetry = &self.redlock.nodes().telemetry;
+        telemetry.extension(self.holding.primitive(), start.elapsed(), ok);
+        result
+    }
+
+    /// The extension's round, started at `start`.
+    async fn extend_round(&self, ttl: Duration, start: Instant) -> Result<()> {
         let redlock = &self.redlock;
         let ttl_ms = redlock.config().check_ttl(ttl)?;
         let drift = redlock.config().drift(ttl);
-        let start = Instant::now();
         let (seq, old) = {
             let mut ext = Extensions::locked(&self.extensions);
             let old = self.state.now();
@@ -472,16 +514,17 @@ async fn watchdog(weak: Weak<Shared>, mut rx: watch::Receiver<State>, interval: 
                     return;
                 }
                 error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
-                shared.state.mark_lost(e);
+                shared.lose(e, LostReason::ExtendFailed);
                 return;
             }
         }
         let _ = rx.borrow_and_update();
         if shared.validity().is_zero() {
             warn!(resource = %shared.resource, "lock validity ran out");
-            shared.state.mark_lost(Error::Expired {
+            let expired = Error::Expired {
                 resource: shared.resource.clone(),
-            });
+            };
+            shared.lose(expired, LostReason::ValidityRanOut);
             return;
         }
     }

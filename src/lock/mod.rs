@@ -8,4 +8,5 @@ pub(crate) mod attempt;
 pub(crate) mod builder;
 pub(crate) mod config;
 pub(crate) mod guard;
+pub(crate) mod patience;
 pub(crate) mod redlock;

@@ -22,6 +22,7 @@ use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::{Counts, Quorum};
 use crate::scripts;
+use crate::telemetry::stats::Stats;
 use crate::wait::{WaitKeys, Waiting};
 
 /// A client for a set of independent Redis nodes that locks by majority.
@@ -84,6 +85,35 @@ impl Redlock {
     /// The checked settings.
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// What this client (every clone of it) did since it was built, and
+    /// where it stands: acquisitions by outcome, waits by what woke them,
+    /// extensions, releases, losses, what is held now, counter allocations,
+    /// and each node's requests and errors. Cheap; needs no feature.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: redquorum::Redlock) {
+    /// let stats = redlock.stats();
+    /// println!("{} acquired, {} lost, {} of {} nodes up",
+    ///     stats.acquired, stats.lost, stats.nodes_up, stats.nodes.len());
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        let quorum = &self.inner.quorum;
+        let mut stats = quorum.telemetry.counters.snapshot();
+        let now = std::time::Instant::now();
+        for (node, s) in quorum.nodes.iter().zip(stats.nodes.iter_mut()) {
+            s.addr = node.addr.clone();
+            s.up = node.is_healthy();
+            s.quarantined = node.quarantined(now).is_some();
+            s.notifications = self.inner.waiting.notifying(node.index);
+        }
+        stats.nodes_up = stats.nodes.iter().filter(|n| n.up).count();
+        stats.notification_connections = stats.nodes.iter().filter(|n| n.notifications).count();
+        stats
     }
 
     /// Number of configured nodes.

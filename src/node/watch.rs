@@ -116,6 +116,16 @@ impl Watch {
         }
     }
 
+    /// Whether the connection is open (false while it is being made).
+    pub(crate) fn connected(&self) -> bool {
+        let lost = self.inner.lost.load(Ordering::Acquire);
+        self.inner.slot.try_lock().is_ok_and(|slot| {
+            slot.conn
+                .as_ref()
+                .is_some_and(|(_, generation)| *generation > lost)
+        })
+    }
+
     /// The node's position.
     pub(crate) fn index(&self) -> usize {
         self.index

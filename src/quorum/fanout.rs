@@ -38,6 +38,8 @@ pub(crate) struct Fanout<'a> {
     timeout: Duration,
     /// Set once the deadline has passed.
     expired: bool,
+    /// When the requests were handed to their nodes.
+    started: Instant,
     /// The script sent, if any: named in a permission error.
     script: Option<&'static Lua>,
 }
@@ -66,6 +68,7 @@ impl<'a> Fanout<'a> {
             deadline: Box::pin(tokio::time::sleep_until(Instant::now() + timeout)),
             timeout,
             expired: false,
+            started: Instant::now(),
             script: req.script,
         }
     }
@@ -98,6 +101,21 @@ impl<'a> Fanout<'a> {
         self.waiting &= !node_bit(i);
         self.nodes[i].mark_unresponsive();
         Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
+    }
+
+    /// When the requests were handed to their nodes.
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Whether the round's deadline passed with nodes silent.
+    pub(crate) fn expired(&self) -> bool {
+        self.expired
+    }
+
+    /// Whether a node asked has not been accounted for yet.
+    pub(crate) fn unanswered(&self) -> bool {
+        self.waiting != 0
     }
 
     /// Whether a node that has not answered yet is healthy (not known to

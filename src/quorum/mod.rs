@@ -23,6 +23,8 @@ use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{all_nodes, NodeSet, Tally, Vote};
+use crate::telemetry::labels::Decided;
+use crate::telemetry::Telemetry;
 
 /// Whose yes counts in a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,18 +48,32 @@ pub(crate) struct Quorum {
     pub(crate) node_timeout: Duration,
     /// Rounds finishing in the background (stragglers of a release...).
     pub(crate) background: Arc<Background>,
+    /// What the client counts and reports.
+    pub(crate) telemetry: Arc<Telemetry>,
 }
 
 impl Quorum {
     /// The set of `nodes` of which `needed` must agree, each request
     /// bounded by `node_timeout`.
-    pub(crate) fn new(nodes: Vec<Node>, needed: usize, node_timeout: Duration) -> Self {
+    /// Each round's node replies and decision go to `telemetry`.
+    pub(crate) fn new(
+        nodes: Vec<Node>,
+        needed: usize,
+        node_timeout: Duration,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
         Self {
             nodes,
             needed,
             node_timeout,
             background: Arc::default(),
+            telemetry,
         }
+    }
+
+    /// Nodes whose last request was answered in time.
+    pub(crate) fn nodes_up(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_healthy()).count()
     }
 
     /// Nodes that must agree: `nodes / 2 + 1`, or more with an amnesia
@@ -156,6 +172,8 @@ impl Quorum {
     ) -> (Tally, Fanout<'a>) {
         let n = self.nodes.len();
         let mut tally = Tally::new(self.needed, n);
+        let started = fan.started();
+        let mut summary = NodeSummary::for_current_span(n);
         while let Some((i, reply)) = fan.next().await {
             let vote = match reply.map(|v| classify(i, &v)) {
                 Ok(Some(true)) => Vote::Yes,
@@ -169,12 +187,62 @@ impl Quorum {
                 vote => vote,
             };
             log_vote(node, what, &vote);
+            let error = match &vote {
+                Vote::Failed(kind) => Some(kind),
+                _ => None,
+            };
+            self.telemetry.node_reply(i, started.elapsed(), error);
+            summary.note(i, &vote);
             tally.record(i, &node.addr, vote);
             if done(&tally, &fan) {
                 break;
             }
         }
+        let decided = if fan.expired() {
+            Decided::Timeout
+        } else if fan.unanswered() {
+            Decided::Early
+        } else {
+            Decided::All
+        };
+        summary.record();
+        self.telemetry
+            .round(what, decided, started.elapsed(), self.nodes_up());
         (tally, fan)
+    }
+}
+
+/// The per-node results of a round, for the `nodes` field of the span
+/// around it (an acquisition, an extension, a release, an allocation):
+/// one letter per node, `y` yes, `n` no, `x` failed, `.` not heard. Built
+/// only when the current span has that field.
+struct NodeSummary(Option<Vec<u8>>);
+
+impl NodeSummary {
+    /// A summary of `n` nodes, if the current span records one.
+    fn for_current_span(n: usize) -> Self {
+        let span = tracing::Span::current();
+        let wanted = !span.is_disabled() && span.has_field("nodes");
+        Self(wanted.then(|| vec![b'.'; n]))
+    }
+
+    /// Node `i` voted `vote`.
+    fn note(&mut self, i: usize, vote: &Vote) {
+        if let Some(letter) = self.0.as_mut().and_then(|s| s.get_mut(i)) {
+            *letter = match vote {
+                Vote::Yes => b'y',
+                Vote::No => b'n',
+                Vote::Failed(_) => b'x',
+            };
+        }
+    }
+
+    /// Records the summary on the current span.
+    fn record(self) {
+        if let Some(letters) = self.0 {
+            let text = String::from_utf8_lossy(&letters).into_owned();
+            tracing::Span::current().record("nodes", text.as_str());
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use crate::quorum::Counts;
 use crate::scripts;
 use crate::semaphore::handle::Semaphore;
 use crate::semaphore::slots::{best_slot, finished, slot_tally, won};
+use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
 
 /// A semaphore's permits, as the waiting loop attempts them.
@@ -48,6 +49,10 @@ impl Attempts for SlotAttempt<'_> {
 
     fn watched(&self) -> &[String] {
         &self.semaphore.slots
+    }
+
+    fn primitive(&self) -> Primitive {
+        Primitive::Semaphore
     }
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {

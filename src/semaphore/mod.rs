@@ -32,8 +32,9 @@ use std::time::Duration;
 use tracing::instrument;
 
 use crate::error::Result;
-use crate::lock::acquire::{run_holding, Patience};
+use crate::lock::acquire::run_holding;
 use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::patience::Patience;
 use crate::semaphore::attempt::SlotAttempt;
 use crate::semaphore::handle::Semaphore;
 use crate::semaphore::permit::Permit;
@@ -47,11 +48,10 @@ impl Semaphore {
     /// clients are first in line), [`Error::NoQuorum`](crate::Error::NoQuorum) when too many nodes
     /// failed, [`Error::TtlTooShort`](crate::Error::TtlTooShort), [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an
     /// unusable TTL.
-    #[instrument(skip_all, fields(semaphore = %self.name))]
+    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
     pub async fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
-        use crate::lock::attempt::{Ask, Attempts};
         let what = self.slots_for(ttl)?;
-        let lock = what.attempt(Ask::Plain).await.map_err(|f| f.error)?;
+        let lock = self.redlock.try_once(&what).await?;
         Ok(self.permit(lock))
     }
 
@@ -62,7 +62,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`Redlock::lock`](crate::Redlock::lock).
-    #[instrument(skip_all, fields(semaphore = %self.name))]
+    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
     pub async fn acquire(&self, ttl: Duration) -> Result<Permit> {
         let patience = Patience::default_for(&self.redlock);
         self.wait(ttl, patience).await
@@ -73,7 +73,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`Redlock::lock_timeout`](crate::Redlock::lock_timeout).
-    #[instrument(skip_all, fields(semaphore = %self.name))]
+    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
     pub async fn acquire_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
         self.wait(ttl, Patience::within(wait)).await
     }
@@ -86,7 +86,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`Redlock::lock_fenced`](crate::Redlock::lock_fenced).
-    #[instrument(skip_all, fields(semaphore = %self.name))]
+    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
     pub async fn acquire_fenced(&self, ttl: Duration) -> Result<Permit> {
         let patience = Patience::default_for(&self.redlock);
         self.fenced(ttl, patience).await
@@ -97,7 +97,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`Redlock::lock_fenced_timeout`](crate::Redlock::lock_fenced_timeout).
-    #[instrument(skip_all, fields(semaphore = %self.name))]
+    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
     pub async fn acquire_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
         self.fenced(ttl, Patience::within(wait)).await
     }

@@ -27,6 +27,8 @@ use tokio::time::Instant;
 use crate::keys::{self, Kind};
 use crate::node::watch::{Sink, Watch};
 use crate::quorum::tally::node_bit;
+use crate::telemetry::labels::Woken;
+use crate::telemetry::Telemetry;
 use crate::wait::plan::{next_try, Seen};
 use crate::wait::queue::{Queues, Signal};
 
@@ -72,6 +74,7 @@ impl Waiting {
     /// the node `timeout`) if `notify`, sleeping at most `cap` between
     /// attempts.
     pub(crate) fn new(
+        telemetry: &Arc<Telemetry>,
         clients: &[redis::Client],
         connect_timeout: Duration,
         timeout: Duration,
@@ -80,7 +83,11 @@ impl Waiting {
     ) -> Self {
         let queues = Arc::new(Queues::default());
         let weak = Arc::downgrade(&queues);
+        let telemetry = Arc::downgrade(telemetry);
         let sink: Sink = Arc::new(move |node, what| {
+            if let Some(telemetry) = telemetry.upgrade() {
+                telemetry.notified();
+            }
             if let Some(queues) = weak.upgrade() {
                 queues.invalidated(node, what);
             }
@@ -112,6 +119,11 @@ impl Waiting {
         self.lease
     }
 
+    /// Whether node `i`'s notification connection is open now.
+    pub(crate) fn notifying(&self, i: usize) -> bool {
+        self.watches.get(i).is_some_and(Watch::connected)
+    }
+
     /// Reads `key` on every node's notification connection, so that each
     /// tells us of the key's next change. The reads run on their own (a slow
     /// or dead notification connection never delays an attempt); a read
@@ -130,19 +142,19 @@ impl Waiting {
     /// Sleeps until a quorum of nodes may have the lock free (by `seen` and
     /// the news on `signal`), this client released it, the retry cap (with
     /// jitter, so waiters of several clients do not retry together) or
-    /// `deadline`.
+    /// `deadline`; says which.
     pub(crate) async fn sleep(
         &self,
         signal: &Signal,
         seen: &[Seen],
         quorum: usize,
         deadline: Instant,
-    ) {
+    ) -> Woken {
         let cap_at = deadline_in(jittered(self.cap));
         loop {
             let heard = signal.news();
             if signal.poked() {
-                return;
+                return Woken::OwnRelease;
             }
             let now = Instant::now();
             let absent = seen
@@ -154,12 +166,21 @@ impl Waiting {
             let at = next_try(seen, news, quorum, now)
                 .map_or(cap_at, |t| t.min(cap_at))
                 .min(deadline);
+            let woken = if at == deadline {
+                Woken::Deadline
+            } else if at == cap_at {
+                Woken::Cap
+            } else if news != 0 && at <= now {
+                Woken::Notification
+            } else {
+                Woken::Ttl
+            };
             if at <= now {
-                return;
+                return woken;
             }
             tokio::select! {
                 () = heard => {}
-                () = tokio::time::sleep_until(at) => return,
+                () = tokio::time::sleep_until(at) => return woken,
             }
         }
     }

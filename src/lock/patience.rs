@@ -1,0 +1,67 @@
+//! [`Patience`]: how long an acquisition keeps trying, and the error it
+//! gives up with.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::lock::redlock::Redlock;
+use crate::wait::deadline_in;
+
+/// How long `acquire` keeps trying, and what it says when it gives up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Patience {
+    /// No attempt starts after this instant (one always does).
+    pub(crate) until: Instant,
+    /// Give up with [`Error::Timeout`] (saying how long it waited) rather
+    /// than the last attempt's error (one attempt only).
+    timeout: bool,
+}
+
+impl Patience {
+    /// `lock()`'s patience: the retry count's worth of pauses; giving up
+    /// says how long it waited unless it made only one attempt.
+    pub(crate) fn default_for(redlock: &Redlock) -> Self {
+        let patience = redlock.config().lock_patience();
+        Self {
+            until: deadline_in(patience),
+            timeout: !patience.is_zero(),
+        }
+    }
+
+    /// The retry count's worth of pauses, then the last attempt's error
+    /// (for our own locks, whose callers explain the failure themselves).
+    pub(crate) fn quiet_for(redlock: &Redlock) -> Self {
+        Self {
+            until: deadline_in(redlock.config().lock_patience()),
+            timeout: false,
+        }
+    }
+
+    /// At most `wait`, then [`Error::Timeout`].
+    pub(crate) fn within(wait: Duration) -> Self {
+        Self {
+            until: deadline_in(wait),
+            timeout: true,
+        }
+    }
+
+    /// Whether no attempt may start any more.
+    pub(crate) fn run_out(&self) -> bool {
+        Instant::now() >= self.until
+    }
+
+    /// The error to give up with, after `last`.
+    pub(crate) fn give_up(self, resource: &str, started: Instant, last: Error) -> Error {
+        if self.timeout {
+            Error::Timeout {
+                resource: resource.to_owned(),
+                waited: started.elapsed(),
+                last: Box::new(last),
+            }
+        } else {
+            last
+        }
+    }
+}
