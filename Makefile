@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test lint fmt demo demo-on-nodes bench docker-demo ensure-redis
+.PHONY: all test lint fmt demo demo-on-nodes bench docker-demo ensure-redis metrics
 
 all: lint test
 
@@ -25,6 +25,12 @@ test: ensure-redis
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
 	@echo "make demo with REDQUORUM_NODES set leaves those nodes untouched:"
 	scripts/demo-leaves-given-nodes-alone.sh
+	@echo "the metrics feature: every documented metric, on real nodes:"
+	$(CARGO) test -q --features metrics --test metrics
+	@echo "without the feature, the metrics facade is not a dependency:"
+	@! $(CARGO) tree -q -e normal -p redquorum | grep -E ' metrics v'
+	@echo "the metrics example serves the Prometheus text format:"
+	scripts/metrics-example-serves.sh
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:
@@ -55,6 +61,11 @@ bench: ensure-redis
 	$(CARGO) bench --bench lock
 	$(CARGO) bench --bench serial
 	$(CARGO) bench --bench coordinate
+
+## make metrics: the Prometheus example on five local nodes of its own:
+## serves /metrics while a small workload runs, then prints one scrape.
+metrics: ensure-redis
+	scripts/with-nodes.sh 5 $(CARGO) run -q --release --features metrics --example metrics
 
 ## make docker-demo: the five-node docker example (see docker/README.md).
 docker-demo:

@@ -15,6 +15,8 @@
 //!
 //! Run: `make bench` (or `cargo bench --bench lock`). Every loop is bounded in
 //! operations and time. `BENCH_SECS` sets the duration per throughput cell.
+//! The cost of the `metrics` feature: `--features metrics` (no recorder), and
+//! with `BENCH_RECORDER=prometheus` a Prometheus recorder installed.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -140,6 +142,13 @@ fn main() {
     let Some(limit) = common::time_per_cell() else {
         return;
     };
+    #[cfg(feature = "metrics")]
+    if std::env::var("BENCH_RECORDER").as_deref() == Ok("prometheus") {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("install the Prometheus recorder");
+        println!("metrics: a Prometheus recorder is installed");
+    }
     let mut cluster = Cluster::start_with(5, Persistence::Aof);
     let urls = cluster.urls();
     let mut builder = if std::env::var("BENCH_RT").as_deref() == Ok("current") {

@@ -60,8 +60,9 @@ impl Redlock {
         let telemetry = &self.nodes().telemetry;
         let rec = telemetry.acquisition(what.primitive(), Mode::Try, what.resource());
         rec.attempted();
-        let result = what.attempt(Ask::Plain).await.map_err(|f| f.error);
-        recorded(rec, result)
+        let result = what.attempt(Ask::Plain).await;
+        let result = result.map(|lock| lock.counted(rec.holding()));
+        recorded(rec, result.map_err(|f| f.error))
     }
 
     /// Takes the lock, waiting for it for up to `retry_count` times the
@@ -199,6 +200,7 @@ impl Redlock {
 
     /// [`Redlock::lock_fenced`]'s loop for the lock on `resource`.
     async fn fenced(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
+        tracing::Span::current().record("resource", resource);
         let ttl_ms = self.check_resource(resource, ttl)?;
         let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
         self.fenced_with(&key, &self.fence_keys(resource), patience)
@@ -372,7 +374,7 @@ impl Redlock {
         if !place.had_company() && !waiting.queues.is_contended(line) {
             rec.attempted();
             match what.attempt(Ask::Plain).await {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => return Ok(lock.counted(rec.holding())),
                 Err(failed) => last = Some(failed.error),
             }
         }
@@ -391,7 +393,7 @@ impl Redlock {
             let round = signal.reset();
             rec.attempted();
             let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => return Ok(lock.counted(rec.holding())),
                 Err(failed) => failed,
             };
             for key in what.watched() {
@@ -435,10 +437,10 @@ impl Redlock {
     }
 }
 
-/// Records the end of the acquisition `rec` with `result`; a won lock is
-/// counted as held from here.
+/// Records the end of the acquisition `rec` with `result` (a lock it won
+/// is counted as held from the attempt that won it, so a fenced one whose
+/// token came too late counts as held and released too).
 fn recorded(rec: Acquisition<'_>, result: Result<Lock>) -> Result<Lock> {
-    let result = result.map(|lock| lock.counted(rec.holding()));
     rec.finish(&result);
     result
 }

@@ -380,10 +380,11 @@ impl Shared {
     }
 
     /// Marks it lost for `because` and counts the loss as `reason`.
+    /// Counted first, so whoever `lost()` wakes sees the loss counted.
     fn lose(&self, because: Error, reason: LostReason) {
-        self.state.mark_lost(because);
         let telemetry = &self.redlock.nodes().telemetry;
         self.holding.lost(telemetry, reason);
+        self.state.mark_lost(because);
     }
 
     /// Validity left, zero if lost.

@@ -96,6 +96,13 @@ impl Quorum {
 
     /// Sends `req` to the nodes in `targets` at once.
     pub(crate) fn fanout(&self, req: &Arc<Request>, targets: NodeSet) -> Fanout<'_> {
+        for node in self
+            .nodes
+            .iter()
+            .filter(|n| targets & tally::node_bit(n.index) != 0)
+        {
+            self.telemetry.node_sent(node.index);
+        }
         Fanout::start(
             &self.nodes,
             &self.background,

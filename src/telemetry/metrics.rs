@@ -224,3 +224,32 @@ pub(crate) fn lost(primitive: Primitive, class: Option<&str>, reason: LostReason
         ::metrics::counter!(LOST, with_class(base, class)).increment(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::METRICS;
+
+    /// The README's "Observability" table and [`METRICS`] name the same
+    /// metrics, with the same kinds and labels.
+    #[test]
+    fn telemetry_the_readme_table_is_the_list_of_metrics() {
+        let readme = include_str!("../../README.md");
+        let rows: Vec<&str> = readme
+            .lines()
+            .filter(|l| l.starts_with("| `redquorum."))
+            .collect();
+        assert_eq!(rows.len(), METRICS.len(), "README rows: {rows:#?}");
+        for (name, kind, unit, labels, _) in METRICS {
+            let row = rows
+                .iter()
+                .find(|r| r.starts_with(&format!("| `{name}` |")))
+                .unwrap_or_else(|| panic!("the README's table has no row for {name}"));
+            let cells: Vec<&str> = row.split(" | ").collect();
+            assert_eq!(cells[2], kind, "{row}");
+            assert_eq!(cells[1].contains("_seconds"), unit == "seconds", "{row}");
+            for label in labels.split(", ").filter(|l| !l.is_empty()) {
+                assert!(cells[3].contains(&format!("`{label}`")), "{label} in {row}");
+            }
+        }
+    }
+}

@@ -87,8 +87,15 @@ impl Telemetry {
     /// `took`.
     pub(crate) fn node_reply(&self, node: usize, took: Duration, error: Option<&NodeErrorKind>) {
         let kind = error.map(labels::error_kind);
-        self.counters.node_reply(node, kind);
+        if let Some(kind) = kind {
+            self.counters.node_failed(node, kind);
+        }
         metrics::node_reply(node, took, kind);
+    }
+
+    /// A request goes to node `node`.
+    pub(crate) fn node_sent(&self, node: usize) {
+        self.counters.node_sent(node);
     }
 
     /// A vote round for `op` ended after `took`, decided as `decided`, with
@@ -140,8 +147,7 @@ impl Acquisition<'_> {
         self.rounds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The acquisition ended with `result`; a won lock starts being counted
-    /// as held (see [`Holding`]).
+    /// The acquisition ended with `result`.
     pub(crate) fn finish<T>(self, result: &Result<T, Error>) {
         let outcome = labels::outcome(result);
         let rounds = self.rounds.load(Ordering::Relaxed);
@@ -161,7 +167,7 @@ impl Acquisition<'_> {
         );
     }
 
-    /// The holding record of the lock it won.
+    /// The holding record of a lock it won: counted as held from now.
     pub(crate) fn holding(&self) -> Holding {
         Holding::start(self.telemetry, self.primitive, self.class.clone())
     }
@@ -179,6 +185,8 @@ pub(crate) struct Holding {
     since: Instant,
     /// Still counted as held.
     live: AtomicBool,
+    /// Counted at all (false for a lock made outside an acquisition).
+    tracked: bool,
 }
 
 impl Holding {
@@ -191,17 +199,20 @@ impl Holding {
             class,
             since: Instant::now(),
             live: AtomicBool::new(true),
+            tracked: true,
         }
     }
 
-    /// A holding not counted anywhere (a lock made outside an
-    /// acquisition, as in tests).
+    /// A holding not counted anywhere: a lock's until the acquisition that
+    /// won it counts it (a lock an attempt takes and gives back at once,
+    /// such as a semaphore's slot won on too few nodes, never is).
     pub(crate) fn untracked() -> Self {
         Self {
             primitive: Primitive::Internal,
             class: None,
             since: Instant::now(),
             live: AtomicBool::new(false),
+            tracked: false,
         }
     }
 
@@ -223,6 +234,9 @@ impl Holding {
     /// It is being released with `validity_left` (zero: it had expired or
     /// was lost) after being held since acquisition.
     pub(crate) fn released(&self, telemetry: &Telemetry, validity_left: Duration) {
+        if !self.tracked {
+            return;
+        }
         let was_live = self.end(telemetry);
         telemetry.counters.released();
         let held = self.since.elapsed();

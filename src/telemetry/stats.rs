@@ -92,9 +92,10 @@ pub struct NodeStats {
     pub quarantined: bool,
     /// Whether its notification connection is open.
     pub notifications: bool,
-    /// Requests of quorum rounds it answered or failed.
+    /// Requests sent to it (each round sends one to every node).
     pub requests: u64,
-    /// Requests it did not answer in time.
+    /// Requests it did not answer in time, in rounds that waited for it (a
+    /// round decided without it does not).
     pub timeouts: u64,
     /// Requests lost to a failed connection.
     pub connection_errors: u64,
@@ -201,13 +202,17 @@ impl Counters {
         self.notifications.fetch_add(1, Relaxed);
     }
 
-    /// Node `node` answered, or failed with the error kind `kind`.
-    pub(crate) fn node_reply(&self, node: usize, kind: Option<usize>) {
+    /// A request was sent to node `node`.
+    pub(crate) fn node_sent(&self, node: usize) {
         if let Some(counts) = self.nodes.get(node) {
             counts[0].fetch_add(1, Relaxed);
-            if let Some(k) = kind {
-                counts[1 + k].fetch_add(1, Relaxed);
-            }
+        }
+    }
+
+    /// Node `node` failed a round with the error kind `kind`.
+    pub(crate) fn node_failed(&self, node: usize, kind: usize) {
+        if let Some(counts) = self.nodes.get(node) {
+            counts[1 + kind].fetch_add(1, Relaxed);
         }
     }
 

@@ -1,0 +1,155 @@
+//! `Redlock::stats()` on real nodes: each counter and gauge of the
+//! snapshot moves in the situation it describes, and a node's failures are
+//! counted by kind.
+
+mod support;
+
+use std::time::Duration;
+
+use support::Cluster;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_waits_and_releases_are_counted() {
+    let c = Cluster::start(3);
+    let (a, b) = (c.redlock(), c.builder().retry_count(0).build().unwrap());
+    assert_eq!(a.stats().acquired, 0);
+    let lock = a.lock("r", ms(10_000)).await.unwrap();
+    assert!(b
+        .try_lock("r", ms(10_000))
+        .await
+        .unwrap_err()
+        .is_contended());
+    let waiter = {
+        let a2 = c.redlock();
+        tokio::spawn(async move {
+            let lock = a2.lock("r", ms(10_000)).await;
+            (lock, a2)
+        })
+    };
+    assert!(support::wait_until(ms(5_000), || c.waiting_on("r") == 3).await);
+    lock.extend(ms(10_000)).await.unwrap();
+    lock.release().await.unwrap();
+    let (lock, a2) = waiter.await.unwrap();
+    lock.unwrap().release().await.unwrap();
+
+    let s = a.stats();
+    assert_eq!(
+        (s.acquired, s.attempts, s.extended, s.released),
+        (1, 1, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(b.stats().contended, 1);
+    let w = a2.stats();
+    assert_eq!(w.acquired, 1, "{w:?}");
+    assert!(
+        w.attempts >= 2,
+        "a waiter attempts again after its wake-up: {w:?}"
+    );
+    assert!(
+        w.woken_by_notification >= 1,
+        "the release was pushed by the nodes: {w:?}"
+    );
+    assert!(
+        w.notifications >= 1 && w.notification_connections == 3,
+        "{w:?}"
+    );
+    assert_eq!(s.held_locks + w.held_locks, 0, "everything was released");
+
+    let late = b.lock_timeout("gone", ms(10_000), ms(0)).await;
+    assert!(late.is_ok());
+    let held = b.stats();
+    assert_eq!(held.held_locks, 1, "{held:?}");
+    drop(late);
+    assert_eq!(b.stats().held_locks, 0, "dropping releases");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_leaderships_losses_and_allocations_are_counted() {
+    let c = Cluster::start(3);
+    let a = c.redlock();
+    let permit = a
+        .semaphore("pool", 3)
+        .unwrap()
+        .acquire(ms(5_000))
+        .await
+        .unwrap();
+    let election = a.election("sched", ms(2_000)).unwrap();
+    let leadership = election.campaign("me").await.unwrap();
+    let s = a.stats();
+    assert_eq!(
+        (s.held_permits, s.held_leaderships, s.held_locks),
+        (1, 1, 0),
+        "{s:?}"
+    );
+    // The term came from the counter, an allocation.
+    assert_eq!(s.allocations, 1, "{s:?}");
+    leadership.resign().await.unwrap();
+    permit.release().await.unwrap();
+    let s = a.stats();
+    assert_eq!((s.held_permits, s.held_leaderships), (0, 0), "{s:?}");
+
+    // A second client's first mint loses one compare-and-set round.
+    let b = c.redlock();
+    b.lock_fenced("f", ms(5_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    a.lock_fenced("f", ms(5_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let s = a.stats();
+    assert_eq!((s.allocations, s.allocation_conflicts), (2, 1), "{s:?}");
+
+    // A lock whose key is taken from it: its renewal fails, it is lost.
+    let lost = a.lock("stolen", ms(600)).await.unwrap();
+    lost.auto_extend();
+    for node in &c.nodes {
+        node.set("stolen", "someone-else", ms(10_000));
+    }
+    tokio::time::timeout(ms(5_000), lost.lost()).await.unwrap();
+    let s = a.stats();
+    assert_eq!((s.lost, s.extend_failed, s.held_locks), (1, 1, 0), "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_node_counts_its_requests_and_failures_by_kind() {
+    let mut c = Cluster::start(3);
+    let a = c.builder().node_timeout(ms(100)).build().unwrap();
+    a.try_lock("r", ms(5_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let s = a.stats();
+    assert_eq!(s.nodes_up, 3, "{s:?}");
+    assert!(s.nodes.iter().all(|n| n.requests >= 1 && n.up), "{s:?}");
+    assert!(
+        s.nodes.iter().all(|n| !n.addr.is_empty() && !n.quarantined),
+        "{s:?}"
+    );
+
+    c.nodes[1].kill();
+    c.nodes[2].pause();
+    assert!(a.try_lock("r", ms(5_000)).await.is_err());
+    let s = a.stats();
+    c.nodes[2].resume(); // (its late reply then shows it up again)
+    let (killed, paused) = (&s.nodes[1], &s.nodes[2]);
+    assert!(killed.connection_errors >= 1 && !killed.up, "{killed:?}");
+    assert_eq!((paused.timeouts, paused.up), (1, false), "{paused:?}");
+    assert_eq!(
+        s.nodes[0].timeouts + s.nodes[0].connection_errors,
+        0,
+        "{s:?}"
+    );
+    assert_eq!((s.nodes_up, s.failed), (1, 1), "{s:?}");
+}
