@@ -161,6 +161,8 @@
 //   wait/mod.rs         Waiting: notification reads, the sleep between tries.
 // 5 lock/config.rs      The lock's settings and DEFAULT_* constants.
 //   lock/redlock.rs     Redlock, the client handle: key, release, validity.
+//   lock/shared.rs      What a lock's holders share: the extension round,
+//                       release and loss bookkeeping, the auto-extend loop.
 //   lock/guard.rs       Lock and LockHandle: extend, release, auto-extend.
 //   lock/patience.rs    Patience: how long an acquisition keeps trying.
 //   lock/attempt.rs     One attempt (plain SET NX, or as a queued waiter);

@@ -243,13 +243,7 @@ fn holding_releasing_and_losing_are_recorded() {
         let _ = short.release().await;
 
         // Its key taken from it: the automatic extension fails.
-        let lost = a.lock("stolen", ms(600)).await.unwrap();
-        lost.auto_extend();
-        for node in &c.nodes {
-            node.set("stolen", "someone-else", ms(10_000));
-        }
-        tokio::time::timeout(ms(5_000), lost.lost()).await.unwrap();
-        drop(lost);
+        support::lose_to_another_owner(&c, &a, "stolen").await;
     });
     let hold = seen.histogram("redquorum.lock.hold.duration", &[("primitive", "lock")]);
     assert!(
@@ -397,20 +391,10 @@ fn counter_allocations_are_timed_and_conflicts_counted() {
     let c = Cluster::start(3);
     let seen = recorded(|| async {
         let (a, b) = (c.redlock(), c.redlock());
-        a.lock_fenced("f", ms(5_000))
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        support::fenced_once(&a, "f").await;
         // b's first compare-and-set expects the counter where b last saw
         // it (nowhere): it loses to a's allocation once, then wins.
-        b.lock_fenced("f", ms(5_000))
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        support::fenced_once(&b, "f").await;
     });
     let allocation = seen.histogram(
         "redquorum.counter.allocation.duration",

@@ -94,28 +94,13 @@ async fn permits_leaderships_losses_and_allocations_are_counted() {
 
     // A second client's first mint loses one compare-and-set round.
     let b = c.redlock();
-    b.lock_fenced("f", ms(5_000))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    a.lock_fenced("f", ms(5_000))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    support::fenced_once(&b, "f").await;
+    support::fenced_once(&a, "f").await;
     let s = a.stats();
     assert_eq!((s.allocations, s.allocation_conflicts), (2, 1), "{s:?}");
 
     // A lock whose key is taken from it: its renewal fails, it is lost.
-    let lost = a.lock("stolen", ms(600)).await.unwrap();
-    lost.auto_extend();
-    for node in &c.nodes {
-        node.set("stolen", "someone-else", ms(10_000));
-    }
-    tokio::time::timeout(ms(5_000), lost.lost()).await.unwrap();
+    support::lose_to_another_owner(&c, &a, "stolen").await;
     let s = a.stats();
     assert_eq!((s.lost, s.extend_failed, s.held_locks), (1, 1, 0), "{s:?}");
 }

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("warn,redquorum::lock::guard=off")),
+                .unwrap_or_else(|_| EnvFilter::new("warn,redquorum::lock::shared=off")),
         )
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)

@@ -2,60 +2,24 @@
 //! "lock lost" signal.
 //!
 //! All holders of one lock (the guard, [`LockHandle`]s given to `with_lock`
-//! work, the auto-extend task) share one `Shared` record; where the lock
-//! stands (its deadline, lost or released) is in `standing.rs`.
+//! work, the auto-extend task) share one record (`shared.rs`, with the
+//! extension round and the auto-extend loop); where the lock stands (its
+//! deadline, lost or released) is in `standing.rs`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::Value;
-use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::{debug, error, instrument, warn};
+use tracing::{debug, instrument};
 
 use crate::error::{Error, Result};
-use crate::extensions::Extensions;
-use crate::lock::redlock::{int_vote, valid_until, Redlock};
-use crate::node::request::Request;
+use crate::lock::redlock::Redlock;
+use crate::lock::shared::{watchdog, Shared};
 use crate::quorum::background::Background;
-use crate::quorum::Counts;
-use crate::scripts;
-use crate::standing::{Standing, State};
-use crate::telemetry::labels::LostReason;
+use crate::standing::Standing;
 use crate::telemetry::Holding;
-
-/// What every holder of one lock shares.
-#[derive(Debug)]
-struct Shared {
-    /// The client, for extend and release.
-    redlock: Redlock,
-    /// The resource as the caller named it.
-    resource: String,
-    /// The Redis key (prefix + resource; a semaphore's slot).
-    key: String,
-    /// The key whose line of waiters its release concerns: the lock key, or
-    /// the semaphore's.
-    line: String,
-    /// Our random value: proves ownership to the compare-and-X scripts.
-    value: String,
-    /// The TTL the lock was taken with; auto-extension renews to it.
-    ttl: Duration,
-    /// Fencing token minted right after acquisition, if asked for.
-    fencing_token: Option<u64>,
-    /// Taken after waiting: its release asks whether others wait.
-    contended: bool,
-    /// Validity and status, observable by `lost()` waiters.
-    state: Standing,
-    /// Set once an auto-extend task was started, so there is only one.
-    watchdog: AtomicBool,
-    /// Extensions sent and not yet overtaken by a confirmed later one: what
-    /// bounds the validity (see `extensions.rs`).
-    extensions: Mutex<Extensions>,
-    /// How the telemetry counts it (held, released, lost).
-    holding: Holding,
-}
 
 /// A held distributed lock.
 ///
@@ -366,167 +330,5 @@ impl LockHandle {
     /// See [`Lock::lost`].
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         self.shared.lost()
-    }
-}
-
-impl Shared {
-    /// Marks it released (the auto-extend task stops) and counts the
-    /// release with the validity it had left.
-    fn releasing(&self) {
-        let left = self.validity();
-        self.state.mark_released();
-        let telemetry = &self.redlock.nodes().telemetry;
-        self.holding.released(telemetry, left);
-    }
-
-    /// Marks it lost for `because` and counts the loss as `reason`.
-    /// Counted first, so whoever `lost()` wakes sees the loss counted.
-    fn lose(&self, because: Error, reason: LostReason) {
-        let telemetry = &self.redlock.nodes().telemetry;
-        self.holding.lost(telemetry, reason);
-        self.state.mark_lost(because);
-    }
-
-    /// Validity left, zero if lost.
-    fn validity(&self) -> Duration {
-        self.state.validity()
-    }
-
-    /// See [`Lock::ensure_valid`].
-    fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
-        self.state.ensure_valid(&self.resource, min_remaining)
-    }
-
-    /// See [`Lock::extend`] (and `extensions.rs` for the validity rule).
-    #[instrument(skip_all, fields(resource = %self.resource, outcome, nodes))]
-    async fn extend(&self, ttl: Duration) -> Result<()> {
-        let start = Instant::now();
-        let result = self.extend_round(ttl, start).await;
-        let ok = result.is_ok();
-        tracing::Span::current().record("outcome", if ok { "extended" } else { "failed" });
-        let telemetry = &self.redlock.nodes().telemetry;
-        telemetry.extension(self.holding.primitive(), start.elapsed(), ok);
-        result
-    }
-
-    /// The extension's round, started at `start`.
-    async fn extend_round(&self, ttl: Duration, start: Instant) -> Result<()> {
-        let redlock = &self.redlock;
-        let ttl_ms = redlock.config().check_ttl(ttl)?;
-        let drift = redlock.config().drift(ttl);
-        let (seq, old) = {
-            let mut ext = Extensions::locked(&self.extensions);
-            let old = self.state.now();
-            if old.lost || start >= old.valid_until {
-                // Never extend a lock that has already expired: someone else
-                // may hold it by now, and we could not tell.
-                return Err(Error::Expired {
-                    resource: self.resource.clone(),
-                });
-            }
-            // From here the extension may take effect on any node: the
-            // lock is ours at most until what it would leave.
-            let bound = start + ttl.saturating_sub(drift);
-            self.state.lower_to(bound);
-            (ext.send(bound), old)
-        };
-        let req = Request::script(&scripts::EXTEND, |cmd| {
-            cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
-        });
-        let (tally, stragglers) = redlock
-            .nodes()
-            .vote_round(&req, "extend", Counts::Trusted, int_vote)
-            .await;
-        stragglers.finish_in_background();
-        let now = Instant::now();
-        match (tally.decided(), valid_until(start, now, ttl, drift)) {
-            (Some(true), Some(until)) if now < old.valid_until => {
-                let mut ext = Extensions::locked(&self.extensions);
-                if let Some(until) = ext.confirm(seq, until) {
-                    self.state.set_until(until);
-                }
-                debug!(validity = ?self.validity(), "extended");
-                Ok(())
-            }
-            (Some(true), _) => Err(Error::Expired {
-                resource: self.resource.clone(),
-            }),
-            _ => Err(redlock.failure_or_expired(&self.resource, &self.key, tally)),
-        }
-    }
-
-    /// See [`Lock::is_held`].
-    async fn is_held(&self) -> Result<bool> {
-        let redlock = &self.redlock;
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(&self.key);
-        let req = Request::plain(cmd);
-        let ours = |_: usize, v: &Value| match v {
-            Value::BulkString(b) => Some(b == self.value.as_bytes()),
-            Value::Nil => Some(false),
-            _ => None,
-        };
-        let (tally, _) = redlock
-            .nodes()
-            .vote_round(&req, "get", Counts::Trusted, ours)
-            .await;
-        match tally.decided() {
-            Some(true) => Ok(true),
-            _ if tally.failures_prevent_quorum() => {
-                Err(redlock.failure(&self.resource, &self.key, tally))
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// See [`Lock::lost`].
-    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.state.lost()
-    }
-}
-
-/// The auto-extend loop. Holds only a `Weak`, so it stops by itself once the
-/// lock is released or every holder dropped it.
-async fn watchdog(weak: Weak<Shared>, mut rx: watch::Receiver<State>, interval: Duration) {
-    loop {
-        let sleep = tokio::time::sleep(interval);
-        tokio::pin!(sleep);
-        // Wake early if the lock is released, so the task does not linger.
-        loop {
-            tokio::select! {
-                () = &mut sleep => break,
-                changed = rx.changed() => {
-                    let st = *rx.borrow_and_update();
-                    if changed.is_err() || st.released || st.lost {
-                        return;
-                    }
-                }
-            }
-        }
-        let Some(shared) = weak.upgrade() else { return };
-        let st = shared.state.now();
-        if st.released || st.lost {
-            return;
-        }
-        match shared.extend(shared.ttl).await {
-            Ok(()) => {}
-            Err(e) => {
-                if shared.state.now().released {
-                    return;
-                }
-                error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
-                shared.lose(e, LostReason::ExtendFailed);
-                return;
-            }
-        }
-        let _ = rx.borrow_and_update();
-        if shared.validity().is_zero() {
-            warn!(resource = %shared.resource, "lock validity ran out");
-            let expired = Error::Expired {
-                resource: shared.resource.clone(),
-            };
-            shared.lose(expired, LostReason::ValidityRanOut);
-            return;
-        }
     }
 }

@@ -10,3 +10,4 @@ pub(crate) mod config;
 pub(crate) mod guard;
 pub(crate) mod patience;
 pub(crate) mod redlock;
+pub(crate) mod shared;

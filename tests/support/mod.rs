@@ -722,3 +722,23 @@ impl Drop for Proxy {
         }
     }
 }
+
+/// Takes `resource` with a fencing token (TTL 5 s) and releases it.
+pub async fn fenced_once(redlock: &redquorum::Redlock, resource: &str) {
+    let lock = redlock.lock_fenced(resource, Duration::from_secs(5)).await;
+    lock.expect("fenced lock").release().await.expect("release");
+}
+
+/// Takes `resource` (TTL 600 ms, renewed in the background), gives its key
+/// to another owner on every node, and waits (at most 5 s) until the
+/// client's renewal fails and the lock is lost.
+pub async fn lose_to_another_owner(c: &Cluster, redlock: &redquorum::Redlock, resource: &str) {
+    let lock = redlock.lock(resource, Duration::from_millis(600)).await;
+    let lock = lock.expect("lock");
+    lock.auto_extend();
+    for node in &c.nodes {
+        node.set(resource, "another-owner", Duration::from_secs(10));
+    }
+    let lost = tokio::time::timeout(Duration::from_secs(5), lock.lost()).await;
+    lost.expect("the lock was never marked lost");
+}

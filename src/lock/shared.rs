@@ -1,0 +1,223 @@
+//! What every holder of one lock shares (the guard, the [`LockHandle`]s
+//! given to `with_lock` work, the auto-extend task), and what is done on
+//! it: extension, the ownership check, the release and loss bookkeeping,
+//! and the auto-extend loop.
+//!
+//! [`LockHandle`]: crate::LockHandle
+
+use std::future::Future;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, Weak};
+use std::time::Duration;
+
+use redis::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, error, instrument, warn};
+
+use crate::error::{Error, Result};
+use crate::extensions::Extensions;
+use crate::lock::redlock::{int_vote, valid_until, Redlock};
+use crate::node::request::Request;
+use crate::quorum::Counts;
+use crate::scripts;
+use crate::standing::{Standing, State};
+use crate::telemetry::labels::LostReason;
+use crate::telemetry::Holding;
+
+/// What every holder of one lock shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The client, for extend and release.
+    pub(crate) redlock: Redlock,
+    /// The resource as the caller named it.
+    pub(crate) resource: String,
+    /// The Redis key (prefix + resource; a semaphore's slot).
+    pub(crate) key: String,
+    /// The key whose line of waiters its release concerns: the lock key, or
+    /// the semaphore's.
+    pub(crate) line: String,
+    /// Our random value: proves ownership to the compare-and-X scripts.
+    pub(crate) value: String,
+    /// The TTL the lock was taken with; auto-extension renews to it.
+    pub(crate) ttl: Duration,
+    /// Fencing token minted right after acquisition, if asked for.
+    pub(crate) fencing_token: Option<u64>,
+    /// Taken after waiting: its release asks whether others wait.
+    pub(crate) contended: bool,
+    /// Validity and status, observable by `lost()` waiters.
+    pub(crate) state: Standing,
+    /// Set once an auto-extend task was started, so there is only one.
+    pub(crate) watchdog: AtomicBool,
+    /// Extensions sent and not yet overtaken by a confirmed later one: what
+    /// bounds the validity (see `extensions.rs`).
+    pub(crate) extensions: Mutex<Extensions>,
+    /// How the telemetry counts it (held, released, lost).
+    pub(crate) holding: Holding,
+}
+
+impl Shared {
+    /// Marks it released (the auto-extend task stops) and counts the
+    /// release with the validity it had left.
+    pub(crate) fn releasing(&self) {
+        let left = self.validity();
+        self.state.mark_released();
+        let telemetry = &self.redlock.nodes().telemetry;
+        self.holding.released(telemetry, left);
+    }
+
+    /// Marks it lost for `because` and counts the loss as `reason`.
+    /// Counted first, so whoever `lost()` wakes sees the loss counted.
+    pub(crate) fn lose(&self, because: Error, reason: LostReason) {
+        let telemetry = &self.redlock.nodes().telemetry;
+        self.holding.lost(telemetry, reason);
+        self.state.mark_lost(because);
+    }
+
+    /// Validity left, zero if lost.
+    pub(crate) fn validity(&self) -> Duration {
+        self.state.validity()
+    }
+
+    /// See [`Lock::ensure_valid`].
+    pub(crate) fn ensure_valid(&self, min_remaining: Duration) -> Result<Duration> {
+        self.state.ensure_valid(&self.resource, min_remaining)
+    }
+
+    /// See [`Lock::extend`] (and `extensions.rs` for the validity rule).
+    #[instrument(skip_all, fields(resource = %self.resource, outcome, nodes))]
+    pub(crate) async fn extend(&self, ttl: Duration) -> Result<()> {
+        let start = Instant::now();
+        let result = self.extend_round(ttl, start).await;
+        let ok = result.is_ok();
+        tracing::Span::current().record("outcome", if ok { "extended" } else { "failed" });
+        let telemetry = &self.redlock.nodes().telemetry;
+        telemetry.extension(self.holding.primitive(), start.elapsed(), ok);
+        result
+    }
+
+    /// The extension's round, started at `start`.
+    async fn extend_round(&self, ttl: Duration, start: Instant) -> Result<()> {
+        let redlock = &self.redlock;
+        let ttl_ms = redlock.config().check_ttl(ttl)?;
+        let drift = redlock.config().drift(ttl);
+        let (seq, old) = {
+            let mut ext = Extensions::locked(&self.extensions);
+            let old = self.state.now();
+            if old.lost || start >= old.valid_until {
+                // Never extend a lock that has already expired: someone else
+                // may hold it by now, and we could not tell.
+                return Err(Error::Expired {
+                    resource: self.resource.clone(),
+                });
+            }
+            // From here the extension may take effect on any node: the
+            // lock is ours at most until what it would leave.
+            let bound = start + ttl.saturating_sub(drift);
+            self.state.lower_to(bound);
+            (ext.send(bound), old)
+        };
+        let req = Request::script(&scripts::EXTEND, |cmd| {
+            cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
+        });
+        let (tally, stragglers) = redlock
+            .nodes()
+            .vote_round(&req, "extend", Counts::Trusted, int_vote)
+            .await;
+        stragglers.finish_in_background();
+        let now = Instant::now();
+        match (tally.decided(), valid_until(start, now, ttl, drift)) {
+            (Some(true), Some(until)) if now < old.valid_until => {
+                let mut ext = Extensions::locked(&self.extensions);
+                if let Some(until) = ext.confirm(seq, until) {
+                    self.state.set_until(until);
+                }
+                debug!(validity = ?self.validity(), "extended");
+                Ok(())
+            }
+            (Some(true), _) => Err(Error::Expired {
+                resource: self.resource.clone(),
+            }),
+            _ => Err(redlock.failure_or_expired(&self.resource, &self.key, tally)),
+        }
+    }
+
+    /// See [`Lock::is_held`].
+    pub(crate) async fn is_held(&self) -> Result<bool> {
+        let redlock = &self.redlock;
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&self.key);
+        let req = Request::plain(cmd);
+        let ours = |_: usize, v: &Value| match v {
+            Value::BulkString(b) => Some(b == self.value.as_bytes()),
+            Value::Nil => Some(false),
+            _ => None,
+        };
+        let (tally, _) = redlock
+            .nodes()
+            .vote_round(&req, "get", Counts::Trusted, ours)
+            .await;
+        match tally.decided() {
+            Some(true) => Ok(true),
+            _ if tally.failures_prevent_quorum() => {
+                Err(redlock.failure(&self.resource, &self.key, tally))
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// See [`Lock::lost`].
+    pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.state.lost()
+    }
+}
+
+/// The auto-extend loop. Holds only a `Weak`, so it stops by itself once the
+/// lock is released or every holder dropped it.
+pub(crate) async fn watchdog(
+    weak: Weak<Shared>,
+    mut rx: watch::Receiver<State>,
+    interval: Duration,
+) {
+    loop {
+        let sleep = tokio::time::sleep(interval);
+        tokio::pin!(sleep);
+        // Wake early if the lock is released, so the task does not linger.
+        loop {
+            tokio::select! {
+                () = &mut sleep => break,
+                changed = rx.changed() => {
+                    let st = *rx.borrow_and_update();
+                    if changed.is_err() || st.released || st.lost {
+                        return;
+                    }
+                }
+            }
+        }
+        let Some(shared) = weak.upgrade() else { return };
+        let st = shared.state.now();
+        if st.released || st.lost {
+            return;
+        }
+        match shared.extend(shared.ttl).await {
+            Ok(()) => {}
+            Err(e) => {
+                if shared.state.now().released {
+                    return;
+                }
+                error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
+                shared.lose(e, LostReason::ExtendFailed);
+                return;
+            }
+        }
+        let _ = rx.borrow_and_update();
+        if shared.validity().is_zero() {
+            warn!(resource = %shared.resource, "lock validity ran out");
+            let expired = Error::Expired {
+                resource: shared.resource.clone(),
+            };
+            shared.lose(expired, LostReason::ValidityRanOut);
+            return;
+        }
+    }
+}
