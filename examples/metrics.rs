@@ -46,12 +46,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tasks.spawn(async move {
             let ttl = Duration::from_secs(2);
             let semaphore = redlock.semaphore("exports", 2)?;
+            // Waiting longer than the workload runs: a busy machine makes
+            // waits long, not failures (a timeout still shows in the
+            // metrics, as outcome="timeout").
+            let wait = Duration::from_secs(10);
             while tokio::time::Instant::now() < until {
                 let invoice = format!("invoice-{}", worker % 2);
-                let lock = redlock.lock(&invoice, ttl).await?;
+                let lock = redlock.lock_timeout(&invoice, ttl, wait).await?;
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 lock.release().await?;
-                let permit = semaphore.acquire(ttl).await?;
+                let permit = semaphore.acquire_timeout(ttl, wait).await?;
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 permit.release().await?;
             }
@@ -61,7 +65,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let election = redlock.election("scheduler", Duration::from_secs(1))?;
     let serials = redquorum::SerialGenerator::builder(redlock.clone()).build()?;
     while tokio::time::Instant::now() < until {
-        let leadership = election.campaign("metrics-example").await?;
+        let leadership = election
+            .campaign_timeout("metrics-example", Duration::from_secs(10))
+            .await?;
         serials.next("ORDER").await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
         leadership.resign().await?;

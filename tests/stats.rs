@@ -92,12 +92,17 @@ async fn permits_leaderships_losses_and_allocations_are_counted() {
     let s = a.stats();
     assert_eq!((s.held_permits, s.held_leaderships), (0, 0), "{s:?}");
 
-    // A second client's first mint loses one compare-and-set round.
+    // A client's first mint of a counter another client minted from loses
+    // one compare-and-set round.
     let b = c.redlock();
     support::fenced_once(&b, "f").await;
     support::fenced_once(&a, "f").await;
     let s = a.stats();
     assert_eq!((s.allocations, s.allocation_conflicts), (2, 1), "{s:?}");
+    // Its next mint guesses the number it minted last: one round.
+    support::fenced_once(&a, "f").await;
+    let s = a.stats();
+    assert_eq!((s.allocations, s.allocation_conflicts), (3, 1), "{s:?}");
 
     // A lock whose key is taken from it: its renewal fails, it is lost.
     support::lose_to_another_owner(&c, &a, "stolen").await;

@@ -152,7 +152,10 @@ impl Redlock {
     /// (a slow link) is released and the attempt counts as failed; it is
     /// tried again within the same patience as [`Redlock::lock`].
     ///
-    /// What it costs: the counter is one small record per resource on every
+    /// What it costs: one compare-and-set round on every node after the
+    /// lock (this client guesses the counter is where it last minted; a
+    /// guess another client overtook costs one more round); and the
+    /// counter is one small record per resource on every
     /// node, kept forever (it must never go back). Fencing per entity
     /// (`invoice-7`, `invoice-8`, ...) grows memory with the entities; name
     /// one counter for all resources with
@@ -273,8 +276,11 @@ impl Redlock {
                 n,
             })
         };
-        let (_, new) = counter::allocate(self.nodes(), resource, keys, None, &mut next).await?;
-        Ok(new.n)
+        let guess = self.mint_guess(&keys.key);
+        let (_, new) = counter::allocate(self.nodes(), resource, keys, guess, &mut next).await?;
+        let n = new.n;
+        self.minted(&keys.key, new);
+        Ok(n)
     }
 
     /// Runs `f` while holding the lock, extending it in the background. `f`

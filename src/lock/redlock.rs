@@ -8,13 +8,14 @@
 //! started (see [`validity`]). Acquiring is in `acquire.rs`, holding
 //! (extend, release, auto-extend) in `guard.rs`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
 
-use crate::counter::CounterKeys;
+use crate::counter::{CounterKeys, Record};
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::lock::config::Config;
@@ -58,7 +59,15 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     /// This client's waiters and notification connections.
     pub(crate) waiting: Waiting,
+    /// The last number this client minted from each fencing counter (by
+    /// key): the next mint's guess of the counter, so that it wins its
+    /// compare-and-set in one round unless another client minted since.
+    minted: Mutex<HashMap<String, Record>>,
 }
+
+/// The most counters [`Inner::minted`] remembers; when full it starts over
+/// (a forgotten guess costs one compare-and-set round, nothing else).
+const MAX_MINT_GUESSES: usize = 4096;
 
 impl Redlock {
     /// Made by the builder after validation.
@@ -68,6 +77,7 @@ impl Redlock {
                 quorum,
                 config,
                 waiting,
+                minted: Mutex::default(),
             }),
         }
     }
@@ -114,6 +124,22 @@ impl Redlock {
         stats.nodes_up = stats.nodes.iter().filter(|n| n.up).count();
         stats.notification_connections = stats.nodes.iter().filter(|n| n.notifications).count();
         stats
+    }
+
+    /// The number last minted by this client from the counter at `key`.
+    pub(crate) fn mint_guess(&self, key: &str) -> Option<Record> {
+        let minted = self.inner.minted.lock().ok()?;
+        minted.get(key).cloned()
+    }
+
+    /// Remembers `record` as the number last minted from `key`.
+    pub(crate) fn minted(&self, key: &str, record: Record) {
+        if let Ok(mut minted) = self.inner.minted.lock() {
+            if minted.len() >= MAX_MINT_GUESSES {
+                minted.clear();
+            }
+            minted.insert(key.to_owned(), record);
+        }
     }
 
     /// Number of configured nodes.
