@@ -83,8 +83,8 @@ impl Telemetry {
         metrics::woke(woken, slept);
     }
 
-    /// Node `node` answered (or failed, `Err`) a request of a round after
-    /// `took`.
+    /// Node `node` answered a request of a round after `took`, or failed
+    /// it with `error` (a timeout, a refusal, a vote that did not count).
     pub(crate) fn node_reply(&self, node: usize, took: Duration, error: Option<&NodeErrorKind>) {
         let kind = error.map(labels::error_kind);
         if let Some(kind) = kind {
