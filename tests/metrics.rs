@@ -213,7 +213,15 @@ fn waits_are_timed_by_what_woke_the_waiter() {
         let ttl = quiet(ms(5_000)).lock("ttl", ms(5_000)).await.unwrap();
         ttl.release().await.unwrap();
         let _long = a.lock("cap", ms(10_000)).await.unwrap();
+        // The first sleep ends at the cap (30..60 ms), long before the TTL
+        // and the 200 ms patience.
         let late = quiet(ms(60)).lock_timeout("cap", ms(5_000), ms(200)).await;
+        assert!(late.is_err());
+        // A cap (2.5..5 s) and a TTL far beyond a 150 ms patience: the
+        // deadline ends the first sleep.
+        let late = quiet(ms(5_000))
+            .lock_timeout("cap", ms(5_000), ms(150))
+            .await;
         assert!(late.is_err());
     });
     let wait = "redquorum.lock.wait.duration";
