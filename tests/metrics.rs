@@ -321,12 +321,7 @@ fn nodes_and_rounds_are_timed_and_failures_counted_by_kind() {
     let seen = recorded(|| async {
         let a = c.builder().node_timeout(ms(100)).build().unwrap();
         // Two of three answer: decided before the paused one times out.
-        a.try_lock("r", ms(5_000))
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        support::locked_once(&a, "r").await;
     });
     c.nodes[2].resume();
     c.nodes[1].kill();
@@ -380,13 +375,7 @@ fn nodes_and_rounds_are_timed_and_failures_counted_by_kind() {
 fn a_round_that_hears_every_node_is_decided_by_all() {
     let c = Cluster::start(1);
     let seen = recorded(|| async {
-        c.redlock()
-            .try_lock("r", ms(5_000))
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        support::locked_once(&c.redlock(), "r").await;
     });
     seen.histogram(
         "redquorum.quorum.round.duration",

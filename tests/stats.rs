@@ -114,12 +114,7 @@ async fn permits_leaderships_losses_and_allocations_are_counted() {
 async fn each_node_counts_its_requests_and_failures_by_kind() {
     let mut c = Cluster::start(3);
     let a = c.builder().node_timeout(ms(100)).build().unwrap();
-    a.try_lock("r", ms(5_000))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    support::locked_once(&a, "r").await;
     let s = a.stats();
     assert_eq!(s.nodes_up, 3, "{s:?}");
     assert!(s.nodes.iter().all(|n| n.requests >= 1 && n.up), "{s:?}");

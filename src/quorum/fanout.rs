@@ -19,6 +19,7 @@ use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::tally::{node_bit, NodeSet};
 use crate::scripts::Lua;
+use crate::telemetry::Telemetry;
 
 /// One request in flight to a set of nodes.
 pub(crate) struct Fanout<'a> {
@@ -45,11 +46,13 @@ pub(crate) struct Fanout<'a> {
 }
 
 impl<'a> Fanout<'a> {
-    /// Sends `req` to every node of `nodes` in `targets` at once; nodes that
-    /// have not answered within `timeout` count as timed out.
+    /// Sends `req` to every node of `nodes` in `targets` at once (each
+    /// request counted in `telemetry`); nodes that have not answered within
+    /// `timeout` count as timed out.
     pub(crate) fn start(
         nodes: &'a [Node],
         background: &'a Arc<Background>,
+        telemetry: &Telemetry,
         timeout: Duration,
         req: &Arc<Request>,
         targets: NodeSet,
@@ -58,6 +61,7 @@ impl<'a> Fanout<'a> {
         let mut waiting = 0;
         for node in nodes.iter().filter(|n| targets & node_bit(n.index) != 0) {
             calls.push((node.index, node.call(req)));
+            telemetry.node_sent(node.index);
             waiting |= node_bit(node.index);
         }
         Self {

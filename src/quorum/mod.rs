@@ -96,16 +96,10 @@ impl Quorum {
 
     /// Sends `req` to the nodes in `targets` at once.
     pub(crate) fn fanout(&self, req: &Arc<Request>, targets: NodeSet) -> Fanout<'_> {
-        for node in self
-            .nodes
-            .iter()
-            .filter(|n| targets & tally::node_bit(n.index) != 0)
-        {
-            self.telemetry.node_sent(node.index);
-        }
         Fanout::start(
             &self.nodes,
             &self.background,
+            &self.telemetry,
             self.node_timeout,
             req,
             targets,
@@ -214,7 +208,7 @@ impl Quorum {
         };
         summary.record();
         self.telemetry
-            .round(what, decided, started.elapsed(), self.nodes_up());
+            .round(what, decided, started.elapsed(), || self.nodes_up());
         (tally, fan)
     }
 }

@@ -153,12 +153,17 @@ pub(crate) fn node_reply(node: usize, took: Duration, kind: Option<usize>) {
 }
 
 /// See `Telemetry::round`.
-pub(crate) fn round(op: &'static str, decided: Decided, took: Duration, up: usize) {
+pub(crate) fn round(
+    op: &'static str,
+    decided: Decided,
+    took: Duration,
+    up: impl FnOnce() -> usize,
+) {
     #[cfg(feature = "metrics")]
     {
         ::metrics::histogram!(ROUND, "op" => op, "decided" => decided.as_str())
             .record(took.as_secs_f64());
-        ::metrics::gauge!(UP).set(up as f64);
+        ::metrics::gauge!(UP).set(up() as f64);
     }
 }
 

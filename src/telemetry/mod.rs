@@ -55,9 +55,11 @@ impl Telemetry {
         }
     }
 
-    /// The metric class of `resource`: empty without a mapping.
+    /// The metric class of `resource`: none without a mapping, or without
+    /// the `metrics` feature (nothing would read it).
     pub(crate) fn class_of(&self, resource: &str) -> Option<String> {
-        self.class.as_ref().map(|f| f(resource))
+        let class = self.class.as_ref().filter(|_| cfg!(feature = "metrics"));
+        class.map(|f| f(resource))
     }
 
     /// Starts timing an acquisition of `resource` as `primitive`, `mode`.
@@ -98,9 +100,16 @@ impl Telemetry {
         self.counters.node_sent(node);
     }
 
-    /// A vote round for `op` ended after `took`, decided as `decided`, with
-    /// `up` nodes answering in time at its end.
-    pub(crate) fn round(&self, op: &'static str, decided: Decided, took: Duration, up: usize) {
+    /// A vote round for `op` ended after `took`, decided as `decided`; `up`
+    /// counts the nodes answering in time at its end (asked only when a
+    /// metric records it).
+    pub(crate) fn round(
+        &self,
+        op: &'static str,
+        decided: Decided,
+        took: Duration,
+        up: impl FnOnce() -> usize,
+    ) {
         metrics::round(op, decided, took, up);
     }
 

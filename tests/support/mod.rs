@@ -723,6 +723,12 @@ impl Drop for Proxy {
     }
 }
 
+/// Takes `resource` in one attempt (TTL 5 s) and releases it.
+pub async fn locked_once(redlock: &redquorum::Redlock, resource: &str) {
+    let lock = redlock.try_lock(resource, Duration::from_secs(5)).await;
+    lock.expect("lock").release().await.expect("release");
+}
+
 /// Takes `resource` with a fencing token (TTL 5 s) and releases it.
 pub async fn fenced_once(redlock: &redquorum::Redlock, resource: &str) {
     let lock = redlock.lock_fenced(resource, Duration::from_secs(5)).await;
