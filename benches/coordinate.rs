@@ -77,14 +77,20 @@ fn main() {
 
 /// The semaphore's table and ratios.
 fn semaphore(rt: &tokio::runtime::Runtime, urls: &[String], limit: Duration) {
-    let sems: Vec<Arc<redquorum::Semaphore>> = clients(urls, CLIENTS)
+    let redlocks = clients(urls, CLIENTS);
+    let sems: Vec<Arc<redquorum::Semaphore>> = redlocks
         .iter()
         .map(|c| Arc::new(c.semaphore("bench-pool", PERMITS).expect("semaphore")))
         .collect();
     let (mut alone, mut all) = (Stats::default(), Stats::default());
+    let (mut alone_effort, mut all_effort) = (Effort::default(), Effort::default());
     for _ in 0..2 {
+        let before = Effort::of(&redlocks);
         alone.add(contended::cell(rt, &sems[..1], PERMITS, limit, permit));
+        let between = Effort::of(&redlocks);
         all.add(contended::cell(rt, &sems, TASKS, limit, permit));
+        alone_effort.add(&between, &before);
+        all_effort.add(&Effort::of(&redlocks), &between);
     }
     let tasks = CLIENTS * TASKS;
     let fair = Duration::from_secs_f64((tasks - PERMITS) as f64 / alone.rate());
@@ -112,6 +118,91 @@ fn semaphore(rt: &tokio::runtime::Runtime, urls: &[String], limit: Duration) {
         "permit taken by the longest waiter after a release",
         &mut handover,
     );
+    println!("  attempts per acquisition: limit {alone_effort}; semaphore {all_effort}");
+}
+
+/// What the clients did, from their [`redquorum::Stats`], and the CPU time
+/// this process and its children (the nodes) used.
+#[derive(Clone, Copy, Debug, Default)]
+struct Effort {
+    acquired: u64,
+    attempts: u64,
+    requests: u64,
+    notifications: u64,
+    cpu_ticks: u64,
+}
+
+/// CPU clock ticks (user + system) used so far by process `pid`.
+fn ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let at = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    at(11) + at(12)
+}
+
+/// CPU ticks of this process and its child processes so far.
+fn cpu_ticks() -> u64 {
+    let mut total = ticks("self");
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            total += children.split_whitespace().map(ticks).sum::<u64>();
+        }
+    }
+    total
+}
+
+impl Effort {
+    /// The sums over `clients` now.
+    fn of(clients: &[redquorum::Redlock]) -> Self {
+        clients
+            .iter()
+            .map(redquorum::Redlock::stats)
+            .fold(Self::default(), |e, s| Self {
+                acquired: e.acquired + s.acquired,
+                attempts: e.attempts + s.attempts,
+                requests: e.requests + s.nodes.iter().map(|n| n.requests).sum::<u64>(),
+                notifications: e.notifications + s.notifications,
+                cpu_ticks: 0,
+            })
+            .with_cpu()
+    }
+
+    /// With the CPU used so far.
+    fn with_cpu(mut self) -> Self {
+        self.cpu_ticks = cpu_ticks();
+        self
+    }
+
+    /// Adds what happened between `from` and `to`.
+    fn add(&mut self, to: &Self, from: &Self) {
+        self.acquired += to.acquired - from.acquired;
+        self.attempts += to.attempts - from.attempts;
+        self.requests += to.requests - from.requests;
+        self.notifications += to.notifications - from.notifications;
+        self.cpu_ticks += to.cpu_ticks - from.cpu_ticks;
+    }
+}
+
+impl std::fmt::Display for Effort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per = |x: u64| x as f64 / self.acquired.max(1) as f64;
+        write!(
+            f,
+            "{:.2} ({:.1} node requests, {:.1} notifications, {:.2} ms CPU each)",
+            per(self.attempts),
+            per(self.requests),
+            per(self.notifications),
+            per(self.cpu_ticks) * 10.0
+        )
+    }
 }
 
 /// Prints a hand-over latency line.

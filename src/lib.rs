@@ -55,8 +55,8 @@
 //!   when the first such URL is built, so TLS never panics). Off by default.
 //! * `metrics`: records acquisitions, waits, losses, node requests, quorum
 //!   rounds and counter allocations through the `metrics` facade (see
-//!   [`describe_metrics`]). Off by default; [`Redlock::stats`] needs no
-//!   feature.
+//!   `describe_metrics`, which the feature adds). Off by default;
+//!   [`Redlock::stats`] needs no feature.
 //!
 //! The `redquorum` command (`redquorum lock RESOURCE -- command`, serial
 //! numbers, a node safety check) is the separate `redquorum-cli` package:

@@ -278,14 +278,44 @@ end
 return {0, soonest, 0}"#
 ));
 
-/// Undoes a semaphore attempt on a node: deletes every slot (KEYS) that
-/// holds our value (ARGV[1]) except slot number ARGV[2] (from 1; 0 keeps
-/// none). Returns how many it deleted. Always delivered, like a release.
+/// Undoes a semaphore attempt on a node: deletes every slot (KEYS[3..])
+/// that holds our value (ARGV[1]) except slot number ARGV[2] (from 1; 0
+/// keeps none).
+///
+/// A waiter that took a slot here left the waiting list (KEYS[1],
+/// KEYS[2]) here; if it waits on (ARGV[3], its id, not empty), it joins
+/// again with its ticket (ARGV[4]) and lease in ms (ARGV[5]). Otherwise the
+/// waiters behind it would be ranked one place higher here than on the
+/// nodes it did not take, and take other slots here than there.
+///
+/// A winner (ARGV[2] its slot, ARGV[6] its TTL in ms, 0: none) also sets
+/// its slot here where it is free (`SET NX`): a node that did not take it
+/// would otherwise show it free, and the next waiter would take it here
+/// and another slot elsewhere. The fill counts for nothing (the permit's
+/// validity comes from the quorum that took the slot) and never takes a
+/// slot someone holds; a release or expiry removes it like the rest.
+/// Returns how many slots it deleted. Always delivered, like a release.
 pub(crate) static SEMAPHORE_UNDO: Lua = Lua::cleanup(
-    r#"local n = 0
-for i = 1, #KEYS do
-  if i ~= tonumber(ARGV[2]) and redis.call("GET", KEYS[i]) == ARGV[1] then
+    r#"redis.replicate_commands()
+local n = 0
+for i = 3, #KEYS do
+  if i - 2 ~= tonumber(ARGV[2]) and redis.call("GET", KEYS[i]) == ARGV[1] then
     n = n + redis.call("DEL", KEYS[i])
+  end
+end
+local keep = tonumber(ARGV[2])
+if keep > 0 and tonumber(ARGV[6]) > 0 then
+  redis.call("SET", KEYS[keep + 2], ARGV[1], "NX", "PX", ARGV[6])
+end
+if n > 0 and ARGV[3] ~= "" then
+  local t = redis.call("TIME")
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  redis.call("ZADD", KEYS[1], "NX", ARGV[4], ARGV[3])
+  redis.call("ZADD", KEYS[2], now + ARGV[5], ARGV[3])
+  for k = 1, 2 do
+    if redis.call("PTTL", KEYS[k]) < ARGV[5] * 2 then
+      redis.call("PEXPIRE", KEYS[k], ARGV[5] * 2)
+    end
   end
 end
 return n"#,

@@ -186,3 +186,135 @@ async fn fenced_permits_carry_increasing_tokens_and_keys_stay_apart_from_locks()
     assert!(redlock.semaphore("jobs", 0).is_err());
     assert!(redlock.semaphore("redquorum:x", 1).is_err());
 }
+
+/// Calls of scripts on `node` so far (by hash, or by body the first time).
+fn script_calls(node: &support::RedisNode) -> u64 {
+    node.command_calls("evalsha") + node.command_calls("eval")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
+    let c = Cluster::start(5);
+    let sem = client(&c).semaphore("fill", 1).unwrap();
+    let line = "redquorum:semaphore:{fill}:fill";
+    let slot = "redquorum:permit:{fill}:fill:0";
+    // On node 4 a waiter that never comes is first in line (its lease ends
+    // in 2100): node 4 refuses us though the slot is free there.
+    let mut n4 = c.nodes[4].conn();
+    let _: () = redis::cmd("ZADD")
+        .arg(support::internal_key("waiters", line))
+        .arg(0)
+        .arg("ghost")
+        .query(&mut n4)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(support::internal_key("leases", line))
+        .arg(4_102_444_800_000_i64)
+        .arg("ghost")
+        .query(&mut n4)
+        .unwrap();
+    let permit = sem.try_acquire(ms(5_000)).await.unwrap();
+    let ours = c.nodes[0].get(slot).expect("the slot on node 0");
+    assert!(
+        wait_until(Duration::from_secs(3), || c.nodes[4].get(slot).as_deref()
+            == Some(&*ours))
+        .await,
+        "the won slot is filled on node 4 too"
+    );
+    assert!(c.nodes[4].pttl(slot) > 0, "with a TTL");
+    permit.release().await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(3), || c
+            .nodes
+            .iter()
+            .all(|n| n.get(slot).is_none()))
+        .await,
+        "released everywhere, the fill too"
+    );
+
+    // Where another holds the slot, a fill leaves it alone: node 4 refuses
+    // for want of a free slot, and still has the other's key after our
+    // take, undo-and-fill and release reached it.
+    let _: () = redis::cmd("ZREM")
+        .arg(support::internal_key("waiters", line))
+        .arg("ghost")
+        .query(&mut n4)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(slot)
+        .arg("theirs")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut n4)
+        .unwrap();
+    let before = script_calls(&c.nodes[4]);
+    let permit = sem.try_acquire(ms(5_000)).await.unwrap();
+    permit.release().await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(3), || script_calls(&c.nodes[4])
+            >= before + 3)
+        .await,
+        "take, undo and release reach node 4"
+    );
+    assert_eq!(c.nodes[4].get(slot).as_deref(), Some("theirs"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot() {
+    let c = Cluster::start(3);
+    let line = "redquorum:semaphore:{rejoin}:rejoin";
+    let slot = "redquorum:permit:{rejoin}:rejoin:0";
+    // Another holds the slot on nodes 0 and 1, and it is free on node 2:
+    // the waiter takes it there (and leaves the list there), loses, and
+    // undoes it.
+    for n in 0..2 {
+        let _: () = redis::cmd("SET")
+            .arg(slot)
+            .arg("theirs")
+            .arg("PX")
+            .arg(10_000)
+            .query(&mut c.nodes[n].conn())
+            .unwrap();
+    }
+    // Its sleeps are longer than the test: only the undo can put it back.
+    let waiter = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let sem = waiter.semaphore("rejoin", 1).unwrap();
+    let task = tokio::spawn(async move { sem.acquire_timeout(ms(5_000), ms(8_000)).await });
+    let listed = |n: usize| c.nodes[n].waiters(line) == 1;
+    assert!(
+        wait_until(Duration::from_secs(3), || listed(0)
+            && listed(1)
+            && listed(2))
+        .await,
+        "listed on every node, also where it took the slot and lost"
+    );
+    let score = |n: usize| -> Option<String> {
+        redis::cmd("ZRANGE")
+            .arg(support::internal_key("waiters", line))
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .query::<Vec<String>>(&mut c.nodes[n].conn())
+            .unwrap()
+            .get(1)
+            .cloned()
+    };
+    assert_eq!(score(2), score(0), "with its first ticket");
+    assert!(c.nodes[2].get(slot).is_none(), "its slot there undone");
+    // The other releases (a plain delete): the waiter is told and takes it.
+    let started = std::time::Instant::now();
+    for n in 0..2 {
+        let _: () = redis::cmd("DEL")
+            .arg(slot)
+            .query(&mut c.nodes[n].conn())
+            .unwrap();
+    }
+    let permit = task.await.unwrap().unwrap();
+    assert!(started.elapsed() < ms(1_000), "{:?}", started.elapsed());
+    permit.release().await.unwrap();
+    assert!(
+        wait_until(Duration::from_secs(3), || (0..3)
+            .all(|n| c.nodes[n].waiters(line) == 0))
+        .await
+    );
+}

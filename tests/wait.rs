@@ -521,3 +521,50 @@ async fn nodes_without_notifications_are_polled() {
         assert_eq!(n.tracking_clients(), 0, "no node could track");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_still_tracked_is_not_read_again_and_its_change_still_wakes() {
+    let c = Cluster::start(3);
+    let holder = c.builder().build().expect("client");
+    let held = holder.try_lock("tracked", ms(10_000)).await.unwrap();
+    let waiter = waiter_client(&c, ms(10_000));
+    // Short waits that fail (nothing changes); the key is read on node 0's
+    // notification connection after the first only if news of it came.
+    const CALLS: u64 = 8;
+    let waits = |touch: bool| {
+        let (waiter, c) = (waiter.clone(), &c);
+        async move {
+            let before = c.nodes[0].command_calls("pttl");
+            for _ in 0..CALLS {
+                if touch {
+                    let _: () = redis::cmd("PEXPIRE")
+                        .arg("tracked")
+                        .arg(10_000)
+                        .query(&mut c.nodes[0].conn())
+                        .unwrap();
+                }
+                let e = waiter.lock_timeout("tracked", ms(10_000), ms(30)).await;
+                assert!(e.unwrap_err().is_timeout());
+            }
+            c.nodes[0].command_calls("pttl") - before
+        }
+    };
+    let untouched = waits(false).await;
+    let touched = waits(true).await;
+    // The attempts read the key's TTL alike in both; only the waits whose
+    // key changed read it again to be told of the next change.
+    assert!(
+        touched >= untouched + CALLS / 2,
+        "{touched} PTTL calls with news before each wait, {untouched} without"
+    );
+    // Still told of the next change without reading it again.
+    let listed = || c.nodes[0].waiters("tracked");
+    assert!(wait_until(Duration::from_secs(3), || listed() == 0).await);
+    let task = wait_for(&waiter, "tracked");
+    assert!(wait_until(Duration::from_secs(3), || listed() == 1).await);
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (got, lock) = task.await.unwrap();
+    assert!(got - released < ms(1_000), "{:?}", got - released);
+    lock.release().await.unwrap();
+}

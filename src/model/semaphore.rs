@@ -9,9 +9,11 @@
 //! the replies with the crate's own rule (`semaphore/slots.rs`: a quorum of
 //! nodes on the *same* slot wins it; the real [`Tally`]) and holds the
 //! permit until the decision plus [`validity`]; a won attempt undoes its
-//! other slots on the nodes that did not take the winning one, a lost one
-//! undoes everything on every node that did not refuse; a holder releases
-//! with compare-and-delete. Attempts are delayed and reordered, lost, or
+//! other slots on the nodes that did not take the winning one and fills
+//! the winning slot there where it is free (`SET NX`, with a TTL from now:
+//! it counts for nothing, it only keeps others from taking the slot there),
+//! a lost one undoes everything on every node that did not refuse; a holder
+//! releases with compare-and-delete. Attempts are delayed and reordered, lost, or
 //! their answers lost; clients stop waiting for slow nodes; a node
 //! crashes, keeps its slots (AOF) and restarts. Undos and releases reach
 //! the nodes that are up at once (they only delete the client's own
@@ -23,7 +25,11 @@
 //! Property: at no real instant do more than K clients hold a valid
 //! permit. The weakened rule (what quorum semaphores elsewhere do): a node
 //! admits K holders in any slots and a majority of admissions wins, which
-//! the checker must show admits K + 1.
+//! the checker must show admits K + 1. (The fill is not a safety rule: a
+//! fill that overwrites whoever holds the slot, tried as a mutant, found
+//! no counterexample, since a winner holds its slot on a quorum and so no
+//! other client can hold it validly; it fills only free slots so that it
+//! never takes a slot from a waiter.)
 //!
 //! [`Tally`]: crate::quorum::tally::Tally
 
@@ -230,11 +236,31 @@ impl SemaphoreModel {
                 } else {
                     slot as u8
                 };
-                undo(s, c, self.all() & !holders, keep);
+                let others = self.all() & !holders;
+                undo(s, c, others, keep);
+                if !self.per_node_capacity {
+                    self.fill(s, c, others, slot);
+                }
             }
             _ => {
                 s.clients[c as usize] = Phase::Done;
                 undo(s, c, self.all() & !tally.no, k);
+            }
+        }
+    }
+}
+
+impl SemaphoreModel {
+    /// Client `c`, which won `slot`, sets it on the nodes of `on` that are
+    /// up where it is free, with a full TTL from now.
+    fn fill(&self, s: &mut State, c: u8, on: NodeSet, slot: usize) {
+        let expires = s.now + self.real_ttl();
+        for (n, node) in s.nodes.iter_mut().enumerate() {
+            if on & node_bit(n) == 0 || !node.up {
+                continue;
+            }
+            if node.slots[slot].is_none() {
+                node.slots[slot] = Some((c, expires));
             }
         }
     }

@@ -7,13 +7,16 @@
 //!
 //! It needs no server configuration. Tracking is one-shot (a key is tracked
 //! again once read again) and lost with the connection; both are fine,
-//! because a waiter reads the key again before each wait. Notifications are
+//! because a waiter reads the key again before each wait, unless the key is
+//! still tracked on this connection (read, and no news of it since): then
+//! its next change is told anyway, and the read is skipped. Notifications are
 //! hints, never a safety input: the `SET NX` quorum still decides. A node
 //! that cannot do this (older than 6, `HELLO 3` refused, connection lost)
 //! just gives no hints, and waiters fall back to timed retries.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -66,6 +69,38 @@ struct WatchInner {
     /// Numbers connections, so a late "disconnected" of an old one does not
     /// condemn its replacement.
     generations: AtomicU64,
+    /// Keys tracked on the connection of the generation given: read there,
+    /// with no news of them since.
+    tracked: Mutex<(u64, HashSet<String>)>,
+}
+
+impl WatchInner {
+    /// Marks `key` as tracked on the connection of `generation`; false if
+    /// it already was. Marked before the read is sent, so news that
+    /// overtakes the read's reply unmarks it rather than being lost (at
+    /// worst a later read is not skipped).
+    fn mark(&self, key: &str, generation: u64) -> bool {
+        let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+        if tracked.0 != generation {
+            *tracked = (generation, HashSet::new());
+        }
+        tracked.1.insert(key.to_owned())
+    }
+
+    /// `keys` are no longer tracked (`None`: no key is).
+    fn unmark(&self, keys: Option<&[Vec<u8>]>) {
+        let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+        match keys {
+            Some(keys) => {
+                for key in keys {
+                    if let Ok(key) = std::str::from_utf8(key) {
+                        tracked.1.remove(key);
+                    }
+                }
+            }
+            None => tracked.1.clear(),
+        }
+    }
 }
 
 /// The connection, if any.
@@ -112,6 +147,7 @@ impl Watch {
                 slot: tokio::sync::Mutex::default(),
                 lost: AtomicU64::new(0),
                 generations: AtomicU64::new(0),
+                tracked: Mutex::default(),
             }),
         }
     }
@@ -133,29 +169,39 @@ impl Watch {
 
     /// Reads `key`'s remaining TTL on the notification connection, which
     /// makes the node tell us of its next change. Returns the PTTL (-2: no
-    /// key, -1: no expiry); an error means no notification is armed.
-    pub(crate) async fn arm(&self, key: &str) -> RedisResult<i64> {
-        let mut conn = self.connection().await?;
+    /// key, -1: no expiry), or `None` without reading when the key is still
+    /// tracked here (its next change is told anyway); an error means no
+    /// notification is armed.
+    pub(crate) async fn arm(&self, key: &str) -> RedisResult<Option<i64>> {
+        let (mut conn, generation) = self.connection().await?;
+        if !self.inner.mark(key, generation) {
+            return Ok(None);
+        }
         let mut cmd = redis::cmd("PTTL");
         cmd.arg(key);
         let read = cmd.query_async::<i64>(&mut conn);
-        match tokio::time::timeout(self.inner.read_timeout, read).await {
+        let result = match tokio::time::timeout(self.inner.read_timeout, read).await {
             Ok(result) => result,
             Err(_) => Err(redis::RedisError::from((
                 redis::ErrorKind::Io,
                 "notification connection did not answer in time",
             ))),
+        };
+        if result.is_err() {
+            self.inner.unmark(Some(&[key.as_bytes().to_vec()]));
         }
+        result.map(Some)
     }
 
     /// The open connection, connecting if there is none (at most once per
     /// [`RETRY_AFTER`] after a failure).
-    async fn connection(&self) -> RedisResult<MultiplexedConnection> {
+    /// Returns it with its generation.
+    async fn connection(&self) -> RedisResult<(MultiplexedConnection, u64)> {
         let inner = &self.inner;
         let mut slot = inner.slot.lock().await;
         if let Some((conn, generation)) = &slot.conn {
             if *generation > inner.lost.load(Ordering::Acquire) {
-                return Ok(conn.clone());
+                return Ok((conn.clone(), *generation));
             }
             slot.conn = None;
         }
@@ -170,7 +216,7 @@ impl Watch {
             Ok(Ok(conn)) => {
                 slot.conn = Some((conn.clone(), generation));
                 slot.retry_at = None;
-                Ok(conn)
+                Ok((conn, generation))
             }
             Ok(Err(e)) => {
                 tracing::debug!(node = self.index, error = %e, "no notification connection; waiting with timed retries");
@@ -196,12 +242,17 @@ impl Watch {
                 return Err(());
             };
             match push.kind {
-                PushKind::Invalidate => match invalidated_keys(&push.data) {
-                    Some(keys) => (inner.sink)(index, Invalidated::Keys(&keys)),
-                    None => (inner.sink)(index, Invalidated::All),
-                },
+                PushKind::Invalidate => {
+                    let keys = invalidated_keys(&push.data);
+                    inner.unmark(keys.as_deref());
+                    match keys {
+                        Some(keys) => (inner.sink)(index, Invalidated::Keys(&keys)),
+                        None => (inner.sink)(index, Invalidated::All),
+                    }
+                }
                 PushKind::Disconnection => {
                     inner.lost.fetch_max(generation, Ordering::AcqRel);
+                    inner.unmark(None);
                     (inner.sink)(index, Invalidated::All);
                 }
                 _ => {}

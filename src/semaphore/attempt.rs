@@ -4,8 +4,13 @@
 //! (`slots.rs`), and the permit is the slot a quorum took, valid as a lock
 //! taken in that round is. Every other slot of ours is undone
 //! (`SEMAPHORE_UNDO`), on every node that did not take the winning one,
-//! also behind replies still on their way; a failed or dropped attempt is
-//! undone on every node that did not clearly refuse.
+//! also behind replies still on their way, and the winning slot is filled
+//! there where it is free, so that every node shows it held; a failed or
+//! dropped attempt is undone on every node that did not clearly refuse,
+//! and a waiter that waits on joins the waiting list again where it took
+//! a slot. Both keep the nodes' views of which slots are free, and of who
+//! waits, alike: where they differ, one attempt takes different slots on
+//! different nodes and wins none.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -14,7 +19,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed};
+use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, Waiter};
 use crate::lock::guard::Lock;
 use crate::lock::redlock::valid_until;
 use crate::node::request::Request;
@@ -106,7 +111,7 @@ impl Semaphore {
         let all = redlock.nodes().all();
         let winner = won(&tally, &choices);
         if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
-            self.undo(&value, slot + 1, all & !holders);
+            self.undo(&value, slot + 1, all & !holders, None, ttl_ms);
             let queued = matches!(ask, Ask::Queued(_));
             let keys = (self.slots[slot].as_str(), self.line.as_str());
             let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
@@ -122,13 +127,18 @@ impl Semaphore {
             let slot = best_slot(tally.yes, &choices).map_or(0, |(s, _)| s);
             redlock.failure(&self.name, &self.line, slot_tally(&tally, &choices, slot))
         };
+        // A waiter that waits on joins the list again where it took a slot
+        // (in the same request as the undo, so before its next attempt).
+        let mut rejoin = None;
         if let Ask::Queued(w) = ask {
             if error.is_expired() || tally.failures_prevent_quorum() {
                 w.yield_place();
+            } else {
+                rejoin = Some(w);
             }
         }
         let resent = redlock.nodes().reconnected_after(start.into_std());
-        self.undo(&value, 0, all & (!tally.no | resent));
+        self.undo(&value, 0, all & (!tally.no | resent), rejoin, 0);
         Err(Failed { error, seen })
     }
 
@@ -153,14 +163,32 @@ impl Semaphore {
     }
 
     /// Deletes our slots other than `keep` (from 1; 0: all) on `targets`,
-    /// without waiting for replies.
-    fn undo(&self, value: &str, keep: usize, targets: NodeSet) {
+    /// without waiting for replies; `rejoin`, a waiter that waits on, joins
+    /// the waiting list again where a slot was deleted.
+    fn undo(
+        &self,
+        value: &str,
+        keep: usize,
+        targets: NodeSet,
+        rejoin: Option<&Waiter<'_>>,
+        fill_ms: u64,
+    ) {
         let req = Request::script(&scripts::SEMAPHORE_UNDO, |cmd| {
-            cmd.arg(self.slots.len());
+            cmd.arg(2 + self.slots.len())
+                .arg(&self.waiters.queue)
+                .arg(&self.waiters.leases);
             for slot in &self.slots {
                 cmd.arg(slot);
             }
             cmd.arg(value).arg(keep);
+            match rejoin {
+                Some(w) => {
+                    let (_, id, ticket, lease_ms) = w.register();
+                    cmd.arg(id).arg(ticket).arg(lease_ms)
+                }
+                None => cmd.arg("").arg(0).arg(0),
+            };
+            cmd.arg(fill_ms);
         });
         self.redlock.nodes().send_quietly(&req, targets);
     }
@@ -180,7 +208,7 @@ impl Drop for Undo<'_> {
     fn drop(&mut self) {
         if self.armed {
             let all = self.semaphore.redlock.nodes().all();
-            self.semaphore.undo(self.value, 0, all);
+            self.semaphore.undo(self.value, 0, all, None, 0);
         }
     }
 }

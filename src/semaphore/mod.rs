@@ -13,7 +13,9 @@
 //! takes a free slot (`attempt.rs`): the one of the attempt's rank among
 //! the waiters, counting free slots in slot order on every node, so
 //! waiters woken together take distinct slots and the same ones
-//! everywhere; the slot a quorum took is ours (`slots.rs`). Waiting is
+//! everywhere; the slot a quorum took is ours (`slots.rs`), and the
+//! winner fills it where it was free on the other nodes, so the next
+//! waiter does not take it there and another slot elsewhere. Waiting is
 //! the lock's: callers of this client line up, a waiter registers in the
 //! semaphore's waiting list on the nodes, ordered by when it started
 //! waiting, and may take a slot on a node only while fewer live waiters

@@ -132,7 +132,7 @@ impl Waiting {
         for watch in &self.watches {
             let (watch, key, signal) = (watch.clone(), key.to_owned(), Arc::clone(signal));
             tokio::spawn(async move {
-                if let Ok(pttl) = watch.arm(&key).await {
+                if let Ok(Some(pttl)) = watch.arm(&key).await {
                     signal.armed(round, watch.index(), pttl);
                 }
             });
