@@ -138,3 +138,29 @@ async fn each_node_counts_its_requests_and_failures_by_kind() {
     );
     assert_eq!((s.nodes_up, s.failed), (1, 1), "{s:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_lacks_nodes_pauses_and_says_so() {
+    let mut c = Cluster::start(3);
+    c.nodes[1].kill();
+    c.nodes[2].kill();
+    let a = c
+        .builder()
+        .retry_delay(ms(20))
+        .retry_jitter(ms(0))
+        .build()
+        .unwrap();
+    let e = a.lock_timeout("p", ms(10_000), ms(300)).await.unwrap_err();
+    assert!(e.is_timeout() && !e.is_contended(), "{e}");
+    let s = a.stats();
+    // Failing nodes give no time to wait for: it pauses `retry_delay`
+    // before each attempt after its first queued one (the plain attempt is
+    // followed by the queued one at once), and counts each pause.
+    assert!(s.paused >= 2, "{s:?}");
+    assert_eq!(s.paused + 2, s.attempts, "{s:?}");
+    assert_eq!(
+        (s.woken_by_notification, s.woken_by_ttl, s.woken_by_cap),
+        (0, 0, 0),
+        "{s:?}"
+    );
+}

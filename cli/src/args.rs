@@ -171,7 +171,8 @@ pub struct ElectArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub wait: Option<Duration>,
     /// Print one line per change of leader ("term=N value=V", or "none"),
-    /// until interrupted, instead of campaigning.
+    /// until interrupted, instead of campaigning; an outage of the nodes is
+    /// told once on stderr, and its end once.
     #[arg(long)]
     pub listen: bool,
     /// After SIGTERM, wait at most this long before SIGKILL (on loss: never

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redquorum::{Election, Redlock};
+use redquorum::{Election, Leader, Redlock};
 
 use crate::args::ElectArgs;
 use crate::exit;
@@ -60,17 +60,46 @@ pub async fn elect(redlock: Redlock, args: ElectArgs) -> ExitCode {
     hold::run_under(&redlock, lock, &mut signals, run, &what, ending).await
 }
 
-/// Prints the leader, then one line per change, until a signal.
+/// Prints the leader, then one line per change, until a signal. An outage
+/// (too few nodes answer) is told once on stderr when it starts and once
+/// when a quorum answers again; meanwhile the leader is read every half
+/// second, and a leader that changed during the outage is printed then.
 async fn listen(election: &Election, signals: &mut Forwarded) -> ExitCode {
     let mut observer = election.observe();
+    let mut printed: Option<Option<Leader>> = None;
+    let mut outage = false;
     loop {
+        let next = async {
+            if outage {
+                election.leader().await
+            } else {
+                observer.changed().await
+            }
+        };
         tokio::select! {
-            changed = observer.changed() => match changed {
-                Ok(Some(leader)) => println!("term={} value={}", leader.term, leader.value),
-                Ok(None) => println!("none"),
+            got = next => match got {
+                Ok(leader) => {
+                    if std::mem::take(&mut outage) {
+                        eprintln!(
+                            "redquorum: election {:?}: a quorum of nodes answers again",
+                            election.name()
+                        );
+                    }
+                    if printed.as_ref() != Some(&leader) {
+                        match &leader {
+                            Some(l) => println!("term={} value={}", l.term, l.value),
+                            None => println!("none"),
+                        }
+                        printed = Some(leader);
+                    }
+                }
                 Err(e) => {
-                    // Keep listening through an outage, without spinning.
-                    eprintln!("redquorum: reading election {:?}: {e}", election.name());
+                    if !std::mem::replace(&mut outage, true) {
+                        eprintln!(
+                            "redquorum: reading election {:?}: {e}; still listening, reading again every 0.5 s",
+                            election.name()
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             },

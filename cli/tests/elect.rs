@@ -1,7 +1,7 @@
 //! `redquorum lock -n K` and `redquorum elect` against real nodes: at most K
 //! commands at once; a command that runs while its instance leads, with the
 //! term in its environment; a leader killed with SIGKILL replaced within the
-//! TTL; `elect --listen` printing each change.
+//! TTL; `elect --listen` printing each change, and an outage once.
 
 mod bin;
 #[path = "../../tests/support/mod.rs"]
@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bin::cli;
-use support::{wait_until, Cluster};
+use support::{wait_until, Cluster, Persistence};
 
 /// The next line `child` prints, read on a blocking thread, within 10 s.
 async fn next_line(
@@ -35,6 +35,26 @@ async fn next_line(
 
 fn lines_of(child: &mut Child) -> Option<std::io::Lines<BufReader<std::process::ChildStdout>>> {
     Some(BufReader::new(child.stdout.take().unwrap()).lines())
+}
+
+/// A client of `c` campaigns in `election` as `value`; the listener whose
+/// output is `lines` prints its term next.
+async fn leads_and_is_printed(
+    c: &Cluster,
+    election: &str,
+    value: &str,
+    lines: &mut Option<std::io::Lines<BufReader<std::process::ChildStdout>>>,
+) -> redquorum::Leadership {
+    let e = c
+        .redlock()
+        .election(election, Duration::from_secs(5))
+        .unwrap();
+    let leader = e.campaign(value).await.unwrap();
+    assert_eq!(
+        next_line(lines).await,
+        format!("term={} value={value}", leader.term())
+    );
+    leader
 }
 
 fn kill(pid: u32, sig: &str) {
@@ -124,17 +144,62 @@ async fn listen_prints_each_change_of_leader() {
         .unwrap();
     let mut lines = lines_of(&mut listener);
     assert_eq!(next_line(&mut lines).await, "none");
-    let redlock = c.redlock();
-    let e = redlock
-        .election("cli_watch", Duration::from_secs(5))
-        .unwrap();
-    let leader = e.campaign("host-a").await.unwrap();
-    assert_eq!(
-        next_line(&mut lines).await,
-        format!("term={} value=host-a", leader.term())
-    );
+    let leader = leads_and_is_printed(&c, "cli_watch", "host-a", &mut lines).await;
     leader.resign().await.unwrap();
     assert_eq!(next_line(&mut lines).await, "none");
+    kill(listener.id(), "-TERM");
+    let status = listener.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_tells_an_outage_once_and_its_end() {
+    let mut c = Cluster::start(3);
+    let mut listener = cli(&c)
+        .args(["elect", "--listen", "cli_outage"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = lines_of(&mut listener);
+    let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stderr = BufReader::new(listener.stderr.take().unwrap());
+    let sink = errors.clone();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    assert_eq!(next_line(&mut lines).await, "none");
+    c.nodes[0].kill();
+    c.nodes[1].kill();
+    // The lost notification connections wake the observer; its read fails.
+    let told = |what: &str| {
+        errors
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(what))
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || told("reading election") == 1).await,
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    // The outage lasts three of its half-second retries.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    c.nodes[0].restart(Persistence::Aof);
+    c.nodes[1].restart(Persistence::Aof);
+    assert!(
+        wait_until(Duration::from_secs(10), || told("answers again") == 1).await,
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    assert_eq!(told("reading election"), 1, "{:?}", errors.lock().unwrap());
+    // Still listening, with no repeated line for the unchanged leader.
+    let leader = leads_and_is_printed(&c, "cli_outage", "host-b", &mut lines).await;
+    leader.resign().await.unwrap();
     kill(listener.id(), "-TERM");
     let status = listener.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15));
