@@ -87,29 +87,54 @@ return 0"#,
 /// gone; leaves `head` the first live waiter and `id` ours.
 macro_rules! join_waiting_list {
     () => {
-        r#"redis.replicate_commands()
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local dead = redis.call("ZRANGEBYSCORE", L, "-inf", now)
+        concat!(
+            "redis.replicate_commands()\n",
+            node_now!(),
+            r#"local dead = redis.call("ZRANGEBYSCORE", L, "-inf", now)
 for _, gone in ipairs(dead) do
   redis.call("ZREM", Q, gone)
   redis.call("ZREM", L, gone)
 end
 local id = ARGV[3]
 if id ~= "" then
-  redis.call("ZADD", Q, "NX", ARGV[4], id)
-  redis.call("ZADD", L, now + ARGV[5], id)
-  local keep = ARGV[5] * 2
-  for _, k in ipairs({Q, L}) do
-    if redis.call("PTTL", k) < keep then
-      redis.call("PEXPIRE", k, keep)
-    end
-  end
-end
+"#,
+            register_waiter!(),
+            r#"end
 local head = redis.call("ZRANGE", Q, 0, 0)[1]
 while head and head ~= id and not redis.call("ZSCORE", L, head) do
   redis.call("ZREM", Q, head)
   head = redis.call("ZRANGE", Q, 0, 0)[1]
+end
+"#
+        )
+    };
+}
+
+/// The node's clock in ms as `now` (a script that writes after it starts
+/// with `redis.replicate_commands()`, so that a node older than Redis 5
+/// replicates those writes).
+macro_rules! node_now {
+    () => {
+        r#"local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+"#
+    };
+}
+
+/// Registers waiter `id` in the waiting list `Q` (ticket ARGV[4], kept if
+/// it is there) and renews its lease in `L` (ARGV[5] ms from `now`), and
+/// keeps both sets alive twice as long: one place says how a waiter is
+/// listed, for an attempt (`join_waiting_list`) and for an undo that puts
+/// a waiter back (`SEMAPHORE_UNDO`).
+macro_rules! register_waiter {
+    () => {
+        r#"redis.call("ZADD", Q, "NX", ARGV[4], id)
+redis.call("ZADD", L, now + ARGV[5], id)
+local keep = ARGV[5] * 2
+for _, k in ipairs({Q, L}) do
+  if redis.call("PTTL", k) < keep then
+    redis.call("PEXPIRE", k, keep)
+  end
 end
 "#
     };
@@ -295,31 +320,26 @@ return {0, soonest, 0}"#
 /// validity comes from the quorum that took the slot) and never takes a
 /// slot someone holds; a release or expiry removes it like the rest.
 /// Returns how many slots it deleted. Always delivered, like a release.
-pub(crate) static SEMAPHORE_UNDO: Lua = Lua::cleanup(
+pub(crate) static SEMAPHORE_UNDO: Lua = Lua::cleanup(concat!(
     r#"redis.replicate_commands()
+local Q, L, id = KEYS[1], KEYS[2], ARGV[3]
+local won = tonumber(ARGV[2])
 local n = 0
 for i = 3, #KEYS do
-  if i - 2 ~= tonumber(ARGV[2]) and redis.call("GET", KEYS[i]) == ARGV[1] then
+  if i - 2 ~= won and redis.call("GET", KEYS[i]) == ARGV[1] then
     n = n + redis.call("DEL", KEYS[i])
   end
 end
-local keep = tonumber(ARGV[2])
-if keep > 0 and tonumber(ARGV[6]) > 0 then
-  redis.call("SET", KEYS[keep + 2], ARGV[1], "NX", "PX", ARGV[6])
+if won > 0 and tonumber(ARGV[6]) > 0 then
+  redis.call("SET", KEYS[won + 2], ARGV[1], "NX", "PX", ARGV[6])
 end
-if n > 0 and ARGV[3] ~= "" then
-  local t = redis.call("TIME")
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  redis.call("ZADD", KEYS[1], "NX", ARGV[4], ARGV[3])
-  redis.call("ZADD", KEYS[2], now + ARGV[5], ARGV[3])
-  for k = 1, 2 do
-    if redis.call("PTTL", KEYS[k]) < ARGV[5] * 2 then
-      redis.call("PEXPIRE", KEYS[k], ARGV[5] * 2)
-    end
-  end
-end
-return n"#,
-);
+if n > 0 and id ~= "" then
+"#,
+    node_now!(),
+    register_waiter!(),
+    r#"end
+return n"#
+));
 
 /// Publishes an election's leader (see `election/`): KEYS[1] the
 /// election's lock, KEYS[2] its leadership record (a hash, no TTL). Only

@@ -187,11 +187,6 @@ async fn fenced_permits_carry_increasing_tokens_and_keys_stay_apart_from_locks()
     assert!(redlock.semaphore("redquorum:x", 1).is_err());
 }
 
-/// Calls of scripts on `node` so far (by hash, or by body the first time).
-fn script_calls(node: &support::RedisNode) -> u64 {
-    node.command_calls("evalsha") + node.command_calls("eval")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
     let c = Cluster::start(5);
@@ -240,18 +235,12 @@ async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
         .arg("ghost")
         .query(&mut n4)
         .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(slot)
-        .arg("theirs")
-        .arg("PX")
-        .arg(60_000)
-        .query(&mut n4)
-        .unwrap();
-    let before = script_calls(&c.nodes[4]);
+    c.nodes[4].set(slot, "theirs", ms(60_000));
+    let before = c.nodes[4].script_calls();
     let permit = sem.try_acquire(ms(5_000)).await.unwrap();
     permit.release().await.unwrap();
     assert!(
-        wait_until(Duration::from_secs(3), || script_calls(&c.nodes[4])
+        wait_until(Duration::from_secs(3), || c.nodes[4].script_calls()
             >= before + 3)
         .await,
         "take, undo and release reach node 4"
@@ -268,13 +257,7 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
     // the waiter takes it there (and leaves the list there), loses, and
     // undoes it.
     for n in 0..2 {
-        let _: () = redis::cmd("SET")
-            .arg(slot)
-            .arg("theirs")
-            .arg("PX")
-            .arg(10_000)
-            .query(&mut c.nodes[n].conn())
-            .unwrap();
+        c.nodes[n].set(slot, "theirs", ms(10_000));
     }
     // Its sleeps are longer than the test: only the undo can put it back.
     let waiter = c.builder().wait_cap(ms(10_000)).build().unwrap();

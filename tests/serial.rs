@@ -73,7 +73,7 @@ async fn steady_state_is_one_round_trip_per_batch() {
     let before: Vec<u64> = c
         .nodes
         .iter()
-        .map(|n| n.command_calls("evalsha") + n.command_calls("eval"))
+        .map(support::RedisNode::script_calls)
         .collect();
     // (The warm-up pinned the prefix's configuration with one SET.)
     let sets: Vec<u64> = c.nodes.iter().map(|n| n.command_calls("set")).collect();
@@ -83,7 +83,7 @@ async fn steady_state_is_one_round_trip_per_batch() {
     // Every node saw exactly one compare-and-set per batch: no separate reads
     // (a refused CAS carries the record), no locks.
     for (i, n) in c.nodes.iter().enumerate() {
-        let calls = n.command_calls("evalsha") + n.command_calls("eval") - before[i];
+        let calls = n.script_calls() - before[i];
         assert_eq!(calls, 50, "node {i}");
         assert_eq!(n.command_calls("set"), sets[i], "node {i} saw a lock");
     }

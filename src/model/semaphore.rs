@@ -197,6 +197,20 @@ impl SemaphoreModel {
         (f64::from(self.ttl) / (1.0 + self.drift_factor)).floor() as u8
     }
 
+    /// Client `c`, which won `slot`, sets it on the nodes of `on` that are
+    /// up where it is free, with a full TTL from now.
+    fn fill(&self, s: &mut State, c: u8, on: NodeSet, slot: usize) {
+        let expires = s.now + self.real_ttl();
+        for (n, node) in s.nodes.iter_mut().enumerate() {
+            if on & node_bit(n) == 0 || !node.up {
+                continue;
+            }
+            if node.slots[slot].is_none() {
+                node.slots[slot] = Some((c, expires));
+            }
+        }
+    }
+
     /// Client `c` heard `what` from node `n`; decides once it can.
     fn hear(&self, s: &mut State, c: u8, n: u8, what: Heard) {
         let now = s.now;
@@ -245,22 +259,6 @@ impl SemaphoreModel {
             _ => {
                 s.clients[c as usize] = Phase::Done;
                 undo(s, c, self.all() & !tally.no, k);
-            }
-        }
-    }
-}
-
-impl SemaphoreModel {
-    /// Client `c`, which won `slot`, sets it on the nodes of `on` that are
-    /// up where it is free, with a full TTL from now.
-    fn fill(&self, s: &mut State, c: u8, on: NodeSet, slot: usize) {
-        let expires = s.now + self.real_ttl();
-        for (n, node) in s.nodes.iter_mut().enumerate() {
-            if on & node_bit(n) == 0 || !node.up {
-                continue;
-            }
-            if node.slots[slot].is_none() {
-                node.slots[slot] = Some((c, expires));
             }
         }
     }

@@ -111,7 +111,7 @@ impl Semaphore {
         let all = redlock.nodes().all();
         let winner = won(&tally, &choices);
         if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
-            self.undo(&value, slot + 1, all & !holders, None, ttl_ms);
+            self.undo(&value, all & !holders, Outcome::Won { slot, ttl_ms });
             let queued = matches!(ask, Ask::Queued(_));
             let keys = (self.slots[slot].as_str(), self.line.as_str());
             let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
@@ -138,7 +138,7 @@ impl Semaphore {
             }
         }
         let resent = redlock.nodes().reconnected_after(start.into_std());
-        self.undo(&value, 0, all & (!tally.no | resent), rejoin, 0);
+        self.undo(&value, all & (!tally.no | resent), Outcome::Lost(rejoin));
         Err(Failed { error, seen })
     }
 
@@ -162,17 +162,9 @@ impl Semaphore {
         })
     }
 
-    /// Deletes our slots other than `keep` (from 1; 0: all) on `targets`,
-    /// without waiting for replies; `rejoin`, a waiter that waits on, joins
-    /// the waiting list again where a slot was deleted.
-    fn undo(
-        &self,
-        value: &str,
-        keep: usize,
-        targets: NodeSet,
-        rejoin: Option<&Waiter<'_>>,
-        fill_ms: u64,
-    ) {
+    /// Deletes our slots on `targets` but the one won, as `outcome` says,
+    /// without waiting for replies.
+    fn undo(&self, value: &str, targets: NodeSet, outcome: Outcome<'_, '_>) {
         let req = Request::script(&scripts::SEMAPHORE_UNDO, |cmd| {
             cmd.arg(2 + self.slots.len())
                 .arg(&self.waiters.queue)
@@ -180,18 +172,36 @@ impl Semaphore {
             for slot in &self.slots {
                 cmd.arg(slot);
             }
-            cmd.arg(value).arg(keep);
-            match rejoin {
-                Some(w) => {
-                    let (_, id, ticket, lease_ms) = w.register();
-                    cmd.arg(id).arg(ticket).arg(lease_ms)
+            cmd.arg(value);
+            match outcome {
+                Outcome::Won { slot, ttl_ms } => {
+                    cmd.arg(slot + 1).arg("").arg(0).arg(0).arg(ttl_ms)
                 }
-                None => cmd.arg("").arg(0).arg(0),
+                Outcome::Lost(Some(w)) => {
+                    let (_, id, ticket, lease_ms) = w.register();
+                    cmd.arg(0).arg(id).arg(ticket).arg(lease_ms).arg(0)
+                }
+                Outcome::Lost(None) => cmd.arg(0).arg("").arg(0).arg(0).arg(0),
             };
-            cmd.arg(fill_ms);
         });
         self.redlock.nodes().send_quietly(&req, targets);
     }
+}
+
+/// How an attempt ended, for its undo.
+#[derive(Clone, Copy)]
+enum Outcome<'a, 'w> {
+    /// It won `slot` (from 0), held for `ttl_ms` ms: that slot stays, and
+    /// is filled where it is free.
+    Won {
+        /// The slot won.
+        slot: usize,
+        /// The TTL in ms.
+        ttl_ms: u64,
+    },
+    /// It won nothing, or was dropped: every slot of ours goes; a waiter
+    /// that waits on joins the list again where it took one.
+    Lost(Option<&'a Waiter<'w>>),
 }
 
 /// Undoes a half-finished attempt if its future is dropped.
@@ -208,7 +218,7 @@ impl Drop for Undo<'_> {
     fn drop(&mut self) {
         if self.armed {
             let all = self.semaphore.redlock.nodes().all();
-            self.semaphore.undo(self.value, 0, all, None, 0);
+            self.semaphore.undo(self.value, all, Outcome::Lost(None));
         }
     }
 }

@@ -347,6 +347,12 @@ impl RedisNode {
             .unwrap_or(0)
     }
 
+    /// How many scripts ran on this node (by hash, or by body the first
+    /// time).
+    pub fn script_calls(&self) -> u64 {
+        self.command_calls("evalsha") + self.command_calls("eval")
+    }
+
     /// The INFO errorstats section: every error reply the node gave, by kind.
     pub fn error_stats(&self) -> String {
         redis::cmd("INFO")
