@@ -167,8 +167,10 @@
 //   lock/patience.rs    Patience: how long an acquisition keeps trying.
 //   lock/attempt.rs     One attempt (plain SET NX, or as a queued waiter);
 //                       Attempts, what the waiting loop attempts.
+//   lock/waiting.rs     The waiting loop around attempts (locks, permits,
+//                       leaderships): line up, try, listen, sleep.
 //   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
-//                       the waiting loop around attempts, fenced acquisition.
+//                       fenced acquisition.
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
 //   lock/mod.rs         The lock module's map.
 //   trust.rs            NodeTrust: what the connection checks found.

@@ -301,3 +301,148 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
         .await
     );
 }
+
+/// Connections with client tracking on, over every node that runs.
+fn listening(c: &Cluster) -> Vec<usize> {
+    c.nodes
+        .iter()
+        .map(|n| {
+            if n.is_running() {
+                n.tracking_clients()
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
+    let c = Cluster::start(5);
+    let (a, b) = (
+        client(&c),
+        c.builder().wait_cap(ms(10_000)).build().unwrap(),
+    );
+    let held = a
+        .semaphore("one-ear", 1)
+        .unwrap()
+        .try_acquire(ms(10_000))
+        .await
+        .unwrap();
+    let sem_b = b.semaphore("one-ear", 1).unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let line = "redquorum:semaphore:{one-ear}:one-ear";
+    assert!(
+        wait_until(Duration::from_secs(3), || c.waiting_on(line) == 5
+            && listening(&c).iter().sum::<usize>() == 1)
+        .await,
+        "b waits, listening to one node: {:?}",
+        listening(&c)
+    );
+    held.release().await.unwrap();
+    let started = std::time::Instant::now();
+    let permit = waiter.await.unwrap().unwrap();
+    // Woken by that node's news, not by the 10 s cap.
+    assert!(started.elapsed() < ms(500), "{:?}", started.elapsed());
+    assert_eq!(
+        listening(&c).iter().sum::<usize>(),
+        1,
+        "{:?}",
+        listening(&c)
+    );
+    assert!(
+        b.stats().notifications <= 2,
+        "{:?}",
+        b.stats().notifications
+    );
+    permit.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_dies_listens_to_another() {
+    let mut c = Cluster::start(5);
+    let (a, b) = (
+        client(&c),
+        c.builder().wait_cap(ms(10_000)).build().unwrap(),
+    );
+    let held = a
+        .semaphore("deaf", 1)
+        .unwrap()
+        .try_acquire(ms(10_000))
+        .await
+        .unwrap();
+    let sem_b = b.semaphore("deaf", 1).unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    assert!(
+        wait_until(Duration::from_secs(3), || listening(&c)
+            .iter()
+            .sum::<usize>()
+            == 1)
+        .await,
+        "b listens to one node: {:?}",
+        listening(&c)
+    );
+    let ear = listening(&c).iter().position(|n| *n == 1).unwrap();
+    c.nodes[ear].kill();
+    // The lost connection is news: b tries, and listens to a node that answered.
+    assert!(
+        wait_until(Duration::from_secs(3), || listening(&c)
+            .iter()
+            .sum::<usize>()
+            == 1)
+        .await,
+        "b listens to another node: {:?}",
+        listening(&c)
+    );
+    held.release().await.unwrap();
+    let started = std::time::Instant::now();
+    let permit = waiter.await.unwrap().unwrap();
+    assert!(started.elapsed() < ms(500), "{:?}", started.elapsed());
+    permit.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
+    let c = Cluster::start(3);
+    let (a, b) = (
+        client(&c),
+        c.builder().wait_cap(ms(10_000)).build().unwrap(),
+    );
+    let held = a
+        .semaphore("crowd", 1)
+        .unwrap()
+        .try_acquire(ms(10_000))
+        .await
+        .unwrap();
+    let sem_b = Arc::new(b.semaphore("crowd", 1).unwrap());
+    let first = {
+        let sem = Arc::clone(&sem_b);
+        tokio::spawn(async move { sem.acquire_timeout(ms(10_000), ms(8_000)).await })
+    };
+    let line = "redquorum:semaphore:{crowd}:crowd";
+    assert!(
+        wait_until(Duration::from_secs(3), || c.waiting_on(line) == 3).await,
+        "b's first caller waits"
+    );
+    // The second caller joins b's line behind the first.
+    let mut second = Box::pin(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    assert!(futures::poll!(&mut second).is_pending());
+    held.release().await.unwrap();
+    let permit = first.await.unwrap().unwrap();
+    let attempts = b.stats().attempts;
+    // The first had to wait, so the second does not try (and register)
+    // while the permit is held: nothing but news could free it.
+    let second = tokio::spawn(second);
+    assert!(
+        !wait_until(ms(500), || c.waiting_on(line) > 0).await,
+        "the second caller tried while the permit was held"
+    );
+    permit.release().await.unwrap();
+    let permit = second.await.unwrap().unwrap();
+    assert_eq!(
+        b.stats().attempts - attempts,
+        1,
+        "one attempt, after the release"
+    );
+    permit.release().await.unwrap();
+}

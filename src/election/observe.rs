@@ -65,8 +65,9 @@ impl Observer {
         loop {
             let round = signal.reset();
             let (leader, expires) = self.election.read().await?;
+            let every = self.election.redlock.nodes().all();
             for key in &self.election.keys {
-                waiting.arm(key, signal, round);
+                waiting.arm(key, every, signal, round);
             }
             if self.last.as_ref() != Some(&leader) {
                 self.last = Some(leader.clone());

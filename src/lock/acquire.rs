@@ -2,29 +2,27 @@
 //! [`Redlock::lock_timeout`], [`Redlock::lock_fenced`] and
 //! [`Redlock::with_lock`].
 //!
-//! `try_lock` is one attempt (`attempt.rs`). The others wait: callers of this
-//! client line up per resource, the front one makes a plain attempt, then
-//! registers in the resource's waiting list on the nodes and tries again
-//! whenever a quorum of nodes may have the lock free (`wait/`), until its
-//! patience runs out.
+//! `try_lock` is one attempt (`attempt.rs`). The others wait (`waiting.rs`):
+//! callers of this client line up per resource, the front one makes a plain
+//! attempt, then registers in the resource's waiting list on the nodes and
+//! tries again whenever a quorum of nodes may have the lock free (`wait/`),
+//! until its patience runs out.
 
 use std::future::Future;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use tokio::time::Instant;
 use tracing::{debug, instrument, warn};
 
 use crate::counter::CounterKeys;
 use crate::counter::{self, Record};
 use crate::error::{Error, Result};
-use crate::lock::attempt::{Ask, Attempts, Failed, KeyAttempt, Waiter};
+use crate::lock::attempt::{Ask, Attempts, KeyAttempt};
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
-use crate::telemetry::labels::{Mode, Primitive, Woken};
+use crate::lock::waiting::recorded;
+use crate::telemetry::labels::{Mode, Primitive};
 use crate::telemetry::Acquisition;
-use crate::wait::deadline_in;
-use crate::wait::plan::Seen;
 
 impl Redlock {
     /// One attempt to take the lock, no retries.
@@ -341,114 +339,6 @@ impl Redlock {
             .standing_for(Primitive::Internal);
         self.wait_for(&key, patience).await
     }
-
-    /// The waiting loop around `what`'s attempts (a lock's key, a
-    /// semaphore's slots): this client's callers line up on `what.line()`,
-    /// the front one tries a plain attempt unless others are known to wait,
-    /// then registers in the line's waiting list on the nodes and tries
-    /// again whenever the nodes may have room (news on the watched keys,
-    /// their TTLs, our own releases, the cap), until `patience` runs out.
-    pub(crate) async fn wait_for(&self, what: &impl Attempts, patience: Patience) -> Result<Lock> {
-        let telemetry = &self.nodes().telemetry;
-        let rec = telemetry.acquisition(what.primitive(), Mode::Wait, what.resource());
-        let result = self.wait_loop(what, patience, &rec).await;
-        recorded(rec, result)
-    }
-
-    /// [`Redlock::wait_for`]'s loop, its attempts and sleeps counted in
-    /// `rec`.
-    async fn wait_loop(
-        &self,
-        what: &impl Attempts,
-        patience: Patience,
-        rec: &Acquisition<'_>,
-    ) -> Result<Lock> {
-        let resource = what.resource();
-        let telemetry = &self.nodes().telemetry;
-        let line = what.line();
-        let (started, since) = (Instant::now(), SystemTime::now());
-        let give_up = |last: Error| patience.give_up(resource, started, last);
-        let waiting = self.waiting();
-        let place = waiting.queues.join(line, what.watched());
-        if !place.turn(patience.until).await {
-            // Still behind this client's other callers for the resource.
-            return Err(give_up(Error::Contended {
-                resource: resource.to_owned(),
-            }));
-        }
-        let mut last = None;
-        if !place.had_company() && !waiting.queues.is_contended(line) {
-            rec.attempted();
-            match what.attempt(Ask::Plain).await {
-                Ok(lock) => return Ok(lock.counted(rec.holding())),
-                Err(failed) => last = Some(failed.error),
-            }
-        }
-        let waiter = Waiter::new(self, line, since);
-        let signal = place.signal();
-        loop {
-            if let Some(error) = last.take() {
-                if patience.run_out() {
-                    return Err(give_up(error));
-                }
-            }
-            // News from here on counts: the attempt reads the lock on every
-            // node, and if it fails, the reads that arm the nodes'
-            // notifications follow (a release in between shows as a read
-            // that finds no key, which counts as news too).
-            let round = signal.reset();
-            rec.attempted();
-            let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
-                Ok(lock) => return Ok(lock.counted(rec.holding())),
-                Err(failed) => failed,
-            };
-            for key in what.watched() {
-                waiting.arm(key, signal, round);
-            }
-            let behind = seen.iter().filter(|s| **s == Seen::Ahead).count();
-            signal.set_behind(behind >= self.quorum());
-            debug!(error = %error, "lock attempt failed; waiting");
-            if error.is_contended() {
-                let slept = Instant::now();
-                let woken = waiting
-                    .sleep(signal, &seen, self.quorum(), patience.until)
-                    .await;
-                telemetry.woke(woken, slept.elapsed());
-            } else {
-                // Nodes failing, or a round too slow to leave validity:
-                // nothing says when to try again, so pause with jitter (our
-                // place in the list was given up: those behind go first).
-                let pause = self.retry_pause();
-                if deadline_in(pause) >= patience.until {
-                    return Err(give_up(error));
-                }
-                if pause.is_zero() {
-                    tokio::task::yield_now().await;
-                } else {
-                    tokio::time::sleep(pause).await;
-                }
-                telemetry.woke(Woken::Pause, pause);
-            }
-            last = Some(error);
-        }
-    }
-
-    /// A random pause of `retry_delay + uniform(0..=retry_jitter)`.
-    fn retry_pause(&self) -> Duration {
-        use rand::Rng;
-        let c = self.config();
-        let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
-        c.retry_delay
-            .saturating_add(Duration::from_nanos(rand::rng().random_range(0..=jitter)))
-    }
-}
-
-/// Records the end of the acquisition `rec` with `result` (a lock it won
-/// is counted as held from the attempt that won it, so a fenced one whose
-/// token came too late counts as held and released too).
-fn recorded(rec: Acquisition<'_>, result: Result<Lock>) -> Result<Lock> {
-    rec.finish(&result);
-    result
 }
 
 /// Runs `f` while holding `lock`, renewed in the background: released when

@@ -25,7 +25,7 @@ use crate::quorum::Counts;
 use crate::scripts;
 use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
-use crate::wait::WaitKeys;
+use crate::wait::{Listen, WaitKeys};
 
 /// How an attempt asks the nodes.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +58,10 @@ pub(crate) trait Attempts {
     fn watched(&self) -> &[String];
     /// What the lock stands for, in metrics.
     fn primitive(&self) -> Primitive;
+    /// Whose news a waiter waits for between attempts.
+    fn listen(&self) -> Listen {
+        Listen::Quorum
+    }
     /// One attempt, asking as `ask` says.
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed>;
 }

@@ -11,3 +11,4 @@ pub(crate) mod guard;
 pub(crate) mod patience;
 pub(crate) mod redlock;
 pub(crate) mod shared;
+pub(crate) mod waiting;

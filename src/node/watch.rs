@@ -162,6 +162,17 @@ impl Watch {
         })
     }
 
+    /// Whether a read may arm a notification now: the connection is open,
+    /// or is not and did not fail within the last [`RETRY_AFTER`] (a read
+    /// opens it).
+    pub(crate) fn usable(&self) -> bool {
+        let lost = self.inner.lost.load(Ordering::Acquire);
+        self.inner.slot.try_lock().map_or(true, |slot| {
+            let open = slot.conn.as_ref().is_some_and(|(_, g)| *g > lost);
+            open || slot.retry_at.is_none_or(|t| Instant::now() >= t)
+        })
+    }
+
     /// The node's position.
     pub(crate) fn index(&self) -> usize {
         self.index

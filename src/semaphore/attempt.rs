@@ -31,6 +31,7 @@ use crate::semaphore::handle::Semaphore;
 use crate::semaphore::slots::{best_slot, finished, slot_tally, won};
 use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
+use crate::wait::Listen;
 
 /// A semaphore's permits, as the waiting loop attempts them.
 #[derive(Debug)]
@@ -58,6 +59,10 @@ impl Attempts for SlotAttempt<'_> {
 
     fn primitive(&self) -> Primitive {
         Primitive::Semaphore
+    }
+
+    fn listen(&self) -> Listen {
+        Listen::One
     }
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {

@@ -19,6 +19,7 @@
 pub(crate) mod plan;
 pub(crate) mod queue;
 
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::keys::{self, Kind};
 use crate::node::watch::{Sink, Watch};
-use crate::quorum::tally::node_bit;
+use crate::quorum::tally::{node_bit, NodeSet};
 use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
 use crate::wait::plan::{next_try, Seen};
@@ -44,6 +45,9 @@ pub(crate) struct Waiting {
     cap: Duration,
     /// How long a waiter's registration on a node lasts without renewal.
     lease: Duration,
+    /// Where this client's listeners start (random), so that the clients
+    /// of one semaphore listen to different nodes.
+    spread: u64,
 }
 
 /// The keys of a resource's waiting list on every node.
@@ -111,6 +115,7 @@ impl Waiting {
             lease: cap
                 .saturating_mul(3)
                 .saturating_add(timeout.saturating_mul(2)),
+            spread: rand::random(),
         }
     }
 
@@ -124,12 +129,16 @@ impl Waiting {
         self.watches.get(i).is_some_and(Watch::connected)
     }
 
-    /// Reads `key` on every node's notification connection, so that each
-    /// tells us of the key's next change. The reads run on their own (a slow
-    /// or dead notification connection never delays an attempt); a read
-    /// that finds no key reports it to `signal` for `round`.
-    pub(crate) fn arm(&self, key: &str, signal: &Arc<Signal>, round: u64) {
-        for watch in &self.watches {
+    /// Reads `key` on the notification connections of `nodes`, so that
+    /// each tells us of the key's next change. The reads run on their own
+    /// (a slow or dead notification connection never delays an attempt); a
+    /// read that finds no key reports it to `signal` for `round`.
+    pub(crate) fn arm(&self, key: &str, nodes: NodeSet, signal: &Arc<Signal>, round: u64) {
+        let armed = self
+            .watches
+            .iter()
+            .filter(|w| nodes & node_bit(w.index()) != 0);
+        for watch in armed {
             let (watch, key, signal) = (watch.clone(), key.to_owned(), Arc::clone(signal));
             tokio::spawn(async move {
                 if let Ok(Some(pttl)) = watch.arm(&key).await {
@@ -139,15 +148,48 @@ impl Waiting {
         }
     }
 
+    /// The one node a waiter of `line` listens to when one node's news is
+    /// enough (see [`Listen`]): the first, in an order that starts at a
+    /// place given by the line and this client (so that clients and lines
+    /// spread over the nodes), which answered the last attempt (`seen`)
+    /// and whose notification connection is open or may be opened (it did
+    /// not fail just now); preferably one that refused the attempt rather
+    /// than one where it took a slot (`Seen::Free`), whose undo would be
+    /// news of our own making; every node if none qualifies.
+    pub(crate) fn listener(&self, line: &str, seen: &[Seen]) -> NodeSet {
+        let n = self.watches.len();
+        let every = seen
+            .iter()
+            .enumerate()
+            .fold(0, |set, (i, _)| set | node_bit(i));
+        if n == 0 {
+            return every;
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        line.hash(&mut hasher);
+        let start = (hasher.finish() ^ self.spread) as usize % n;
+        let order = || (0..n).map(|k| (start + k) % n);
+        let can = |i: usize, free: bool| {
+            let answered = seen
+                .get(i)
+                .is_some_and(|s| *s != Seen::Unknown && (free || *s != Seen::Free));
+            answered && self.watches[i].usable()
+        };
+        order()
+            .find(|&i| can(i, false))
+            .or_else(|| order().find(|&i| can(i, true)))
+            .map_or(every, node_bit)
+    }
+
     /// Sleeps until a quorum of nodes may have the lock free (by `seen` and
-    /// the news on `signal`), this client released it, the retry cap (with
-    /// jitter, so waiters of several clients do not retry together) or
-    /// `deadline`; says which.
+    /// the news on `signal`; with [`Listen::One`], until any news), this
+    /// client released it, the retry cap (with jitter, so waiters of
+    /// several clients do not retry together) or `deadline`; says which.
     pub(crate) async fn sleep(
         &self,
         signal: &Signal,
         seen: &[Seen],
-        quorum: usize,
+        (quorum, listen): (usize, Listen),
         deadline: Instant,
     ) -> Woken {
         let cap_at = deadline_in(jittered(self.cap));
@@ -163,6 +205,9 @@ impl Waiting {
                 .filter(|(_, s)| s.freed_by_absence())
                 .fold(0, |set, (i, _)| set | node_bit(i));
             let news = signal.dirty() | (signal.armed_free() & absent);
+            if listen == Listen::One && news != 0 {
+                return Woken::Notification;
+            }
             let at = next_try(seen, news, quorum, now)
                 .map_or(cap_at, |t| t.min(cap_at))
                 .min(deadline);
@@ -184,6 +229,20 @@ impl Waiting {
             }
         }
     }
+}
+
+/// Whose news a waiter waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listen {
+    /// Every node's, until a quorum may have the lock free: a lock's key.
+    Quorum,
+    /// One node's ([`Waiting::listener`]): a semaphore's slots. A permit is
+    /// released on every node at once, so one node's news stands for all
+    /// of them (the attempt still needs a quorum); and every slot taken or
+    /// released is news to the waiters of every client, so one node
+    /// telling each of them, not every node, keeps the news from costing
+    /// the nodes more than the permits themselves.
+    One,
 }
 
 /// The instant `wait` from now, or one so far away that it stands for

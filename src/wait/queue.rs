@@ -40,6 +40,9 @@ pub(crate) struct Signal {
     round: AtomicU64,
     /// Wakes the front waiter (a stored permit if it is not waiting yet).
     notify: Notify,
+    /// The line's last front waiter had to wait for news before it won:
+    /// the next one waits for news too before its first attempt.
+    crowded: AtomicBool,
 }
 
 impl Signal {
@@ -93,6 +96,16 @@ impl Signal {
     /// (then this client's releases do not wake it; the nodes' news does).
     pub(crate) fn set_behind(&self, behind: bool) {
         self.behind.store(behind, Ordering::Release);
+    }
+
+    /// Whether the line's last front waiter had to wait before it won.
+    pub(crate) fn crowded(&self) -> bool {
+        self.crowded.load(Ordering::Acquire)
+    }
+
+    /// The front waiter won, after waiting (`waited`) or at once.
+    pub(crate) fn set_crowded(&self, waited: bool) {
+        self.crowded.store(waited, Ordering::Release);
     }
 
     /// This client released the key: the front waiter may go, unless

@@ -1,0 +1,166 @@
+//! The waiting loop shared by every primitive that waits (locks, permits,
+//! leaderships): this client's callers line up, the front one tries, then
+//! registers in the waiting list on the nodes and sleeps until news, a
+//! TTL, its own client's release or the cap says to try again (`wait/`).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::error::{Error, Result};
+use crate::lock::attempt::{Ask, Attempts, Failed, Waiter};
+use crate::lock::guard::Lock;
+use crate::lock::patience::Patience;
+use crate::lock::redlock::Redlock;
+use crate::telemetry::labels::{Mode, Woken};
+use crate::telemetry::Acquisition;
+use crate::wait::plan::Seen;
+use crate::wait::queue::Signal;
+use crate::wait::{deadline_in, Listen};
+
+impl Redlock {
+    /// The waiting loop around `what`'s attempts (a lock's key, a
+    /// semaphore's slots): this client's callers line up on `what.line()`,
+    /// the front one tries a plain attempt unless others are known to wait,
+    /// then registers in the line's waiting list on the nodes and tries
+    /// again whenever the nodes may have room (news on the watched keys,
+    /// their TTLs, our own releases, the cap), until `patience` runs out.
+    pub(crate) async fn wait_for(&self, what: &impl Attempts, patience: Patience) -> Result<Lock> {
+        let telemetry = &self.nodes().telemetry;
+        let rec = telemetry.acquisition(what.primitive(), Mode::Wait, what.resource());
+        let result = self.wait_loop(what, patience, &rec).await;
+        recorded(rec, result)
+    }
+
+    /// [`Redlock::wait_for`]'s loop, its attempts and sleeps counted in
+    /// `rec`.
+    pub(crate) async fn wait_loop(
+        &self,
+        what: &impl Attempts,
+        patience: Patience,
+        rec: &Acquisition<'_>,
+    ) -> Result<Lock> {
+        let resource = what.resource();
+        let telemetry = &self.nodes().telemetry;
+        let line = what.line();
+        let (started, since) = (Instant::now(), SystemTime::now());
+        let give_up = |last: Error| patience.give_up(resource, started, last);
+        let waiting = self.waiting();
+        let place = waiting.queues.join(line, what.watched());
+        if !place.turn(patience.until).await {
+            // Still behind this client's other callers for the resource.
+            return Err(give_up(Error::Contended {
+                resource: resource.to_owned(),
+            }));
+        }
+        let mut last = None;
+        if !place.had_company() && !waiting.queues.is_contended(line) {
+            rec.attempted();
+            match what.attempt(Ask::Plain).await {
+                Ok(lock) => {
+                    place.signal().set_crowded(false);
+                    return Ok(lock.counted(rec.holding()));
+                }
+                Err(failed) => last = Some(failed.error),
+            }
+        }
+        let waiter = Waiter::new(self, line, since);
+        let signal = place.signal();
+        // Whether this caller waited for news before the attempt that won.
+        let mut waited = false;
+        if what.listen() == Listen::One && place.had_company() && signal.crowded() {
+            // The caller ahead of us in this client had to wait for its
+            // permit, so the permits are most likely all taken: wait for
+            // news before the first attempt rather than make one the nodes
+            // refuse (whose slots taken here and there would be news to
+            // every other waiter).
+            let seen = vec![Seen::Held; self.node_count()];
+            self.arm_news(what, signal, signal.reset(), &seen);
+            let slept = Instant::now();
+            let woken = waiting
+                .sleep(signal, &seen, (self.quorum(), Listen::One), patience.until)
+                .await;
+            telemetry.woke(woken, slept.elapsed());
+            waited = true;
+        }
+        loop {
+            if let Some(error) = last.take() {
+                if patience.run_out() {
+                    return Err(give_up(error));
+                }
+            }
+            // News from here on counts: the attempt reads the lock on every
+            // node, and if it fails, the reads that arm the nodes'
+            // notifications follow (a release in between shows as a read
+            // that finds no key, which counts as news too).
+            let round = signal.reset();
+            rec.attempted();
+            let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
+                Ok(lock) => {
+                    signal.set_crowded(waited);
+                    return Ok(lock.counted(rec.holding()));
+                }
+                Err(failed) => failed,
+            };
+            self.arm_news(what, signal, round, &seen);
+            let behind = seen.iter().filter(|s| **s == Seen::Ahead).count();
+            signal.set_behind(behind >= self.quorum());
+            debug!(error = %error, "lock attempt failed; waiting");
+            if error.is_contended() {
+                let slept = Instant::now();
+                let listen = (self.quorum(), what.listen());
+                let woken = waiting.sleep(signal, &seen, listen, patience.until).await;
+                telemetry.woke(woken, slept.elapsed());
+                waited = true;
+            } else {
+                // Nodes failing, or a round too slow to leave validity:
+                // nothing says when to try again, so pause with jitter (our
+                // place in the list was given up: those behind go first).
+                let pause = self.retry_pause();
+                if deadline_in(pause) >= patience.until {
+                    return Err(give_up(error));
+                }
+                if pause.is_zero() {
+                    tokio::task::yield_now().await;
+                } else {
+                    tokio::time::sleep(pause).await;
+                }
+                telemetry.woke(Woken::Pause, pause);
+            }
+            last = Some(error);
+        }
+    }
+
+    /// Asks the nodes `what` listens to (by what its last attempt saw,
+    /// `seen`) to tell `signal` of the next change to its keys, for
+    /// `round`.
+    fn arm_news(&self, what: &impl Attempts, signal: &Arc<Signal>, round: u64, seen: &[Seen]) {
+        let waiting = self.waiting();
+        let nodes = match what.listen() {
+            Listen::One => waiting.listener(what.line(), seen),
+            Listen::Quorum => self.nodes().all(),
+        };
+        for key in what.watched() {
+            waiting.arm(key, nodes, signal, round);
+        }
+    }
+
+    /// A random pause of `retry_delay + uniform(0..=retry_jitter)`.
+    fn retry_pause(&self) -> Duration {
+        use rand::Rng;
+        let c = self.config();
+        let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;
+        c.retry_delay
+            .saturating_add(Duration::from_nanos(rand::rng().random_range(0..=jitter)))
+    }
+}
+
+/// Records the end of the acquisition `rec` with `result` (a lock it won
+/// is counted as held from the attempt that won it, so a fenced one whose
+/// token came too late counts as held and released too).
+pub(crate) fn recorded(rec: Acquisition<'_>, result: Result<Lock>) -> Result<Lock> {
+    rec.finish(&result);
+    result
+}
