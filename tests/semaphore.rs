@@ -302,9 +302,11 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
     );
 }
 
-/// Connections with client tracking on, over every node that runs.
-fn listening(c: &Cluster) -> Vec<usize> {
-    c.nodes
+/// Nodes with a notification connection (client tracking on), and how
+/// many in all.
+fn listening(c: &Cluster) -> (Vec<usize>, usize) {
+    let each: Vec<usize> = c
+        .nodes
         .iter()
         .map(|n| {
             if n.is_running() {
@@ -313,43 +315,54 @@ fn listening(c: &Cluster) -> Vec<usize> {
                 0
             }
         })
-        .collect()
+        .collect();
+    let all = each.iter().sum();
+    (each, all)
+}
+
+/// Releases `held` and returns the waiter's permit, taken within 500 ms
+/// (so woken by news, not by its 10 s cap).
+async fn handed_over(
+    held: redquorum::Permit,
+    waiter: tokio::task::JoinHandle<redquorum::Result<redquorum::Permit>>,
+) -> redquorum::Permit {
+    held.release().await.unwrap();
+    let started = std::time::Instant::now();
+    let permit = waiter.await.unwrap().unwrap();
+    assert!(started.elapsed() < ms(500), "{:?}", started.elapsed());
+    permit
+}
+
+/// Client a holds the only permit of `name`; client b, whose sleeps
+/// outlast the test (only news or a release of its own wakes it), gets a
+/// handle on the same semaphore.
+async fn held_by_a(c: &Cluster, name: &str) -> (redquorum::Permit, Redlock, redquorum::Semaphore) {
+    let held = client(c)
+        .semaphore(name, 1)
+        .unwrap()
+        .try_acquire(ms(10_000))
+        .await
+        .unwrap();
+    let b = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let sem_b = b.semaphore(name, 1).unwrap();
+    (held, b, sem_b)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
     let c = Cluster::start(5);
-    let (a, b) = (
-        client(&c),
-        c.builder().wait_cap(ms(10_000)).build().unwrap(),
-    );
-    let held = a
-        .semaphore("one-ear", 1)
-        .unwrap()
-        .try_acquire(ms(10_000))
-        .await
-        .unwrap();
-    let sem_b = b.semaphore("one-ear", 1).unwrap();
+    let (held, b, sem_b) = held_by_a(&c, "one-ear").await;
     let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
     let line = "redquorum:semaphore:{one-ear}:one-ear";
     assert!(
         wait_until(Duration::from_secs(3), || c.waiting_on(line) == 5
-            && listening(&c).iter().sum::<usize>() == 1)
+            && listening(&c).1 == 1)
         .await,
         "b waits, listening to one node: {:?}",
         listening(&c)
     );
-    held.release().await.unwrap();
-    let started = std::time::Instant::now();
-    let permit = waiter.await.unwrap().unwrap();
-    // Woken by that node's news, not by the 10 s cap.
-    assert!(started.elapsed() < ms(500), "{:?}", started.elapsed());
-    assert_eq!(
-        listening(&c).iter().sum::<usize>(),
-        1,
-        "{:?}",
-        listening(&c)
-    );
+    let permit = handed_over(held, waiter).await;
+    assert_eq!(listening(&c).1, 1, "{:?}", listening(&c));
     assert!(
         b.stats().notifications <= 2,
         "{:?}",
@@ -361,60 +374,30 @@ async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_node_dies_listens_to_another() {
     let mut c = Cluster::start(5);
-    let (a, b) = (
-        client(&c),
-        c.builder().wait_cap(ms(10_000)).build().unwrap(),
-    );
-    let held = a
-        .semaphore("deaf", 1)
-        .unwrap()
-        .try_acquire(ms(10_000))
-        .await
-        .unwrap();
-    let sem_b = b.semaphore("deaf", 1).unwrap();
+    let (held, b, sem_b) = held_by_a(&c, "deaf").await;
     let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
     assert!(
-        wait_until(Duration::from_secs(3), || listening(&c)
-            .iter()
-            .sum::<usize>()
-            == 1)
-        .await,
+        wait_until(Duration::from_secs(3), || listening(&c).1 == 1).await,
         "b listens to one node: {:?}",
         listening(&c)
     );
-    let ear = listening(&c).iter().position(|n| *n == 1).unwrap();
+    let ear = listening(&c).0.iter().position(|n| *n == 1).unwrap();
     c.nodes[ear].kill();
     // The lost connection is news: b tries, and listens to a node that answered.
     assert!(
-        wait_until(Duration::from_secs(3), || listening(&c)
-            .iter()
-            .sum::<usize>()
-            == 1)
-        .await,
+        wait_until(Duration::from_secs(3), || listening(&c).1 == 1).await,
         "b listens to another node: {:?}",
         listening(&c)
     );
-    held.release().await.unwrap();
-    let started = std::time::Instant::now();
-    let permit = waiter.await.unwrap().unwrap();
-    assert!(started.elapsed() < ms(500), "{:?}", started.elapsed());
+    let permit = handed_over(held, waiter).await;
     permit.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
     let c = Cluster::start(3);
-    let (a, b) = (
-        client(&c),
-        c.builder().wait_cap(ms(10_000)).build().unwrap(),
-    );
-    let held = a
-        .semaphore("crowd", 1)
-        .unwrap()
-        .try_acquire(ms(10_000))
-        .await
-        .unwrap();
-    let sem_b = Arc::new(b.semaphore("crowd", 1).unwrap());
+    let (held, b, sem_b) = held_by_a(&c, "crowd").await;
+    let sem_b = Arc::new(sem_b);
     let first = {
         let sem = Arc::clone(&sem_b);
         tokio::spawn(async move { sem.acquire_timeout(ms(10_000), ms(8_000)).await })
