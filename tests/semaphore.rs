@@ -374,7 +374,7 @@ async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_node_dies_listens_to_another() {
     let mut c = Cluster::start(5);
-    let (held, b, sem_b) = held_by_a(&c, "deaf").await;
+    let (held, _b, sem_b) = held_by_a(&c, "deaf").await;
     let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
     assert!(
         wait_until(Duration::from_secs(3), || listening(&c).1 == 1).await,
