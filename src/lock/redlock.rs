@@ -5,8 +5,9 @@
 //! The lock itself is the Redlock algorithm: a key set with `SET key value
 //! NX PX ttl` on a quorum of independent nodes, owned by whoever knows its
 //! random value, and valid for `ttl - elapsed - drift` after the attempt
-//! started (see [`validity`]). Acquiring is in `acquire.rs`, holding
-//! (extend, release, auto-extend) in `guard.rs`.
+//! started (see [`validity`]). Acquiring is in `acquire.rs` (the waiting
+//! loop in `waiting.rs`), holding (extend, release, auto-extend) in
+//! `guard.rs`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
