@@ -362,12 +362,11 @@ async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
         listening(&c)
     );
     let permit = handed_over(held, waiter).await;
-    assert_eq!(listening(&c).1, 1, "{:?}", listening(&c));
-    assert!(
-        b.stats().notifications <= 2,
-        "{:?}",
-        b.stats().notifications
-    );
+    // (A node that was slow to answer a read may have been swapped for
+    // another meanwhile; that is news too, and still no cap.)
+    let stats = b.stats();
+    assert!(stats.woken_by_notification >= 1, "{stats:?}");
+    assert_eq!(stats.woken_by_cap, 0, "{stats:?}");
     permit.release().await.unwrap();
 }
 
@@ -376,12 +375,18 @@ async fn a_waiter_whose_node_dies_listens_to_another() {
     let mut c = Cluster::start(5);
     let (held, _b, sem_b) = held_by_a(&c, "deaf").await;
     let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    let mut ear = None;
     assert!(
-        wait_until(Duration::from_secs(3), || listening(&c).1 == 1).await,
+        wait_until(Duration::from_secs(3), || {
+            let (each, all) = listening(&c);
+            ear = each.iter().position(|n| *n == 1).filter(|_| all == 1);
+            ear.is_some()
+        })
+        .await,
         "b listens to one node: {:?}",
         listening(&c)
     );
-    let ear = listening(&c).0.iter().position(|n| *n == 1).unwrap();
+    let ear = ear.unwrap();
     c.nodes[ear].kill();
     // The lost connection is news: b tries, and listens to a node that answered.
     assert!(
