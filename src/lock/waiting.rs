@@ -14,6 +14,7 @@ use crate::lock::attempt::{Ask, Attempts, Failed, Waiter};
 use crate::lock::guard::Lock;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
+use crate::quorum::tally::node_bit;
 use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
 use crate::wait::plan::Seen;
@@ -78,11 +79,8 @@ impl Redlock {
             // every other waiter).
             let seen = vec![Seen::Held; self.node_count()];
             self.arm_news(what, signal, signal.reset(), &seen);
-            let slept = Instant::now();
-            let woken = waiting
-                .sleep(signal, &seen, (self.quorum(), Listen::One), patience.until)
+            self.sleep_for_news(what, signal, &seen, patience.until)
                 .await;
-            telemetry.woke(woken, slept.elapsed());
             waited = true;
         }
         loop {
@@ -109,10 +107,8 @@ impl Redlock {
             signal.set_behind(behind >= self.quorum());
             debug!(error = %error, "lock attempt failed; waiting");
             if error.is_contended() {
-                let slept = Instant::now();
-                let listen = (self.quorum(), what.listen());
-                let woken = waiting.sleep(signal, &seen, listen, patience.until).await;
-                telemetry.woke(woken, slept.elapsed());
+                self.sleep_for_news(what, signal, &seen, patience.until)
+                    .await;
                 waited = true;
             } else {
                 // Nodes failing, or a round too slow to leave validity:
@@ -133,15 +129,33 @@ impl Redlock {
         }
     }
 
+    /// Sleeps until news on `signal` (or a TTL in `seen`, this client's
+    /// release, the cap, `until`) says `what` may be tried again, and counts
+    /// the sleep by what ended it.
+    async fn sleep_for_news(
+        &self,
+        what: &impl Attempts,
+        signal: &Signal,
+        seen: &[Seen],
+        until: Instant,
+    ) {
+        let slept = Instant::now();
+        let listen = (self.quorum(), what.listen());
+        let woken = self.waiting().sleep(signal, seen, listen, until).await;
+        self.nodes().telemetry.woke(woken, slept.elapsed());
+    }
+
     /// Asks the nodes `what` listens to (by what its last attempt saw,
     /// `seen`) to tell `signal` of the next change to its keys, for
     /// `round`.
     fn arm_news(&self, what: &impl Attempts, signal: &Arc<Signal>, round: u64, seen: &[Seen]) {
         let waiting = self.waiting();
-        let nodes = match what.listen() {
+        // Every node where one would do but none qualifies.
+        let one = match what.listen() {
             Listen::One => waiting.listener(what.line(), seen),
-            Listen::Quorum => self.nodes().all(),
+            Listen::Quorum => None,
         };
+        let nodes = one.map_or(self.nodes().all(), node_bit);
         for key in what.watched() {
             waiting.arm(key, nodes, signal, round);
         }

@@ -112,6 +112,16 @@ struct Slot {
     retry_at: Option<Instant>,
 }
 
+impl Slot {
+    /// Whether it holds a connection newer than `lost`, the newest
+    /// generation known to be gone.
+    fn open(&self, lost: u64) -> bool {
+        self.conn
+            .as_ref()
+            .is_some_and(|(_, generation)| *generation > lost)
+    }
+}
+
 impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watch")
@@ -155,11 +165,7 @@ impl Watch {
     /// Whether the connection is open (false while it is being made).
     pub(crate) fn connected(&self) -> bool {
         let lost = self.inner.lost.load(Ordering::Acquire);
-        self.inner.slot.try_lock().is_ok_and(|slot| {
-            slot.conn
-                .as_ref()
-                .is_some_and(|(_, generation)| *generation > lost)
-        })
+        self.inner.slot.try_lock().is_ok_and(|slot| slot.open(lost))
     }
 
     /// Whether a read may arm a notification now: the connection is open,
@@ -168,8 +174,7 @@ impl Watch {
     pub(crate) fn usable(&self) -> bool {
         let lost = self.inner.lost.load(Ordering::Acquire);
         self.inner.slot.try_lock().map_or(true, |slot| {
-            let open = slot.conn.as_ref().is_some_and(|(_, g)| *g > lost);
-            open || slot.retry_at.is_none_or(|t| Instant::now() >= t)
+            slot.open(lost) || slot.retry_at.is_none_or(|t| Instant::now() >= t)
         })
     }
 

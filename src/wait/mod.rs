@@ -155,15 +155,12 @@ impl Waiting {
     /// and whose notification connection is open or may be opened (it did
     /// not fail just now); preferably one that refused the attempt rather
     /// than one where it took a slot (`Seen::Free`), whose undo would be
-    /// news of our own making; every node if none qualifies.
-    pub(crate) fn listener(&self, line: &str, seen: &[Seen]) -> NodeSet {
+    /// news of our own making; `None` if none qualifies (or notifications
+    /// are off).
+    pub(crate) fn listener(&self, line: &str, seen: &[Seen]) -> Option<usize> {
         let n = self.watches.len();
-        let every = seen
-            .iter()
-            .enumerate()
-            .fold(0, |set, (i, _)| set | node_bit(i));
         if n == 0 {
-            return every;
+            return None;
         }
         let mut hasher = std::hash::DefaultHasher::new();
         line.hash(&mut hasher);
@@ -178,7 +175,6 @@ impl Waiting {
         order()
             .find(|&i| can(i, false))
             .or_else(|| order().find(|&i| can(i, true)))
-            .map_or(every, node_bit)
     }
 
     /// Sleeps until a quorum of nodes may have the lock free (by `seen` and
