@@ -17,7 +17,10 @@
 //! still valid when the token came back.
 //! Messages are delayed and reordered (delivered in any order), lost, or
 //! their answer lost; clients stop waiting for slow nodes; nodes crash,
-//! with or without persistence, and restart at once or after a delay.
+//! with or without persistence, and restart at once or after a delay. A
+//! node that restarted empty is quarantined by the first connection check
+//! that reaches it, for what the uptime it reports (in whole grains, like
+//! Redis's seconds) says is left of one maximum TTL, plus one grain.
 //!
 //! Properties: no two clients hold a valid lock at the same real instant;
 //! a release or an extension (failed or not) never deletes another holder's
@@ -69,6 +72,15 @@ pub(crate) struct LockModel {
     /// lock quorum for the restart quarantine, one maximum TTL on its own
     /// clock (as shipped).
     pub(crate) quarantine: bool,
+    /// The grain of the uptime a node reports, ms (0: exact). Like Redis's
+    /// whole seconds, it is the difference of two readings of a clock that
+    /// ticks every grain, so it may run up to a grain ahead of the time
+    /// that passed. The quarantine is then counted from the first
+    /// connection check after the restart, from the uptime it reads.
+    pub(crate) uptime_grain: u8,
+    /// Rule: the quarantine a connection check computes lasts one grain
+    /// more than the uptime says is left (as shipped).
+    pub(crate) grain_margin: bool,
     /// The client's validity rule.
     pub(crate) validity: Validity,
     /// Votes needed, for `n` nodes.
@@ -116,6 +128,8 @@ impl LockModel {
             persistent: true,
             restart_delay: 0,
             quarantine: true,
+            uptime_grain: 4,
+            grain_margin: true,
             validity,
             quorum,
             compare_on_release: true,
@@ -174,6 +188,19 @@ impl LockModel {
         config.drift(Duration::from_millis(ttl.into()))
     }
 
+    /// The connection check on a node that restarted empty, at `now`: its
+    /// quarantine from the uptime it reports (see `uptime_grain`).
+    fn probe(&self, node: &mut Node, now: u8) {
+        let Some(start) = node.unprobed_since.take() else {
+            return;
+        };
+        let g = self.uptime_grain;
+        let uptime = (now / g - start / g) * g;
+        let margin = if self.grain_margin { g } else { 0 };
+        let left = (self.real_ttl(self.ttl) + margin).saturating_sub(uptime);
+        node.quarantined_until = now.saturating_add(left);
+    }
+
     /// How long a key set with `ttl` lasts in real time on a node whose
     /// clock runs the drift fast (rounded down: the worst case).
     pub(crate) fn real_ttl(&self, ttl: u8) -> u8 {
@@ -191,6 +218,7 @@ impl Model for LockModel {
             up: true,
             down_since: 0,
             quarantined_until: 0,
+            unprobed_since: None,
         };
         vec![State {
             now: 0,
@@ -301,6 +329,7 @@ impl Model for LockModel {
             }
             Action::Deliver(m) => {
                 take_one(&mut s.net, &m)?;
+                self.probe(&mut s.nodes[m.node as usize], s.now);
                 let done = self.apply(&mut s, &m);
                 let vote = match done {
                     // A quarantined node's yes to a SET or an extension
@@ -398,8 +427,10 @@ impl Model for LockModel {
                     // The connection check sees a new process without
                     // durable persistence: quarantined from its start for
                     // the longest TTL, measured on its (fast) clock.
-                    if self.quarantine {
+                    if self.quarantine && self.uptime_grain == 0 {
                         node.quarantined_until = s.now.saturating_add(real_quarantine);
+                    } else if self.quarantine {
+                        node.unprobed_since = Some(s.now);
                     }
                 }
             }
@@ -528,6 +559,22 @@ mod tests {
             ..LockModel::shipped()
         };
         safe("lock: a node restarts empty at once, quarantined", m);
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_the_quarantine_trusts_a_coarse_uptime() {
+        let m = LockModel {
+            crashes: 1,
+            timeouts: 0,
+            persistent: false,
+            grain_margin: false,
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: the quarantine has no margin for the uptime's grain",
+            m,
+            EXCLUSION,
+        );
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub(crate) struct Node {
     /// Until when (real ms) it is quarantined: it restarted empty, so its
     /// yes does not count toward a lock quorum (0: never was).
     pub(crate) quarantined_until: u8,
+    /// When it restarted empty, until a client's connection check has
+    /// read its uptime and set `quarantined_until` (coarse uptime only).
+    pub(crate) unprobed_since: Option<u8>,
 }
 
 /// Where a client is.

@@ -19,8 +19,13 @@
 //!
 //! The rule ([`assess`]): a node that may lack writes from uptime second
 //! `l` does not count toward a lock quorum until its uptime reaches
-//! `l + quarantine`, by which time every lock it may have forgotten has
-//! expired (no client uses a TTL above the quarantine). For the counter,
+//! `l + quarantine + 1`, by which time every lock it may have forgotten has
+//! expired (no client uses a TTL above the quarantine). The extra second is
+//! the uptime's grain: Redis reports it as the difference of two wall-clock
+//! readings, each cut to a whole second, so it may run up to (not
+//! including) one second ahead of the time that passed. A node started at
+//! x.97 s reports an uptime of 1 at (x+1).02 s, 50 ms later; without the
+//! margin, its quarantine would end almost a second early. For the counter,
 //! time does not heal: such a node is *suspect* for as long as its process
 //! lives, and its replies count for a counter key only once that key's
 //! record there was raised from a quorum of trusted nodes.
@@ -120,7 +125,8 @@ pub(crate) fn assess(probe: &Probe, quarantine: u64) -> Assessment {
             None => (Some(probe.uptime), Some(Cause::Unmarked)),
         }
     };
-    let remaining = loss.map_or(0, |l| (l + quarantine).saturating_sub(probe.uptime));
+    // One second more than the readings say: see the module docs.
+    let remaining = loss.map_or(0, |l| (l + quarantine + 1).saturating_sub(probe.uptime));
     Assessment {
         loss,
         cause,
@@ -386,15 +392,15 @@ mod tests {
         let a = assess(&probe("r2", 5, Some(false), None), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::RestartedEmpty), 55)
+            (Some(0), Some(Cause::RestartedEmpty), 56)
         );
         let a = assess(&probe("r2", 5, Some(false), Some(("r1", None))), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::RestartedNotDurable), 55)
+            (Some(0), Some(Cause::RestartedNotDurable), 56)
         );
         // Unknown persistence counts as not durable.
-        assert_eq!(assess(&probe("r2", 5, None, None), 60).remaining, 55);
+        assert_eq!(assess(&probe("r2", 5, None, None), 60).remaining, 56);
     }
 
     #[test]
@@ -406,14 +412,14 @@ mod tests {
         let a = assess(&probe("r2", 5, Some(true), Some(("r1", Some(30)))), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::Marked), 55)
+            (Some(0), Some(Cause::Marked), 56)
         );
         // A durable process we never marked that has run longer than the
         // quarantine took another's place: a promoted replica.
         let a = assess(&probe("r2", 500, Some(true), Some(("r1", None))), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(500), Some(Cause::Replaced), 60)
+            (Some(500), Some(Cause::Replaced), 61)
         );
         // First start of a durable node: nothing of ours was there.
         assert_eq!(assess(&probe("r2", 5, Some(true), None), 60).loss, None);
@@ -424,12 +430,12 @@ mod tests {
         let a = assess(&probe("r1", 1000, Some(true), None), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(1000), Some(Cause::Unmarked), 60)
+            (Some(1000), Some(Cause::Unmarked), 61)
         );
         let a = assess(&probe("r9", 1000, Some(false), Some(("r1", None))), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(1000), Some(Cause::Replaced), 60)
+            (Some(1000), Some(Cause::Replaced), 61)
         );
     }
 
@@ -438,17 +444,57 @@ mod tests {
         let a = assess(&probe("r2", 20, Some(false), Some(("r2", Some(0)))), 60);
         assert_eq!(
             (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::Marked), 40)
+            (Some(0), Some(Cause::Marked), 41)
         );
         // Over, but still suspect for the counter.
         let a = assess(&probe("r2", 90, Some(false), Some(("r2", Some(0)))), 60);
         assert_eq!((a.loss, a.remaining), (Some(0), 0));
     }
 
+    /// Redis's uptime at wall-clock instant `at_ms` of a process started
+    /// at `start_ms`: the difference of the two instants, each cut to a
+    /// whole second.
+    fn uptime(start_ms: u64, at_ms: u64) -> u64 {
+        at_ms / 1000 - start_ms / 1000
+    }
+
+    #[test]
+    fn the_quarantine_never_ends_early_whatever_the_uptime_grain() {
+        // Every start within a second (10 ms steps), every probe up to 5 s
+        // later (7 ms steps): the quarantine a probe computes ends no
+        // earlier than `quarantine` after the loss. Without the margin
+        // second, a start at 0.99 s probed at 1.0 s ends it 0.99 s early.
+        let q = 3;
+        for start in (0..1000).step_by(10) {
+            for delay in (1..5000).step_by(7) {
+                let at = start + delay;
+                // Restarted empty: lost everything from its start.
+                let a = assess(&probe("r2", uptime(start, at), Some(false), None), q);
+                assert!(
+                    at + a.remaining * 1000 >= start + q * 1000,
+                    "started at {start} ms, probed at {at} ms: {} s left",
+                    a.remaining
+                );
+                // Unmarked at `at`: lost what it may from then on; a later
+                // client reads the loss second from the marker.
+                let loss = uptime(start, at);
+                for later in [at + 1, at + 333, at + 999, at + 1500] {
+                    let marker = Some(("r1", Some(loss)));
+                    let b = assess(&probe("r1", uptime(start, later), Some(false), marker), q);
+                    assert!(
+                        later + b.remaining * 1000 >= at + q * 1000,
+                        "marked at {at} ms, probed at {later} ms: {} s left",
+                        b.remaining
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn without_info_nothing_is_trusted() {
         let a = assess(&probe("", 0, None, None), 60);
-        assert_eq!((a.cause, a.remaining), (Some(Cause::Unknown), 60));
+        assert_eq!((a.cause, a.remaining), (Some(Cause::Unknown), 61));
     }
 
     #[test]
