@@ -414,3 +414,29 @@ async fn a_clock_behind_because_of_the_time_zone_says_so() {
     assert!(text.contains("another time zone"), "{text}");
     assert!(text.contains("Pacific/Pago_Pago"), "{text}");
 }
+
+/// Two of three nodes hang for a moment (a pause, a restart): the round
+/// that finds too few of them is tried again after a retry pause, within
+/// `lock()`'s patience, instead of failing the caller with `NoQuorum`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_short_of_a_quorum_is_tried_again_within_the_patience() {
+    let mut c = Cluster::start(3);
+    let redlock = c.redlock();
+    let serials = SerialGenerator::builder(redlock.clone()).build().unwrap();
+    let first = serials.next("RETRY").await.unwrap();
+    c.nodes[1].pause();
+    c.nodes[2].pause();
+    let next = tokio::spawn(async move { serials.next("RETRY").await });
+    // A round timed out on the paused nodes (100 ms node timeout) ...
+    let failed_round = support::wait_until(Duration::from_secs(2), || {
+        redlock.stats().nodes[1].timeouts >= 1
+    })
+    .await;
+    c.resume_all();
+    assert!(failed_round, "no round reached the paused nodes");
+    // ... and the caller still gets a number, a later one (the failed
+    // round may have raised the record on the node that answered, which
+    // leaves a gap, never a repeat).
+    let second = next.await.unwrap().unwrap();
+    assert!(second.number() > first.number(), "{first} then {second}");
+}

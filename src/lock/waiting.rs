@@ -162,7 +162,7 @@ impl Redlock {
     }
 
     /// A random pause of `retry_delay + uniform(0..=retry_jitter)`.
-    fn retry_pause(&self) -> Duration {
+    pub(crate) fn retry_pause(&self) -> Duration {
         use rand::Rng;
         let c = self.config();
         let jitter = c.retry_jitter.as_nanos().min(u64::MAX as u128) as u64;

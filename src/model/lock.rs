@@ -73,10 +73,9 @@ pub(crate) struct LockModel {
     /// clock (as shipped).
     pub(crate) quarantine: bool,
     /// The grain of the uptime a node reports, ms (0: exact). Like Redis's
-    /// whole seconds, it is the difference of two readings of a clock that
-    /// ticks every grain, so it may run up to a grain ahead of the time
-    /// that passed. The quarantine is then counted from the first
-    /// connection check after the restart, from the uptime it reads.
+    /// whole seconds, it is the difference of two readings cut to a grain,
+    /// so it may run up to a grain ahead; the quarantine is then computed
+    /// by the first connection check after the restart, from that uptime.
     pub(crate) uptime_grain: u8,
     /// Rule: the quarantine a connection check computes lasts one grain
     /// more than the uptime says is left (as shipped).

@@ -22,8 +22,9 @@ use tracing::{debug, warn};
 use crate::counter::{self, CounterKeys, Record};
 use crate::error::{Error, Result};
 use crate::keys::Kind;
+use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
-use crate::serial::number::Serial;
+use crate::serial::number::{check_prefix, Serial};
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
 use crate::serial::pin;
 
@@ -35,9 +36,6 @@ pub const DEFAULT_WIDTH: u8 = 4;
 /// midnight; a clock further behind than this is broken, and issuing would
 /// either go back in time or silently use somebody else's date.
 pub const DEFAULT_CLOCK_TOLERANCE: Duration = Duration::from_secs(5);
-
-/// Longest accepted prefix, in bytes.
-pub const MAX_PREFIX_LEN: usize = 64;
 
 /// After a lost compare-and-set, allocations take the counter's Redlock for
 /// this long, so instances contending on one counter take turns instead of
@@ -276,7 +274,9 @@ impl SerialGenerator {
     /// than `A-Z a-z 0-9 _ -`; empty is fine), [`Error::Exhausted`] when the
     /// period's numbers ran out, [`Error::ClockBehind`] when this clock is
     /// behind the latest issued period by more than the tolerance,
-    /// [`Error::NoQuorum`] when too few nodes answer.
+    /// [`Error::NoQuorum`] when too few nodes answer for as long as
+    /// `lock()` would keep trying (a round short of a quorum is tried again
+    /// after a retry pause, `retry_count` times: about 2 s by default).
     ///
     /// # Examples
     ///
@@ -362,25 +362,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Rejects prefixes that would make numbers ambiguous or unsafe to print.
-fn check_prefix(prefix: &str) -> Result<()> {
-    if prefix.len() > MAX_PREFIX_LEN {
-        return Err(Error::InvalidConfig(format!(
-            "prefix is {} bytes; at most {MAX_PREFIX_LEN} are allowed",
-            prefix.len()
-        )));
-    }
-    if let Some(c) = prefix
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-    {
-        return Err(Error::InvalidConfig(format!(
-            "prefix contains {c:?}; only A-Z, a-z, 0-9, '_' and '-' are allowed"
-        )));
-    }
-    Ok(())
-}
-
 /// Serves the queue of one prefix until it is empty: each round allocates
 /// for every caller waiting when it starts.
 async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
@@ -397,7 +378,7 @@ async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
             std::mem::take(&mut q.waiters)
         };
         let total: u64 = waiters.iter().map(|(k, _)| *k).sum();
-        match allocate(&inner, &state, total).await {
+        match allocate_patiently(&inner, &state, total).await {
             Ok((stamp, first)) => {
                 let mut next = first;
                 for (k, tx) in waiters {
@@ -417,6 +398,28 @@ async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
                     let _ = tx.send(Err(e.clone()));
                 }
             }
+        }
+    }
+}
+
+/// [`allocate`], tried again after a retry pause while a round finds too
+/// few nodes (one paused, one restarting: usually over in a moment), for
+/// as long as `lock()` would keep trying (`retry_count` pauses). A round
+/// short of a quorum raised no number anyone was given, so trying again is
+/// a fresh round like any other; every other error is final.
+async fn allocate_patiently(inner: &GenInner, state: &CounterState, k: u64) -> Result<Grant> {
+    let patience = Patience::default_for(&inner.redlock);
+    loop {
+        match allocate(inner, state, k).await {
+            Err(e @ Error::NoQuorum { .. }) => {
+                let pause = inner.redlock.retry_pause();
+                if Instant::now() + pause >= patience.until {
+                    return Err(e);
+                }
+                debug!(counter = state.prefix, error = %e, "round short of a quorum; trying again");
+                tokio::time::sleep(pause).await;
+            }
+            other => return other,
         }
     }
 }
@@ -482,19 +485,4 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
     let stamp: Arc<str> = Arc::from(new.period.as_str());
     *lock(&state.hint) = Some(new);
     Ok((stamp, first))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_rules() {
-        assert!(check_prefix("").is_ok());
-        assert!(check_prefix("ORDER_2-b").is_ok());
-        assert!(check_prefix("ORDER 1").is_err());
-        assert!(check_prefix("订单").is_err());
-        assert!(check_prefix(&"A".repeat(64)).is_ok());
-        assert!(check_prefix(&"A".repeat(65)).is_err());
-    }
 }

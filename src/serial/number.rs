@@ -1,9 +1,34 @@
-//! [`Serial`], one issued number, and how it prints.
+//! [`Serial`], one issued number, how it prints, and which prefixes it
+//! may carry.
 
 use std::fmt;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
+
+use crate::error::{Error, Result};
+
+/// Longest accepted prefix, in bytes.
+pub const MAX_PREFIX_LEN: usize = 64;
+
+/// Rejects prefixes that would make numbers ambiguous or unsafe to print.
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(Error::InvalidConfig(format!(
+            "prefix is {} bytes; at most {MAX_PREFIX_LEN} are allowed",
+            prefix.len()
+        )));
+    }
+    if let Some(c) = prefix
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(Error::InvalidConfig(format!(
+            "prefix contains {c:?}; only A-Z, a-z, 0-9, '_' and '-' are allowed"
+        )));
+    }
+    Ok(())
+}
 
 /// One issued serial number.
 ///
@@ -111,5 +136,15 @@ mod tests {
             width: 9,
         };
         assert_eq!(too_big.as_u64(), None); // 23 digits
+    }
+
+    #[test]
+    fn prefix_rules() {
+        assert!(check_prefix("").is_ok());
+        assert!(check_prefix("ORDER_2-b").is_ok());
+        assert!(check_prefix("ORDER 1").is_err());
+        assert!(check_prefix("订单").is_err());
+        assert!(check_prefix(&"A".repeat(64)).is_ok());
+        assert!(check_prefix(&"A".repeat(65)).is_err());
     }
 }
