@@ -141,6 +141,8 @@
 //                       new connection; the quarantine rule.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
+//   node/open.rs        Opens one connection to a node and checks it for
+//                       lost writes before anything of ours goes out.
 //   node/link.rs        The connection state machine: connects, keeps our
 //                       requests in order, batches them under load.
 //   node/slot.rs        A directly sent request's place on its connection,

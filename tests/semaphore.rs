@@ -209,7 +209,17 @@ async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
         .query(&mut n4)
         .unwrap();
     let permit = sem.try_acquire(ms(5_000)).await.unwrap();
-    let ours = c.nodes[0].get(slot).expect("the slot on node 0");
+    // Won on a quorum: node 0's reply may still be on its way.
+    let mut ours = None;
+    assert!(
+        wait_until(Duration::from_secs(3), || {
+            ours = c.nodes[0].get(slot);
+            ours.is_some()
+        })
+        .await,
+        "the slot on node 0"
+    );
+    let ours = ours.unwrap();
     assert!(
         wait_until(Duration::from_secs(3), || c.nodes[4].get(slot).as_deref()
             == Some(&*ours))

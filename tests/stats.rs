@@ -155,9 +155,14 @@ async fn a_waiter_that_lacks_nodes_pauses_and_says_so() {
     let s = a.stats();
     // Failing nodes give no time to wait for: it pauses `retry_delay`
     // before each attempt after its first queued one (the plain attempt is
-    // followed by the queued one at once), and counts each pause.
+    // followed by the queued one at once), and counts each pause. A pause
+    // that ends past the deadline (a loaded machine wakes it late) is
+    // followed by no attempt.
     assert!(s.paused >= 2, "{s:?}");
-    assert_eq!(s.paused + 2, s.attempts, "{s:?}");
+    assert!(
+        s.attempts == s.paused + 2 || s.attempts == s.paused + 1,
+        "{s:?}"
+    );
     assert_eq!(
         (s.woken_by_notification, s.woken_by_ttl, s.woken_by_cap),
         (0, 0, 0),

@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
+use redis::{RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
-use crate::node::amnesia::{self, AmnesiaCheck, Trust};
-use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting, PIPELINE_BUFFER};
+use crate::node::amnesia::{AmnesiaCheck, Trust};
+use crate::node::open::Opener;
+use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
 use crate::node::slot::Slot;
 use crate::node::wire::{hand_over, hand_pipeline, link_broken, BatchFuture, SendFuture};
@@ -202,12 +203,13 @@ impl Link {
                 }
             }
             Conn::Up { .. } | Conn::Connecting(_) => queued(st.enqueue(req)),
-            Conn::Down {
-                error: Some(e),
-                retry_at,
-            } if Instant::now() < *retry_at => Pending::Done(Some(Err(e.clone()))),
-            Conn::Down { .. } => {
-                self.connect(st, Vec::new());
+            // Within the back-off after a failed attempt, the next one
+            // waits for its end rather than failing the request at once:
+            // a node that is restarting is usually back by then, and the
+            // round's own timeout still bounds the wait.
+            Conn::Down { retry_at, .. } => {
+                let at = *retry_at;
+                self.connect_after(st, Vec::new(), at);
                 queued(st.enqueue(req))
             }
         }
@@ -357,6 +359,12 @@ impl Link {
     /// Starts a connection attempt in the background, with `waiting` first
     /// in its queue.
     fn connect(self: &Arc<Self>, st: &mut LinkState, waiting: Vec<Waiting>) {
+        self.connect_after(st, waiting, Instant::now());
+    }
+
+    /// [`Link::connect`], the attempt made no earlier than `at` (requests
+    /// queue meanwhile).
+    fn connect_after(self: &Arc<Self>, st: &mut LinkState, waiting: Vec<Waiting>, at: Instant) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let e =
                 RedisError::from((redis::ErrorKind::Client, "no tokio runtime to connect from"));
@@ -370,34 +378,14 @@ impl Link {
         st.conn = Conn::Connecting(waiting);
         let link = Arc::clone(self);
         runtime.spawn(async move {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(link.connect_timeout))
-                // We time requests out ourselves, once per round for all
-                // nodes.
-                .set_response_timeout(None)
-                // Room for many concurrent rounds before a slow node pushes
-                // back.
-                .set_pipeline_buffer_size(PIPELINE_BUFFER);
-            let result = match link
-                .client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-            {
-                // Before anything of ours goes out on it: may the node
-                // have lost writes?
-                Ok(mut conn) => match &link.amnesia {
-                    Some(check) => {
-                        let addr = link.client.get_connection_info().addr().to_string();
-                        let node = (link.index, addr.as_str());
-                        let timeout = link.connect_timeout;
-                        amnesia::check(&mut conn, check, &link.trust, node, timeout)
-                            .await
-                            .map(|()| conn)
-                    }
-                    None => Ok(conn),
-                },
-                Err(e) => Err(e),
+            tokio::time::sleep_until(at.into()).await;
+            let opener = Opener {
+                client: &link.client,
+                index: link.index,
+                timeout: link.connect_timeout,
+                amnesia: link.amnesia.as_ref().map(|check| (check, &link.trust)),
             };
+            let result = opener.open().await;
             link.connected(result);
         });
     }

@@ -33,8 +33,10 @@ pub(crate) struct LinkState {
 
 /// The state of the connection.
 pub(crate) enum Conn {
-    /// Not connected. After a failed attempt, requests fail at once with its
-    /// error until `retry_at`, so a dead node costs no time per round.
+    /// Not connected. After a failed attempt, the next attempt waits until
+    /// `retry_at` (requests queue for it), so a dead node is tried at most
+    /// once per back-off, and a restarting one is found again by the first
+    /// request after it came back.
     Down {
         /// Why the last attempt failed (`None`: no attempt yet, or the
         /// connection dropped and a new one may be tried at once).
