@@ -303,6 +303,26 @@ end
 return {0, soonest, 0}"#
 ));
 
+/// Moves a semaphore attempt on a node to slot number ARGV[2] (from 1, of
+/// the slot keys KEYS[1..]), after a round in which the nodes took
+/// different slots: sets it to our value (ARGV[1]) for ARGV[3] ms where it
+/// is free or already ours, and deletes our other slots here. Returns 1;
+/// 0 (and changes nothing) where another holds it.
+pub(crate) static SEMAPHORE_MOVE: Lua = Lua::new(
+    r#"local to = tonumber(ARGV[2])
+local held = redis.call("GET", KEYS[to])
+if held and held ~= ARGV[1] then
+  return 0
+end
+redis.call("SET", KEYS[to], ARGV[1], "PX", ARGV[3])
+for i = 1, #KEYS do
+  if i ~= to and redis.call("GET", KEYS[i]) == ARGV[1] then
+    redis.call("DEL", KEYS[i])
+  end
+end
+return 1"#,
+);
+
 /// Undoes a semaphore attempt on a node: deletes every slot (KEYS[3..])
 /// that holds our value (ARGV[1]) except slot number ARGV[2] (from 1; 0
 /// keeps none).
@@ -394,6 +414,7 @@ mod tests {
             &super::COUNTER_CAS,
             &super::COUNTER_STAMP,
             &super::SEMAPHORE_TAKE,
+            &super::SEMAPHORE_MOVE,
             &super::SEMAPHORE_UNDO,
             &super::LEADER_PUBLISH,
             &super::LEADER_READ,

@@ -465,3 +465,65 @@ async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
     );
     permit.release().await.unwrap();
 }
+
+/// Puts `ghosts` waiters that never come at the head of `line`'s waiting
+/// list on node `n` (their leases end in 2100).
+fn ghosts_on(c: &Cluster, n: usize, line: &str, ghosts: &[&str]) {
+    let mut conn = c.nodes[n].conn();
+    for g in ghosts {
+        let _: () = redis::cmd("ZADD")
+            .arg(support::internal_key("waiters", line))
+            .arg(0)
+            .arg(g)
+            .query(&mut conn)
+            .unwrap();
+        let _: () = redis::cmd("ZADD")
+            .arg(support::internal_key("leases", line))
+            .arg(4_102_444_800_000_i64)
+            .arg(g)
+            .query(&mut conn)
+            .unwrap();
+    }
+}
+
+/// The nodes take different slots for one attempt (their waiting lists
+/// differ), so no slot has a quorum though a quorum took one: the node on
+/// the other slot moves to the slot the others took, and the attempt wins
+/// it in the same call. Its validity counts from the first round's start,
+/// not the move's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_attempt_wins_by_moving_to_one_slot() {
+    let c = Cluster::start(3);
+    let line = "redquorum:semaphore:{split}:split";
+    let slot = |i: usize| format!("redquorum:permit:{{split}}:split:{i}");
+    // Node 0: one waiter ahead, so we take its second free slot (1); node
+    // 1: none, slot 0; node 2: two ahead, so it refuses.
+    ghosts_on(&c, 0, line, &["ghost"]);
+    ghosts_on(&c, 2, line, &["ghost", "ghost2"]);
+    // Node 1's replies are slow: the first round takes 300 ms or more.
+    let slow = support::Proxy::start(c.nodes[1].port);
+    slow.set_mode(support::ProxyMode::Delay(150));
+    let urls = vec![c.nodes[0].url(), slow.url(), c.nodes[2].url()];
+    let redlock = Redlock::builder()
+        .nodes(&urls)
+        .node_timeout(ms(2_000))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let sem = redlock.semaphore("split", 2).unwrap();
+    let ttl = ms(5_000);
+    let before = tokio::time::Instant::now();
+    let permit = sem.try_acquire(ttl).await.unwrap();
+    let ours = c.nodes[0].get(&slot(0)).expect("slot 0 on node 0");
+    assert_eq!(c.nodes[1].get(&slot(0)).as_deref(), Some(&*ours));
+    assert_eq!(c.nodes[0].get(&slot(1)), None, "moved off slot 1");
+    // Valid until the first round's start + TTL - drift (50 ms + 2 ms): a
+    // validity counted from the move would end 300 ms or more later.
+    let bound = before + ttl - ms(52) + ms(150);
+    assert!(
+        permit.valid_until() <= bound,
+        "valid {:?} past the first round's bound",
+        permit.valid_until() - bound
+    );
+    permit.release().await.unwrap();
+}

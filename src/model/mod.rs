@@ -17,6 +17,7 @@ mod lock_rules;
 mod lock_state;
 mod pin;
 mod semaphore;
+mod semaphore_state;
 
 use std::fmt::Debug;
 use std::hash::Hash;

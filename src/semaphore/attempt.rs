@@ -28,7 +28,7 @@ use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::semaphore::handle::Semaphore;
-use crate::semaphore::slots::{best_slot, finished, slot_tally, won};
+use crate::semaphore::slots::{best_slot, finished, move_plan, slot_tally, won};
 use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
 use crate::wait::Listen;
@@ -106,15 +106,22 @@ impl Semaphore {
             .nodes()
             .vote_until(&req, "semaphore", Counts::Trusted, classify, done)
             .await;
-        let valid_until = valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl));
-        undo.armed = false;
-        drop(undo);
         // Replies still on their way are waited for in the background: a
         // slot they take is undone by the request queued behind them.
         stragglers.finish_in_background();
         let choices = choices.into_inner().unwrap_or_else(PoisonError::into_inner);
         let all = redlock.nodes().all();
-        let winner = won(&tally, &choices);
+        let mut winner = won(&tally, &choices);
+        if let Some(plan) = move_plan(&tally, &choices) {
+            if valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl)).is_some() {
+                winner = self.move_round(&value, ttl_ms, plan, tally.quorum).await;
+            }
+        }
+        // Counted from the first round's start, also for a moved permit:
+        // its slot was set there first.
+        let valid_until = valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl));
+        undo.armed = false;
+        drop(undo);
         if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
             self.undo(&value, all & !holders, Outcome::Won { slot, ttl_ms });
             let queued = matches!(ask, Ask::Queued(_));
@@ -145,6 +152,45 @@ impl Semaphore {
         let resent = redlock.nodes().reconnected_after(start.into_std());
         self.undo(&value, all & (!tally.no | resent), Outcome::Lost(rejoin));
         Err(Failed { error, seen })
+    }
+
+    /// The move round after a split (see [`move_plan`]): the nodes of
+    /// `movers` move our slot to `slot`, which `holders` took. Returns the
+    /// slot and every node that holds it for us, if they are a quorum of
+    /// trusted nodes.
+    async fn move_round(
+        &self,
+        value: &str,
+        ttl_ms: u64,
+        (slot, holders, movers): (usize, NodeSet, NodeSet),
+        quorum: usize,
+    ) -> Option<(usize, NodeSet)> {
+        let req = Request::script(&scripts::SEMAPHORE_MOVE, |cmd| {
+            cmd.arg(self.slots.len());
+            for key in &self.slots {
+                cmd.arg(key);
+            }
+            cmd.arg(value).arg(slot + 1).arg(ttl_ms);
+        });
+        let nodes = self.redlock.nodes();
+        let need = quorum.saturating_sub(holders.count_ones() as usize);
+        let asked = movers.count_ones() as usize;
+        let classify = |_: usize, v: &Value| match v {
+            Value::Int(1) => Some(true),
+            Value::Int(0) => Some(false),
+            _ => None,
+        };
+        let done = |t: &Tally, _: &Fanout<'_>| {
+            let yes = (t.yes & movers).count_ones() as usize;
+            yes >= need || yes + asked.saturating_sub(t.heard()) < need
+        };
+        let fan = nodes.fanout(&req, movers);
+        let (tally, stragglers) = nodes
+            .count(fan, "semaphore move", Counts::Trusted, classify, done)
+            .await;
+        stragglers.finish_in_background();
+        let all = holders | (tally.yes & movers);
+        (all.count_ones() as usize >= quorum).then_some((slot, all))
     }
 
     /// The attempt's request.

@@ -43,6 +43,24 @@ pub(crate) fn won(tally: &Tally, choices: &[Option<usize>]) -> Option<(usize, No
     best_slot(tally.yes, choices).filter(|(_, set)| set.count_ones() as usize >= tally.quorum)
 }
 
+/// A split that a move round may still win: no slot was won, but the
+/// nodes that took a slot for us, together, are a quorum. Returns the slot
+/// taken by the most of them (ties: the lowest), the nodes that took it,
+/// and the nodes that took another slot, which are asked to move to it:
+/// each sets it where it is free or already ours, and drops our other slot.
+/// The slot is then a lock taken in two steps on different nodes, valid as
+/// one taken in a round that began with the first step.
+pub(crate) fn move_plan(
+    tally: &Tally,
+    choices: &[Option<usize>],
+) -> Option<(usize, NodeSet, NodeSet)> {
+    if won(tally, choices).is_some() || (tally.yes.count_ones() as usize) < tally.quorum {
+        return None;
+    }
+    let (slot, holders) = best_slot(tally.yes, choices)?;
+    Some((slot, holders, tally.yes & !holders))
+}
+
 /// The round as a vote on `slot`: yes from the nodes that took it, no from
 /// those that refused or took another slot, failures as they are. Its
 /// [`Tally::refusals_prevent_quorum`] tells "every permit is taken (or the
@@ -109,6 +127,34 @@ mod tests {
         let t = tally(&[(0, Some(true)), (1, Some(true)), (2, Some(false))], 3);
         assert!(finished(&t, &choices));
         assert!(slot_tally(&t, &choices, 0).refusals_prevent_quorum());
+    }
+
+    #[test]
+    fn a_split_of_a_quorum_moves_to_the_slot_most_took() {
+        let choices = [Some(1), Some(0), Some(1), None, Some(0)];
+        let t = tally(
+            &[
+                (0, Some(true)),
+                (1, Some(true)),
+                (2, Some(true)),
+                (3, Some(false)),
+                (4, Some(true)),
+            ],
+            5,
+        );
+        // Two nodes each on slots 0 and 1: the lowest, slot 0, and the two
+        // nodes on slot 1 move.
+        assert_eq!(move_plan(&t, &choices), Some((0, 0b10010, 0b00101)));
+        // Fewer than a quorum took anything: nothing to move to.
+        let choices = [Some(0), Some(1), None];
+        let t = tally(&[(0, Some(true)), (1, Some(true)), (2, Some(false))], 3);
+        assert_eq!(move_plan(&t, &choices), Some((0, 0b001, 0b010)));
+        let t = tally(&[(0, Some(true)), (1, Some(false)), (2, Some(false))], 3);
+        assert_eq!(move_plan(&t, &[Some(0), None, None]), None);
+        // A won slot needs no move.
+        let choices = [Some(0), Some(0), Some(1)];
+        let t = tally(&[(0, Some(true)), (1, Some(true)), (2, Some(true))], 3);
+        assert_eq!(move_plan(&t, &choices), None);
     }
 
     #[test]
