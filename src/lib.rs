@@ -178,7 +178,8 @@
 //   trust.rs            NodeTrust: what the connection checks found.
 // 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
 //   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
-//   semaphore/attempt.rs One attempt at a permit (a free slot per node).
+//   semaphore/attempt.rs One attempt at a permit (a free slot per node,
+//                       and a move round after a split).
 //   semaphore/permit.rs Permit, a lock on one slot.
 //   semaphore/mod.rs    try_acquire, acquire, acquire_fenced, with_permit.
 //   election/leadership.rs Leadership, the election's lock with its term.
@@ -196,7 +197,8 @@
 //                       model/lock_state.rs, model/lock_rules.rs and
 //                       model/lock.rs (the lock), model/pin.rs (a serial
 //                       prefix's pinned configuration),
-//                       model/semaphore.rs (K slots), model/election.rs
+//                       model/semaphore_state.rs and model/semaphore.rs
+//                       (K slots and the move round), model/election.rs
 //                       (terms over the fenced lock), model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.

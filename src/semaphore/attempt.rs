@@ -2,7 +2,11 @@
 //! script (`SEMAPHORE_TAKE`: the free slot of our rank among the waiters,
 //! so waiters woken together take distinct slots), the votes are counted per slot
 //! (`slots.rs`), and the permit is the slot a quorum took, valid as a lock
-//! taken in that round is. Every other slot of ours is undone
+//! taken in that round is. When the nodes took different slots but are
+//! together a quorum, a move round (`SEMAPHORE_MOVE`) asks those on other
+//! slots to move to the slot most took, where it is free or already ours;
+//! the slot is then won if a quorum holds it, valid as counted from the
+//! first round's start. Every other slot of ours is undone
 //! (`SEMAPHORE_UNDO`), on every node that did not take the winning one,
 //! also behind replies still on their way, and the winning slot is filled
 //! there where it is free, so that every node shows it held; a failed or
