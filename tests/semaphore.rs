@@ -195,19 +195,8 @@ async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
     let slot = "redquorum:permit:{fill}:fill:0";
     // On node 4 a waiter that never comes is first in line (its lease ends
     // in 2100): node 4 refuses us though the slot is free there.
+    ghosts_on(&c, 4, line, &["ghost"]);
     let mut n4 = c.nodes[4].conn();
-    let _: () = redis::cmd("ZADD")
-        .arg(support::internal_key("waiters", line))
-        .arg(0)
-        .arg("ghost")
-        .query(&mut n4)
-        .unwrap();
-    let _: () = redis::cmd("ZADD")
-        .arg(support::internal_key("leases", line))
-        .arg(4_102_444_800_000_i64)
-        .arg("ghost")
-        .query(&mut n4)
-        .unwrap();
     let permit = sem.try_acquire(ms(5_000)).await.unwrap();
     // Won on a quorum: node 0's reply may still be on its way.
     let mut ours = None;

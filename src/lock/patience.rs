@@ -52,6 +52,12 @@ impl Patience {
         Instant::now() >= self.until
     }
 
+    /// Whether a pause of `pause` from now still ends before the patience
+    /// does (an attempt after it may start).
+    pub(crate) fn allows_pause(&self, pause: Duration) -> bool {
+        deadline_in(pause) < self.until
+    }
+
     /// The error to give up with, after `last`.
     pub(crate) fn give_up(self, resource: &str, started: Instant, last: Error) -> Error {
         if self.timeout {

@@ -19,7 +19,7 @@ use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
 use crate::wait::plan::Seen;
 use crate::wait::queue::Signal;
-use crate::wait::{deadline_in, Listen};
+use crate::wait::Listen;
 
 impl Redlock {
     /// The waiting loop around `what`'s attempts (a lock's key, a
@@ -115,7 +115,7 @@ impl Redlock {
                 // nothing says when to try again, so pause with jitter (our
                 // place in the list was given up: those behind go first).
                 let pause = self.retry_pause();
-                if deadline_in(pause) >= patience.until {
+                if !patience.allows_pause(pause) {
                     return Err(give_up(error));
                 }
                 if pause.is_zero() {

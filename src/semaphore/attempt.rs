@@ -115,15 +115,16 @@ impl Semaphore {
         stragglers.finish_in_background();
         let choices = choices.into_inner().unwrap_or_else(PoisonError::into_inner);
         let all = redlock.nodes().all();
+        // Counted from the first round's start, also for a moved permit:
+        // its slot was set there first.
+        let validity = || valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl));
         let mut winner = won(&tally, &choices);
         if let Some(plan) = move_plan(&tally, &choices) {
-            if valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl)).is_some() {
+            if validity().is_some() {
                 winner = self.move_round(&value, ttl_ms, plan, tally.quorum).await;
             }
         }
-        // Counted from the first round's start, also for a moved permit:
-        // its slot was set there first.
-        let valid_until = valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl));
+        let valid_until = validity();
         undo.armed = false;
         drop(undo);
         if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
@@ -184,8 +185,9 @@ impl Semaphore {
             Value::Int(0) => Some(false),
             _ => None,
         };
+        // Only the movers are asked: every yes is one of them.
         let done = |t: &Tally, _: &Fanout<'_>| {
-            let yes = (t.yes & movers).count_ones() as usize;
+            let yes = t.yes_count();
             yes >= need || yes + asked.saturating_sub(t.heard()) < need
         };
         let fan = nodes.fanout(&req, movers);
@@ -193,7 +195,7 @@ impl Semaphore {
             .count(fan, "semaphore move", Counts::Trusted, classify, done)
             .await;
         stragglers.finish_in_background();
-        let all = holders | (tally.yes & movers);
+        let all = holders | tally.yes;
         (all.count_ones() as usize >= quorum).then_some((slot, all))
     }
 

@@ -54,11 +54,9 @@ pub(crate) fn move_plan(
     tally: &Tally,
     choices: &[Option<usize>],
 ) -> Option<(usize, NodeSet, NodeSet)> {
-    if won(tally, choices).is_some() || (tally.yes.count_ones() as usize) < tally.quorum {
-        return None;
-    }
     let (slot, holders) = best_slot(tally.yes, choices)?;
-    Some((slot, holders, tally.yes & !holders))
+    let quorum = |set: NodeSet| set.count_ones() as usize >= tally.quorum;
+    (!quorum(holders) && quorum(tally.yes)).then_some((slot, holders, tally.yes & !holders))
 }
 
 /// The round as a vote on `slot`: yes from the nodes that took it, no from
@@ -145,10 +143,11 @@ mod tests {
         // Two nodes each on slots 0 and 1: the lowest, slot 0, and the two
         // nodes on slot 1 move.
         assert_eq!(move_plan(&t, &choices), Some((0, 0b10010, 0b00101)));
-        // Fewer than a quorum took anything: nothing to move to.
+        // Two of three split one each: the node on slot 1 moves to 0.
         let choices = [Some(0), Some(1), None];
         let t = tally(&[(0, Some(true)), (1, Some(true)), (2, Some(false))], 3);
         assert_eq!(move_plan(&t, &choices), Some((0, 0b001, 0b010)));
+        // Fewer than a quorum took anything: nothing to move to.
         let t = tally(&[(0, Some(true)), (1, Some(false)), (2, Some(false))], 3);
         assert_eq!(move_plan(&t, &[Some(0), None, None]), None);
         // A won slot needs no move.

@@ -413,7 +413,7 @@ async fn allocate_patiently(inner: &GenInner, state: &CounterState, k: u64) -> R
         match allocate(inner, state, k).await {
             Err(e @ Error::NoQuorum { .. }) => {
                 let pause = inner.redlock.retry_pause();
-                if Instant::now() + pause >= patience.until {
+                if !patience.allows_pause(pause) {
                     return Err(e);
                 }
                 debug!(counter = state.prefix, error = %e, "round short of a quorum; trying again");
