@@ -21,15 +21,29 @@ impl Drop for Scratch {
 }
 
 /// Starts a node with no persistence on a free loopback port; returns it
-/// and a connection to it.
+/// and a connection to it. A port another test took between our choice and
+/// the bind is detected by the answering server's process id, and another
+/// port is tried.
 pub(crate) fn node() -> (Scratch, redis::Connection) {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match try_node() {
+            Ok(started) => return started,
+            Err(e) => last = e,
+        }
+    }
+    panic!("no scratch redis-server: {last}");
+}
+
+/// One try of [`node`].
+fn try_node() -> Result<(Scratch, redis::Connection), String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .expect("free port")
+        .map_err(|e| format!("free port: {e}"))?
         .port();
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
     let server = std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-    let node = Scratch {
+    let mut node = Scratch {
         child: Command::new(&server)
             .args([
                 "--port",
@@ -44,15 +58,27 @@ pub(crate) fn node() -> (Scratch, redis::Connection) {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start redis-server"),
+            .map_err(|e| format!("start {server}: {e}"))?,
         _dir: dir,
     };
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("url");
-    let conn = (0..200)
-        .find_map(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            client.get_connection().ok()
-        })
-        .expect("redis-server answers");
-    (node, conn)
+    for _ in 0..200 {
+        if let Ok(Some(status)) = node.child.try_wait() {
+            return Err(format!("{server} on port {port} exited with {status}"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let Ok(mut conn) = client.get_connection() else {
+            continue;
+        };
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut conn)
+            .map_err(|e| format!("INFO on port {port}: {e}"))?;
+        let ours = format!("process_id:{}", node.child.id());
+        if info.lines().any(|l| l.trim() == ours) {
+            return Ok((node, conn));
+        }
+        return Err(format!("port {port} answered by another test's server"));
+    }
+    Err(format!("{server} on port {port} did not answer in 2 s"))
 }

@@ -133,8 +133,9 @@ async fn lock_says_how_long_it_waited() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_not_waited_for_are_explained() {
-    let urls: Vec<String> = (0..5)
-        .map(|_| format!("redis://127.0.0.1:{}", support::free_port()))
+    let urls: Vec<String> = support::free_ports(5)
+        .into_iter()
+        .map(|port| format!("redis://127.0.0.1:{port}"))
         .collect();
     let redlock = Redlock::builder().nodes(&urls).build().unwrap();
     let err = redlock.try_lock("refused", ms(1000)).await.unwrap_err();

@@ -94,12 +94,20 @@ pub fn not_redis() -> u16 {
     port
 }
 
-/// A port that was free a moment ago.
+/// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral loopback port")
+    free_ports(1)[0]
+}
+
+/// `n` different loopback ports that were free a moment ago: each listener
+/// is held until all are bound, so the kernel cannot hand one out twice.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("a bound address").port())
+        .collect()
 }
 
 fn signal(pid: u32, sig: &str) {
