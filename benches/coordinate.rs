@@ -129,6 +129,8 @@ struct Effort {
     attempts: u64,
     requests: u64,
     notifications: u64,
+    moves: u64,
+    moves_won: u64,
     cpu_ticks: u64,
 }
 
@@ -170,6 +172,8 @@ impl Effort {
                 attempts: e.attempts + s.attempts,
                 requests: e.requests + s.nodes.iter().map(|n| n.requests).sum::<u64>(),
                 notifications: e.notifications + s.notifications,
+                moves: e.moves + s.permit_moves,
+                moves_won: e.moves_won + s.permit_moves_won,
                 cpu_ticks: 0,
             })
             .with_cpu()
@@ -187,6 +191,8 @@ impl Effort {
         self.attempts += to.attempts - from.attempts;
         self.requests += to.requests - from.requests;
         self.notifications += to.notifications - from.notifications;
+        self.moves += to.moves - from.moves;
+        self.moves_won += to.moves_won - from.moves_won;
         self.cpu_ticks += to.cpu_ticks - from.cpu_ticks;
     }
 }
@@ -196,10 +202,12 @@ impl std::fmt::Display for Effort {
         let per = |x: u64| x as f64 / self.acquired.max(1) as f64;
         write!(
             f,
-            "{:.2} ({:.1} node requests, {:.1} notifications, {:.2} ms CPU each)",
+            "{:.2} ({:.1} node requests, {:.1} notifications, {:.2} move rounds of which {:.2} won, {:.2} ms CPU each)",
             per(self.attempts),
             per(self.requests),
             per(self.notifications),
+            per(self.moves),
+            per(self.moves_won),
             per(self.cpu_ticks) * 10.0
         )
     }

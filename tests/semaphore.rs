@@ -506,6 +506,12 @@ async fn a_split_attempt_wins_by_moving_to_one_slot() {
     let ours = c.nodes[0].get(&slot(0)).expect("slot 0 on node 0");
     assert_eq!(c.nodes[1].get(&slot(0)).as_deref(), Some(&*ours));
     assert_eq!(c.nodes[0].get(&slot(1)), None, "moved off slot 1");
+    let stats = redlock.stats();
+    assert_eq!(
+        (stats.permit_moves, stats.permit_moves_won),
+        (1, 1),
+        "{stats:?}"
+    );
     // Valid until the first round's start + TTL - drift (50 ms + 2 ms): a
     // validity counted from the move would end 300 ms or more later.
     let bound = before + ttl - ms(52) + ms(150);
@@ -515,4 +521,40 @@ async fn a_split_attempt_wins_by_moving_to_one_slot() {
         permit.valid_until() - bound
     );
     permit.release().await.unwrap();
+}
+
+/// A split whose move would take a slot another holds wins nothing: the
+/// node that holds it for someone else refuses the move, and every slot the
+/// attempt took is undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_never_takes_a_slot_another_holds() {
+    let c = Cluster::start(3);
+    let line = "redquorum:semaphore:{held}:held";
+    let slot = |i: usize| format!("redquorum:permit:{{held}}:held:{i}");
+    // Node 0: slot 0 held by another, so we take slot 1; node 1: slot 0;
+    // node 2: two waiters ahead, so it refuses. The move is to slot 0 (the
+    // lowest of a tie), which node 0 must refuse.
+    c.nodes[0].set(&slot(0), "another", ms(60_000));
+    ghosts_on(&c, 2, line, &["ghost", "ghost2"]);
+    let redlock = c.builder().retry_count(0).build().unwrap();
+    let sem = redlock.semaphore("held", 2).unwrap();
+    let err = sem.try_acquire(ms(5_000)).await.unwrap_err();
+    assert!(err.is_contended(), "{err:?}");
+    let stats = redlock.stats();
+    assert_eq!(
+        (stats.permit_moves, stats.permit_moves_won),
+        (1, 0),
+        "{stats:?}"
+    );
+    assert_eq!(c.nodes[0].get(&slot(0)).as_deref(), Some("another"));
+    redlock.settle().await;
+    for (n, node) in c.nodes.iter().enumerate() {
+        for s in [0, 1] {
+            let v = node.get(&slot(s));
+            assert!(
+                v.is_none() || v.as_deref() == Some("another"),
+                "node {n} slot {s}: {v:?}"
+            );
+        }
+    }
 }

@@ -122,6 +122,7 @@ impl Semaphore {
         if let Some(plan) = move_plan(&tally, &choices) {
             if validity().is_some() {
                 winner = self.move_round(&value, ttl_ms, plan, tally.quorum).await;
+                redlock.nodes().telemetry.permit_moved(winner.is_some());
             }
         }
         let valid_until = validity();

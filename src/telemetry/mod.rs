@@ -113,6 +113,12 @@ impl Telemetry {
         metrics::round(op, decided, took, up);
     }
 
+    /// A semaphore attempt whose nodes took different slots made a move
+    /// round, `won` or not.
+    pub(crate) fn permit_moved(&self, won: bool) {
+        self.counters.moved(won);
+    }
+
     /// A node pushed a notification.
     pub(crate) fn notified(&self) {
         self.counters.notified();

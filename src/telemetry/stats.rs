@@ -67,6 +67,11 @@ pub struct Stats {
     pub allocation_failures: u64,
     /// Compare-and-set rounds lost to another client's allocation.
     pub allocation_conflicts: u64,
+    /// Semaphore attempts whose nodes took different slots for them and
+    /// that asked those on other slots to move to the slot most took.
+    pub permit_moves: u64,
+    /// Those moves that won the permit.
+    pub permit_moves_won: u64,
     /// Notifications pushed by the nodes (key changes, connection losses).
     pub notifications: u64,
     /// Notification connections open now.
@@ -131,6 +136,8 @@ pub(crate) struct Counters {
     held: [AtomicI64; 4],
     /// Allocations ok, failed, conflicts.
     allocations: [AtomicU64; 3],
+    /// Semaphore move rounds, those won.
+    moves: [AtomicU64; 2],
     /// Notifications.
     notifications: AtomicU64,
     /// Per node: requests, then one per error kind.
@@ -149,6 +156,7 @@ impl Counters {
             lost: AtomicU64::new(0),
             held: Default::default(),
             allocations: Default::default(),
+            moves: Default::default(),
             notifications: AtomicU64::new(0),
             nodes: (0..nodes).map(|_| Default::default()).collect(),
         }
@@ -195,6 +203,12 @@ impl Counters {
     pub(crate) fn allocation(&self, conflicts: u32, ok: bool) {
         self.allocations[usize::from(!ok)].fetch_add(1, Relaxed);
         self.allocations[2].fetch_add(u64::from(conflicts), Relaxed);
+    }
+
+    /// A semaphore attempt made a move round, `won` or not.
+    pub(crate) fn moved(&self, won: bool) {
+        self.moves[0].fetch_add(1, Relaxed);
+        self.moves[1].fetch_add(u64::from(won), Relaxed);
     }
 
     /// A notification.
@@ -244,6 +258,8 @@ impl Counters {
             allocations: get(&self.allocations[0]),
             allocation_failures: get(&self.allocations[1]),
             allocation_conflicts: get(&self.allocations[2]),
+            permit_moves: get(&self.moves[0]),
+            permit_moves_won: get(&self.moves[1]),
             notifications: get(&self.notifications),
             notification_connections: 0,
             nodes_up: 0,
