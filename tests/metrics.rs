@@ -400,3 +400,39 @@ fn counter_allocations_are_timed_and_conflicts_counted() {
     assert_eq!(allocation.len(), 2);
     assert_eq!(seen.counter("redquorum.counter.conflicts", &[]), 1);
 }
+
+/// An automatic extension confirmed after a shorter one was sent behind it
+/// leaves the lock no longer valid than the shorter one allows (either may
+/// be the last to land on a node); when that instant is already past, the
+/// lock is lost with `validity_ran_out`.
+#[test]
+fn validity_running_out_behind_a_confirmed_extension_is_recorded() {
+    let c = Cluster::start(3);
+    let scripts = || c.nodes[0].command_calls("evalsha") + c.nodes[0].command_calls("eval");
+    let seen = recorded(|| async {
+        // 300 ms each way: the automatic extension's reply comes 300 ms
+        // after node 0 ran it.
+        let (_proxies, builder) = c.far_builder(300);
+        let a = builder.node_timeout(ms(3_000)).build().unwrap();
+        // Connections opened (and checked) first: each step is a round trip.
+        a.try_lock("warm", ms(10_000))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        let lock = a.lock("behind", ms(3_000)).await.unwrap();
+        let before = scripts();
+        lock.auto_extend();
+        assert!(support::wait_until(ms(5_000), || scripts() > before).await);
+        // A 20 ms extension sent while the automatic one's reply is on its
+        // way: it fails (its round takes 600 ms), and bounds the lock to
+        // 20 ms from its start, before that reply comes.
+        assert!(lock.extend(ms(20)).await.is_err());
+        assert!(!lock.is_valid());
+        let _ = lock.release().await;
+    });
+    let lost = "redquorum.lock.lost";
+    assert_eq!(seen.counter(lost, &[("reason", "validity_ran_out")]), 1);
+    assert_eq!(seen.counter(lost, &[("reason", "extend_failed")]), 0);
+}

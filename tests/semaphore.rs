@@ -558,3 +558,32 @@ async fn a_move_never_takes_a_slot_another_holds() {
         }
     }
 }
+
+/// An attempt dropped midway (its caller gave up) is undone on every node,
+/// also on those that take a slot for it only after the drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_attempt_leaves_no_slot_taken() {
+    let mut c = Cluster::start(5);
+    let redlock = c.builder().node_timeout(ms(2_000)).build().unwrap();
+    let sem = redlock.semaphore("dropped", 2).unwrap();
+    // With three nodes hung the attempt cannot decide; drop it midway.
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let attempt = sem.try_acquire(ms(60_000));
+    assert!(tokio::time::timeout(ms(200), attempt).await.is_err());
+    let slots: Vec<String> = (0..2)
+        .map(|i| format!("redquorum:permit:{{dropped}}:dropped:{i}"))
+        .collect();
+    let taken = |c: &Cluster| {
+        slots
+            .iter()
+            .flat_map(|s| c.values(s))
+            .filter(Option::is_some)
+            .count()
+    };
+    c.resume_all();
+    // The two nodes that answered took a slot; the undo follows the
+    // takes of the three hung ones too.
+    assert!(wait_until(Duration::from_secs(3), || taken(&c) == 0).await);
+}

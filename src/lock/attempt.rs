@@ -236,12 +236,9 @@ impl Redlock {
         let value = self.new_value();
         // If this future is dropped mid-round, a SET may already have landed:
         // the guard releases everywhere in the background.
-        let mut cleanup = Cleanup {
-            redlock: self,
-            key,
-            value: &value,
-            armed: true,
-        };
+        let cleanup = UndoOnDrop::new(|| {
+            self.release_quietly(key, &value, self.nodes().all());
+        });
         let start = Instant::now();
         let req = set_request(key, &value, ttl_ms, ask);
         // What the nodes say about the lock, for a waiter's next sleep (a
@@ -264,8 +261,7 @@ impl Redlock {
             .vote_until(&req, "set", Counts::Trusted, classify, |t, _| t.explained())
             .await;
         let valid_until = valid_until(start, Instant::now(), ttl, self.config().drift(ttl));
-        cleanup.armed = false;
-        drop(cleanup);
+        cleanup.disarm();
         if tally.decided() == Some(true) {
             if let Some(valid_until) = valid_until {
                 // Won: let the slower nodes' SETs land too (bounded by the
@@ -388,23 +384,30 @@ pub(crate) fn read_queued_reply(v: &Value, now: Instant) -> Option<(i64, Seen)> 
     }
 }
 
-/// Releases a half-finished attempt if its future is dropped.
-pub(crate) struct Cleanup<'a> {
-    /// The client the attempt runs on.
-    redlock: &'a Redlock,
-    /// The key being set.
-    key: &'a str,
-    /// Our value for it.
-    value: &'a str,
-    /// False once the attempt finished normally.
-    armed: bool,
+/// Undoes a half-finished attempt if its future is dropped (a lock's or a
+/// permit's: the undo is whatever the attempt says), unless disarmed when
+/// the attempt finished normally.
+pub(crate) struct UndoOnDrop<F: FnOnce()> {
+    /// The undo, until it ran or was disarmed.
+    undo: Option<F>,
 }
 
-impl Drop for Cleanup<'_> {
+impl<F: FnOnce()> UndoOnDrop<F> {
+    /// A guard that runs `undo` on drop.
+    pub(crate) fn new(undo: F) -> Self {
+        Self { undo: Some(undo) }
+    }
+
+    /// The attempt finished normally: nothing to undo on drop.
+    pub(crate) fn disarm(mut self) {
+        self.undo = None;
+    }
+}
+
+impl<F: FnOnce()> Drop for UndoOnDrop<F> {
     fn drop(&mut self) {
-        if self.armed {
-            let all = self.redlock.nodes().all();
-            self.redlock.release_quietly(self.key, self.value, all);
+        if let Some(undo) = self.undo.take() {
+            undo();
         }
     }
 }

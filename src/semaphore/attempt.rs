@@ -23,7 +23,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, Waiter};
+use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, UndoOnDrop, Waiter};
 use crate::lock::guard::Lock;
 use crate::lock::redlock::valid_until;
 use crate::node::request::Request;
@@ -79,11 +79,9 @@ impl Semaphore {
     async fn attempt(&self, ttl: Duration, ttl_ms: u64, ask: Ask<'_>) -> Result<Lock, Failed> {
         let redlock = &self.redlock;
         let value = redlock.new_value();
-        let mut undo = Undo {
-            semaphore: self,
-            value: &value,
-            armed: true,
-        };
+        let undo = UndoOnDrop::new(|| {
+            self.undo(&value, redlock.nodes().all(), Outcome::Lost(None));
+        });
         let start = Instant::now();
         let req = self.take_request(&value, ttl_ms, ask);
         let n = redlock.node_count();
@@ -126,8 +124,7 @@ impl Semaphore {
             }
         }
         let valid_until = validity();
-        undo.armed = false;
-        drop(undo);
+        undo.disarm();
         if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
             self.undo(&value, all & !holders, Outcome::Won { slot, ttl_ms });
             let queued = matches!(ask, Ask::Queued(_));
@@ -260,23 +257,4 @@ enum Outcome<'a, 'w> {
     /// It won nothing, or was dropped: every slot of ours goes; a waiter
     /// that waits on joins the list again where it took one.
     Lost(Option<&'a Waiter<'w>>),
-}
-
-/// Undoes a half-finished attempt if its future is dropped.
-struct Undo<'a> {
-    /// The semaphore.
-    semaphore: &'a Semaphore,
-    /// The attempt's value.
-    value: &'a str,
-    /// False once the attempt finished normally.
-    armed: bool,
-}
-
-impl Drop for Undo<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let all = self.semaphore.redlock.nodes().all();
-            self.semaphore.undo(self.value, all, Outcome::Lost(None));
-        }
-    }
 }
