@@ -59,10 +59,11 @@ if ! timeout 600 docker wait $workers >/dev/null; then
     exit 1
 fi
 compose logs --no-color chaos | sed 's/^[^|]*| //'
-compose logs --no-color worker1 worker2 worker3 | grep 'done:' | sed 's/^[^|]*| //'
+worker_logs=$(compose logs --no-color worker1 worker2 worker3 | sed 's/^[^|]*| //')
+grep 'done:' <<<"$worker_logs"
 # Why a call failed, if one did (a reported failure is allowed while two
 # of five nodes are out; its cause is what to look at).
-compose logs --no-color worker1 worker2 worker3 | grep -E ': (lock|serial|release): ' | sed 's/^[^|]*| //' | head -n 20 || true
+grep -E ': (lock|serial|release): ' <<<"$worker_logs" | head -n 20 || true
 status=0
 compose run --rm --no-deps verify || status=$?
 exit $status
