@@ -175,6 +175,19 @@ end
 return {0, redis.call("PTTL", KEYS[1]), 0}"#
 ));
 
+/// Joins a resource's waiting list without an attempt (or renews the
+/// entry): KEYS as for [`UNQUEUE`]; ARGV[3] the waiter id, ARGV[4] its
+/// ticket, ARGV[5] its lease in ms (ARGV[1] and ARGV[2] are not used, so
+/// the arguments line up with [`QUEUED_SET`]'s). A caller behind others of
+/// its own client sends it when it starts waiting, so that its place among
+/// other clients' waiters is its arrival, not the moment its own client's
+/// line lets it try (see `lock/waiting.rs`). Returns 1.
+pub(crate) static JOIN_WAITING_LIST: Lua = Lua::new(concat!(
+    "local Q, L = KEYS[1], KEYS[2]\n",
+    join_waiting_list!(),
+    "return 1"
+));
+
 /// Leaves a resource's waiting list (after taking the lock, or giving up).
 /// KEYS = the waiting list and the leases of [`QUEUED_SET`]; ARGV[1] = the
 /// waiter id. Always delivered, like a release.
@@ -267,9 +280,11 @@ return 0"#,
 /// in: the one ahead takes the first free slot and leaves, the one behind
 /// is then first and takes the next. (A waiter that took a slot but lost
 /// the round joins again with its first ticket on its next attempt.)
-/// Returns {slot number from 1, 0, 0} when a slot was taken; else {0, -2,
-/// 1} if a slot is free but others go first, {0, the soonest slot's PTTL
-/// (-1: none expires), 0} if every slot is held.
+/// Returns {slot number from 1, spare, 0} when a slot was taken, `spare`
+/// the free slots left beyond those of the waiters ahead (more than 0: the
+/// next waiter may take one at once); else {0, -2, 1} if a slot is free but
+/// others go first, {0, the soonest slot's PTTL (-1: none expires), 0} if
+/// every slot is held.
 pub(crate) static SEMAPHORE_TAKE: Lua = Lua::new(concat!(
     "local Q, L = KEYS[1], KEYS[2]\n",
     join_waiting_list!(),
@@ -295,7 +310,7 @@ if #free > ahead then
     redis.call("ZREM", Q, id)
     redis.call("ZREM", L, id)
   end
-  return {slot - 2, 0, 0}
+  return {slot - 2, #free - ahead - 1, 0}
 end
 if #free > 0 then
   return {0, -2, 1}
@@ -409,6 +424,7 @@ mod tests {
             &super::RELEASE_TELLING_WAITERS,
             &super::QUEUED_SET,
             &super::UNQUEUE,
+            &super::JOIN_WAITING_LIST,
             &super::EXTEND,
             &super::SERIAL_PIN,
             &super::COUNTER_CAS,
@@ -463,6 +479,11 @@ mod tests {
             let got = [take(c, first.0, first.1), take(c, second.0, second.1)];
             let slot = |id| got[usize::from(first.0 != id)][0];
             assert_eq!((slot("a"), slot("b")), (2, 3), "{first:?} first: {got:?}");
+            // Slots to spare: a taking first leaves b's; b taking first
+            // leaves only a's (a is ahead), which is not to spare.
+            let spare = |id| got[usize::from(first.0 != id)][1];
+            let a_first = i64::from(first.0 == "a");
+            assert_eq!((spare("a"), spare("b")), (a_first, 0), "{got:?}");
             let left: i64 = redis::cmd("ZCARD").arg("q").query(c).expect("ZCARD");
             assert_eq!(left, 0, "a waiter that took a slot leaves the list");
         }

@@ -458,6 +458,12 @@ async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
 /// Puts `ghosts` waiters that never come at the head of `line`'s waiting
 /// list on node `n` (their leases end in 2100).
 fn ghosts_on(c: &Cluster, n: usize, line: &str, ghosts: &[&str]) {
+    ghosts_until(c, n, line, ghosts, 4_102_444_800_000);
+}
+
+/// [`ghosts_on`], their leases ending at `lease_end` (ms of the node's
+/// clock).
+fn ghosts_until(c: &Cluster, n: usize, line: &str, ghosts: &[&str], lease_end: i64) {
     let mut conn = c.nodes[n].conn();
     for g in ghosts {
         let _: () = redis::cmd("ZADD")
@@ -468,11 +474,17 @@ fn ghosts_on(c: &Cluster, n: usize, line: &str, ghosts: &[&str]) {
             .unwrap();
         let _: () = redis::cmd("ZADD")
             .arg(support::internal_key("leases", line))
-            .arg(4_102_444_800_000_i64)
+            .arg(lease_end)
             .arg(g)
             .query(&mut conn)
             .unwrap();
     }
+}
+
+/// Node `n`'s clock in ms.
+fn node_ms(c: &Cluster, n: usize) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut c.nodes[n].conn()).unwrap();
+    s * 1000 + us / 1000
 }
 
 /// The nodes take different slots for one attempt (their waiting lists
@@ -586,4 +598,118 @@ async fn a_dropped_attempt_leaves_no_slot_taken() {
     // The two nodes that answered took a slot; the undo follows the
     // takes of the three hung ones too.
     assert!(wait_until(Duration::from_secs(3), || taken(&c) == 0).await);
+}
+
+/// A semaphore caller that waits behind another of its own client, taking
+/// `sem`'s permit when its turn comes (within 8 s), and saying so in `order`.
+fn caller(
+    sem: &Arc<redquorum::Semaphore>,
+    name: &'static str,
+    order: &Arc<Mutex<Vec<&'static str>>>,
+) -> tokio::task::JoinHandle<redquorum::Permit> {
+    let (sem, order) = (Arc::clone(sem), Arc::clone(order));
+    tokio::spawn(async move {
+        let p = sem.acquire_timeout(ms(10_000), ms(8_000)).await.unwrap();
+        order.lock().unwrap().push(name);
+        p
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_behind_its_own_client_keeps_its_arrival_place_among_other_clients() {
+    let c = Cluster::start(3);
+    let line = "redquorum:semaphore:{arrival}:arrival";
+    let sem = |r: &Redlock| Arc::new(r.semaphore("arrival", 1).unwrap());
+    let held = sem(&client(&c)).try_acquire(ms(10_000)).await.unwrap();
+    let (a, b) = (sem(&client(&c)), sem(&client(&c)));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let listed = |n: usize| (0..3).all(|i| c.nodes[i].waiters(line) == n);
+    let a1 = caller(&a, "a1", &order);
+    assert!(wait_until(Duration::from_secs(3), || listed(1)).await);
+    // a2 waits behind a1 in a's line, and is on the nodes' list already.
+    let a2 = caller(&a, "a2", &order);
+    assert!(
+        wait_until(Duration::from_secs(3), || listed(2)).await,
+        "a2 joins the nodes' list as it arrives"
+    );
+    let b1 = caller(&b, "b1", &order);
+    assert!(wait_until(Duration::from_secs(3), || listed(3)).await);
+    held.release().await.unwrap();
+    a1.await.unwrap().release().await.unwrap();
+    // b1 came after a2: it does not take the permit a1 released.
+    assert!(wait_until(Duration::from_secs(5), || order.lock().unwrap().len() == 2).await);
+    assert_eq!(*order.lock().unwrap(), ["a1", "a2"]);
+    a2.await.unwrap().release().await.unwrap();
+    b1.await.unwrap().release().await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["a1", "a2", "b1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_with_a_permit_to_spare_lets_the_next_caller_try_at_once() {
+    let c = Cluster::start(3);
+    let line = "redquorum:semaphore:{spare}:spare";
+    // Two waiters ahead on every node, gone 300 ms from now: a's first
+    // caller is refused (two permits free, two waiters ahead) and sleeps
+    // until its cap, 500 ms at least (no notifications), then takes a
+    // permit with the other one to spare.
+    for n in 0..3 {
+        let end = node_ms(&c, n) + 300;
+        ghosts_until(&c, n, line, &["ghost", "ghost2"], end);
+    }
+    let a = c
+        .builder()
+        .notifications(false)
+        .wait_cap(ms(1_000))
+        .build()
+        .unwrap();
+    let sem = Arc::new(a.semaphore("spare", 2).unwrap());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let listed = |n: usize| (0..3).all(|i| c.nodes[i].waiters(line) == n);
+    let first = caller(&sem, "first", &order);
+    assert!(wait_until(Duration::from_secs(3), || listed(3)).await);
+    let second = caller(&sem, "second", &order);
+    let (p1, p2) = (first.await.unwrap(), second.await.unwrap());
+    // The first caller had to wait, but its permit left one to spare: the
+    // second tried at once instead of sleeping until news (here: its cap).
+    let s = a.stats();
+    let woken = s.woken_by_notification
+        + s.woken_by_ttl
+        + s.woken_by_own_release
+        + s.woken_by_cap
+        + s.woken_by_deadline
+        + s.paused;
+    assert_eq!(woken, 1, "only the first caller slept: {s:?}");
+    assert_eq!(*order.lock().unwrap(), ["first", "second"]);
+    p1.release().await.unwrap();
+    p2.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_gives_its_place_up_lets_its_own_clients_next_caller_go_first() {
+    let c = Cluster::start(3);
+    // A 4 ms permit with a drift allowance of 0.49 x 4 + 2 = 3.96 ms is
+    // never valid once a round took 40 µs: every attempt of a1 wins a slot
+    // too late, and gives its place in the nodes' list up. a2, behind it
+    // in a's line, joined the list as it arrived, so it is ahead of a1
+    // there now; a1 lets it try first, here too.
+    let a = c.builder().drift_factor(0.49).build().unwrap();
+    let sem = Arc::new(a.semaphore("yield", 1).unwrap());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let a1 = {
+        let (sem, order) = (Arc::clone(&sem), Arc::clone(&order));
+        tokio::spawn(async move {
+            let err = sem.acquire_timeout(ms(4), ms(2_000)).await.unwrap_err();
+            order.lock().unwrap().push("a1 gave up");
+            err
+        })
+    };
+    let a2 = caller(&sem, "a2", &order);
+    let a2 = a2.await.unwrap();
+    let err = a1.await.unwrap();
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["a2", "a1 gave up"],
+        "a2 went first: {err}"
+    );
+    a2.release().await.unwrap();
 }

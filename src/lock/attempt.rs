@@ -62,6 +62,12 @@ pub(crate) trait Attempts {
     fn listen(&self) -> Listen {
         Listen::Quorum
     }
+    /// Whether a caller that finds others of this client waiting ahead of
+    /// it joins the nodes' waiting list at once, as it arrives, rather
+    /// than when this client's line lets it try (see `lock/waiting.rs`).
+    fn joins_on_arrival(&self) -> bool {
+        false
+    }
     /// One attempt, asking as `ask` says.
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed>;
 }
@@ -153,6 +159,11 @@ pub(crate) struct Waiter<'a> {
     lease_ms: u64,
     /// Set once a queued attempt was sent: the entry may exist somewhere.
     registered: AtomicBool,
+    /// Set when it gave its place up; cleared when read.
+    yielded: AtomicBool,
+    /// Set when its attempt won a permit with a slot to spare on a quorum
+    /// (`SEMAPHORE_TAKE`): the next waiter may take one at once.
+    spare: AtomicBool,
 }
 
 impl<'a> Waiter<'a> {
@@ -165,6 +176,8 @@ impl<'a> Waiter<'a> {
             ticket: AtomicU64::new(micros(since)),
             lease_ms: redlock.waiting().lease().as_millis().max(1) as u64,
             registered: AtomicBool::new(false),
+            yielded: AtomicBool::new(false),
+            spare: AtomicBool::new(false),
         }
     }
 }
@@ -187,6 +200,41 @@ impl Waiter<'_> {
         self.leave();
         self.ticket
             .store(micros(SystemTime::now()), Ordering::Release);
+        self.yielded.store(true, Ordering::Release);
+    }
+
+    /// Whether it gave its place up since the last call.
+    pub(crate) fn take_yielded(&self) -> bool {
+        self.yielded.swap(false, Ordering::AcqRel)
+    }
+
+    /// Records whether its winning attempt left a slot to spare.
+    pub(crate) fn set_spare(&self, spare: bool) {
+        self.spare.store(spare, Ordering::Release);
+    }
+
+    /// Whether its winning attempt left a slot to spare.
+    pub(crate) fn spare(&self) -> bool {
+        self.spare.load(Ordering::Acquire)
+    }
+
+    /// Joins the list on every node now, without an attempt
+    /// (`JOIN_WAITING_LIST`; sent in the background, ahead of anything
+    /// sent to the nodes later).
+    pub(crate) fn join_now(&self) {
+        let (keys, id, ticket, lease_ms) = self.register();
+        let req = Request::script(&scripts::JOIN_WAITING_LIST, |cmd| {
+            cmd.arg(2)
+                .arg(&keys.queue)
+                .arg(&keys.leases)
+                .arg("")
+                .arg(0)
+                .arg(id)
+                .arg(ticket)
+                .arg(lease_ms);
+        });
+        let nodes = self.redlock.nodes();
+        nodes.send_quietly(&req, nodes.all());
     }
 
     /// Leaves the list on every node (sent in the background, ahead of

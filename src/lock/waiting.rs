@@ -2,6 +2,8 @@
 //! leaderships): this client's callers line up, the front one tries, then
 //! registers in the waiting list on the nodes and sleeps until news, a
 //! TTL, its own client's release or the cap says to try again (`wait/`).
+//! A semaphore's callers behind others of their client register when they
+//! arrive, so the list ranks every client's waiters by arrival.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -50,6 +52,17 @@ impl Redlock {
         let give_up = |last: Error| patience.give_up(resource, started, last);
         let waiting = self.waiting();
         let place = waiting.queues.join(line, what.watched());
+        let waiter = Waiter::new(self, line, since);
+        // Behind others of this client: where `what` says so (a
+        // semaphore's permits), join the nodes' waiting list now, ranked by
+        // arrival, rather than when this client's line lets us try. Else
+        // other clients' waiters who came later go first as long as this
+        // client's line holds us back, and a client whose callers fell
+        // behind stays behind: it takes about one permit per round of its
+        // own while the others' waiters take the rest.
+        if what.joins_on_arrival() && place.had_company() {
+            waiter.join_now();
+        }
         if !place.turn(patience.until).await {
             // Still behind this client's other callers for the resource.
             return Err(give_up(Error::Contended {
@@ -67,7 +80,6 @@ impl Redlock {
                 Err(failed) => last = Some(failed.error),
             }
         }
-        let waiter = Waiter::new(self, line, since);
         let signal = place.signal();
         // Whether this caller waited for news before the attempt that won.
         let mut waited = false;
@@ -97,7 +109,9 @@ impl Redlock {
             rec.attempted();
             let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
                 Ok(lock) => {
-                    signal.set_crowded(waited);
+                    // The next caller here waits for news first if we had
+                    // to, unless our attempt left a permit to spare.
+                    signal.set_crowded(waited && !waiter.spare());
                     return Ok(lock.counted(rec.holding()));
                 }
                 Err(failed) => failed,
@@ -124,6 +138,16 @@ impl Redlock {
                     tokio::time::sleep(pause).await;
                 }
                 telemetry.woke(Woken::Pause, pause);
+            }
+            if waiter.take_yielded() && what.joins_on_arrival() {
+                // Our place in the list was given up, and this client's
+                // callers behind us may be listed ahead of us there now:
+                // let them try first (they could not take what they are
+                // ranked for while we hold the front here).
+                place.to_back();
+                if !place.turn(patience.until).await {
+                    return Err(give_up(error));
+                }
             }
             last = Some(error);
         }

@@ -28,7 +28,7 @@ use crate::lock::guard::Lock;
 use crate::lock::redlock::valid_until;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::{NodeSet, Tally};
+use crate::quorum::tally::{node_bit, NodeSet, Tally};
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::semaphore::handle::Semaphore;
@@ -69,6 +69,10 @@ impl Attempts for SlotAttempt<'_> {
         Listen::One
     }
 
+    fn joins_on_arrival(&self) -> bool {
+        true
+    }
+
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
         self.semaphore.attempt(self.ttl, self.ttl_ms, ask).await
     }
@@ -89,6 +93,8 @@ impl Semaphore {
         // the two closures below never run at once).
         let choices = Mutex::new(vec![None; n]);
         let mut seen = vec![Seen::Unknown; n];
+        // The nodes that took a slot and had another to spare.
+        let mut spare: NodeSet = 0;
         let slots = self.slots.len();
         let classify = |i: usize, v: &Value| {
             let (took, now_seen) = read_queued_reply(v, Instant::now())?;
@@ -98,6 +104,9 @@ impl Semaphore {
                 _ => return None,
             };
             seen[i] = now_seen;
+            if slot.is_some() && spare_in(v) {
+                spare |= node_bit(i);
+            }
             choices.lock().unwrap_or_else(PoisonError::into_inner)[i] = slot;
             Some(slot.is_some())
         };
@@ -128,6 +137,9 @@ impl Semaphore {
         if let (Some((slot, holders)), Some(until)) = (winner, valid_until) {
             self.undo(&value, all & !holders, Outcome::Won { slot, ttl_ms });
             let queued = matches!(ask, Ask::Queued(_));
+            if let Ask::Queued(w) = ask {
+                w.set_spare((spare & holders).count_ones() as usize >= tally.quorum);
+            }
             let keys = (self.slots[slot].as_str(), self.line.as_str());
             let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
             return Ok(lock);
@@ -241,6 +253,12 @@ impl Semaphore {
         });
         self.redlock.nodes().send_quietly(&req, targets);
     }
+}
+
+/// Whether a node's reply to a winning `SEMAPHORE_TAKE` says a slot is
+/// left to spare (its second item, more than 0).
+fn spare_in(v: &Value) -> bool {
+    matches!(v, Value::Array(items) if matches!(items.get(1), Some(Value::Int(s)) if *s > 0))
 }
 
 /// How an attempt ended, for its undo.

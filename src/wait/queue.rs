@@ -364,6 +364,26 @@ impl Place<'_> {
     pub(crate) fn signal(&self) -> &Arc<Signal> {
         &self.line.signal
     }
+
+    /// Goes to the back of the line, waking the caller that is now at the
+    /// front (a caller that gave its place on the nodes up goes behind this
+    /// client's other callers here too, who may be listed there ahead of
+    /// it).
+    pub(crate) fn to_back(&self) {
+        let mut waiters = lock(&self.line.waiters);
+        if let Some(me) = waiters
+            .iter()
+            .position(|(n, _)| *n == self.number)
+            .and_then(|at| waiters.remove(at))
+        {
+            waiters.push_back(me);
+        }
+        if let Some((n, next)) = waiters.front() {
+            if *n != self.number {
+                next.notify_one();
+            }
+        }
+    }
 }
 
 impl Drop for Place<'_> {
@@ -408,6 +428,21 @@ mod tests {
         assert!(b.turn(Instant::now() + Duration::from_secs(5)).await);
         drop(b);
         assert!(lock(&q.lines).is_empty(), "empty lines are removed");
+    }
+
+    #[tokio::test]
+    async fn a_caller_sent_to_the_back_lets_the_next_go_first() {
+        let q = Queues::default();
+        let (a, b) = (q.join("k", &[]), q.join("k", &[]));
+        let soon = || Instant::now() + Duration::from_millis(20);
+        assert!(a.turn(soon()).await);
+        a.to_back();
+        assert!(b.turn(soon()).await, "b is at the front now");
+        assert!(!a.turn(soon()).await, "a is behind b");
+        drop(b);
+        assert!(a.turn(soon()).await);
+        a.to_back();
+        assert!(a.turn(soon()).await, "alone, a stays at the front");
     }
 
     #[tokio::test]
