@@ -648,18 +648,18 @@ async fn a_caller_behind_its_own_client_keeps_its_arrival_place_among_other_clie
 async fn a_winner_with_a_permit_to_spare_lets_the_next_caller_try_at_once() {
     let c = Cluster::start(3);
     let line = "redquorum:semaphore:{spare}:spare";
-    // Two waiters ahead on every node, gone 300 ms from now: a's first
+    // Two waiters ahead on every node, gone 1.5 s from now: a's first
     // caller is refused (two permits free, two waiters ahead) and sleeps
-    // until its cap, 500 ms at least (no notifications), then takes a
-    // permit with the other one to spare.
+    // until its cap, 2 s at least (no notifications), then takes a permit
+    // with the other one to spare.
     for n in 0..3 {
-        let end = node_ms(&c, n) + 300;
+        let end = node_ms(&c, n) + 1_500;
         ghosts_until(&c, n, line, &["ghost", "ghost2"], end);
     }
     let a = c
         .builder()
         .notifications(false)
-        .wait_cap(ms(1_000))
+        .wait_cap(ms(4_000))
         .build()
         .unwrap();
     let sem = Arc::new(a.semaphore("spare", 2).unwrap());
