@@ -422,15 +422,7 @@ async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
     // and wake-ups (of any kind) since now.
     let since = |s0: &redquorum::Stats| {
         let s = b.stats();
-        let woken = |s: &redquorum::Stats| {
-            s.woken_by_notification
-                + s.woken_by_ttl
-                + s.woken_by_own_release
-                + s.woken_by_cap
-                + s.woken_by_deadline
-                + s.paused
-        };
-        (s.attempts - s0.attempts, woken(&s) - woken(s0))
+        (s.attempts - s0.attempts, wake_ups(&s) - wake_ups(s0))
     };
     let s0 = b.stats();
     // The first had to wait, so the second does not try before news
@@ -455,6 +447,16 @@ async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
         "every attempt after news: {attempts} attempts, {woken} wake-ups"
     );
     permit.release().await.unwrap();
+}
+
+/// Every wake-up and pause a client's waiters had, of any kind.
+fn wake_ups(s: &redquorum::Stats) -> u64 {
+    s.woken_by_notification
+        + s.woken_by_ttl
+        + s.woken_by_own_release
+        + s.woken_by_cap
+        + s.woken_by_deadline
+        + s.paused
 }
 
 /// Puts `ghosts` waiters that never come at the head of `line`'s waiting
@@ -674,13 +676,7 @@ async fn a_winner_with_a_permit_to_spare_lets_the_next_caller_try_at_once() {
     // The first caller had to wait, but its permit left one to spare: the
     // second tried at once instead of sleeping until news (here: its cap).
     let s = a.stats();
-    let woken = s.woken_by_notification
-        + s.woken_by_ttl
-        + s.woken_by_own_release
-        + s.woken_by_cap
-        + s.woken_by_deadline
-        + s.paused;
-    assert_eq!(woken, 1, "only the first caller slept: {s:?}");
+    assert_eq!(wake_ups(&s), 1, "only the first caller slept: {s:?}");
     assert_eq!(*order.lock().unwrap(), ["first", "second"]);
     p1.release().await.unwrap();
     p2.release().await.unwrap();
