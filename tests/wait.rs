@@ -106,6 +106,15 @@ async fn registered(c: &Cluster, resource: &str) {
     );
 }
 
+/// Waits until no node lists a waiter for `resource`.
+async fn unlisted(c: &Cluster, resource: &str) {
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on(resource) == 0).await,
+        "a waiter stayed listed for {resource}\n{}",
+        c.logs()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_woken_by_another_clients_release() {
     let c = Cluster::start(5);
@@ -308,6 +317,9 @@ async fn a_holder_that_waited_does_not_overtake_the_next_waiter() {
     registered(&c, "wait_fair_default").await;
     held.release().await.unwrap();
     let a_holds = a_waits.await.unwrap();
+    // A left the list as it took the lock, in the background: until that
+    // lands, A's old entry would pass for B's registration below.
+    unlisted(&c, "wait_fair_default").await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let waiter = note_when_held(b, "wait_fair_default", &order);
     registered(&c, "wait_fair_default").await;
