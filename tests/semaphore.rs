@@ -371,6 +371,34 @@ async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
     permit.release().await.unwrap();
 }
 
+/// A waiter's winning take leaves the waiting list on the node that ran
+/// it, so leaving afterwards asks only the nodes that did not take a slot
+/// (at most the 2 stragglers of a quorum of 3 in 5), not all five.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winning_waiter_leaves_the_list_where_its_take_took_it_off() {
+    let c = Cluster::start(5);
+    let (held, b, sem_b) = held_by_a(&c, "off-list").await;
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let line = "redquorum:semaphore:{off-list}:off-list";
+    assert!(
+        wait_until(Duration::from_secs(3), || c.waiting_on(line) == 5).await,
+        "b waits on every node"
+    );
+    // A taking script and a leaving one each remove the waiter from both
+    // of the list's sets; nothing else here does.
+    let removals = || -> u64 { c.nodes.iter().map(|n| n.command_calls("zrem")).sum() };
+    let before = removals();
+    let permit = handed_over(held, waiter).await;
+    b.settle().await;
+    assert_eq!(c.waiting_on(line), 0, "b is off every node's list");
+    let removed = removals() - before;
+    assert!(
+        (10..=14).contains(&removed),
+        "{removed} removals: 2 per node took it off, 2 more at most on each of 2 stragglers"
+    );
+    permit.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_node_dies_listens_to_another() {
     let mut c = Cluster::start(5);

@@ -21,6 +21,7 @@ use crate::error::Error;
 use crate::lock::guard::Lock;
 use crate::lock::redlock::{valid_until, Redlock};
 use crate::node::request::Request;
+use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::telemetry::labels::Primitive;
@@ -159,6 +160,10 @@ pub(crate) struct Waiter<'a> {
     lease_ms: u64,
     /// Set once a queued attempt was sent: the entry may exist somewhere.
     registered: AtomicBool,
+    /// Nodes known to have taken the entry out already (a semaphore
+    /// waiter's winning take leaves the list where it took a slot): leaving
+    /// skips them.
+    gone_from: AtomicU64,
     /// Set when it gave its place up; cleared when read.
     yielded: AtomicBool,
     /// Set when its attempt won a permit with a slot to spare on a quorum
@@ -176,6 +181,7 @@ impl<'a> Waiter<'a> {
             ticket: AtomicU64::new(micros(since)),
             lease_ms: redlock.waiting().lease().as_millis().max(1) as u64,
             registered: AtomicBool::new(false),
+            gone_from: AtomicU64::new(0),
             yielded: AtomicBool::new(false),
             spare: AtomicBool::new(false),
         }
@@ -218,6 +224,12 @@ impl Waiter<'_> {
         self.spare.load(Ordering::Acquire)
     }
 
+    /// Records that `nodes` took the entry out themselves (the winning
+    /// attempt's script did): leaving does not ask them again.
+    pub(crate) fn gone_from(&self, nodes: NodeSet) {
+        self.gone_from.fetch_or(nodes, Ordering::AcqRel);
+    }
+
     /// Joins the list on every node now, without an attempt
     /// (`JOIN_WAITING_LIST`; sent in the background, ahead of anything
     /// sent to the nodes later).
@@ -240,13 +252,18 @@ impl Waiter<'_> {
     /// Leaves the list on every node (sent in the background, ahead of
     /// anything sent to the nodes later).
     fn leave(&self) {
+        let gone = self.gone_from.swap(0, Ordering::AcqRel);
         if self.registered.swap(false, Ordering::AcqRel) {
+            let nodes = self.redlock.nodes();
+            let targets = nodes.all() & !gone;
+            if targets == 0 {
+                return;
+            }
             let keys = &self.keys;
             let req = Request::script(&scripts::UNQUEUE, |cmd| {
                 cmd.arg(2).arg(&keys.queue).arg(&keys.leases).arg(&self.id);
             });
-            let nodes = self.redlock.nodes();
-            nodes.send_quietly(&req, nodes.all());
+            nodes.send_quietly(&req, targets);
         }
     }
 }

@@ -139,6 +139,10 @@ impl Semaphore {
             let queued = matches!(ask, Ask::Queued(_));
             if let Ask::Queued(w) = ask {
                 w.set_spare((spare & holders).count_ones() as usize >= tally.quorum);
+                // `SEMAPHORE_TAKE` took us off the list where it took a
+                // slot (a later move changes slots, not the list).
+                let took = choices.iter().enumerate().filter(|(_, c)| c.is_some());
+                w.gone_from(took.fold(0, |set, (i, _)| set | node_bit(i)));
             }
             let keys = (self.slots[slot].as_str(), self.line.as_str());
             let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
