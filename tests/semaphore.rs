@@ -349,19 +349,35 @@ async fn held_by_a(c: &Cluster, name: &str) -> (redquorum::Permit, Redlock, redq
     (held, b, sem_b)
 }
 
+/// As [`held_by_a`], with b waiting (up to 8 s) for the permit: returns
+/// once b is listed on every node and `also` holds, with a's permit, b and
+/// b's wait.
+async fn b_waits_on_every_node(
+    c: &Cluster,
+    name: &str,
+    also: impl Fn() -> bool,
+) -> (
+    redquorum::Permit,
+    Redlock,
+    tokio::task::JoinHandle<redquorum::Result<redquorum::Permit>>,
+) {
+    let (held, b, sem_b) = held_by_a(c, name).await;
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let line = format!("redquorum:semaphore:{{{name}}}:{name}");
+    assert!(
+        wait_until(Duration::from_secs(3), || c.waiting_on(&line) == 5
+            && also())
+        .await,
+        "b waits on every node: {:?} listening",
+        listening(c)
+    );
+    (held, b, waiter)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
     let c = Cluster::start(5);
-    let (held, b, sem_b) = held_by_a(&c, "one-ear").await;
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
-    let line = "redquorum:semaphore:{one-ear}:one-ear";
-    assert!(
-        wait_until(Duration::from_secs(3), || c.waiting_on(line) == 5
-            && listening(&c).1 == 1)
-        .await,
-        "b waits, listening to one node: {:?}",
-        listening(&c)
-    );
+    let (held, b, waiter) = b_waits_on_every_node(&c, "one-ear", || listening(&c).1 == 1).await;
     let permit = handed_over(held, waiter).await;
     // (A node that was slow to answer a read may have been swapped for
     // another meanwhile; that is news too, and still no cap.)
@@ -377,13 +393,8 @@ async fn a_waiter_listens_to_one_node_and_still_takes_a_freed_permit_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_winning_waiter_leaves_the_list_where_its_take_took_it_off() {
     let c = Cluster::start(5);
-    let (held, b, sem_b) = held_by_a(&c, "off-list").await;
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let (held, b, waiter) = b_waits_on_every_node(&c, "off-list", || true).await;
     let line = "redquorum:semaphore:{off-list}:off-list";
-    assert!(
-        wait_until(Duration::from_secs(3), || c.waiting_on(line) == 5).await,
-        "b waits on every node"
-    );
     // A taking script and a leaving one each remove the waiter from both
     // of the list's sets; nothing else here does.
     let removals = || -> u64 { c.nodes.iter().map(|n| n.command_calls("zrem")).sum() };
