@@ -249,8 +249,9 @@ impl Waiter<'_> {
         nodes.send_quietly(&req, nodes.all());
     }
 
-    /// Leaves the list on every node (sent in the background, ahead of
-    /// anything sent to the nodes later).
+    /// Leaves the list on every node that has not taken the entry out
+    /// already (sent in the background, ahead of anything sent to the
+    /// nodes later).
     fn leave(&self) {
         let gone = self.gone_from.swap(0, Ordering::AcqRel);
         if self.registered.swap(false, Ordering::AcqRel) {
