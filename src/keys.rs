@@ -40,6 +40,9 @@ pub(crate) enum Kind {
     Semaphore,
     /// A semaphore's slot, a lock key: `permit:{tag}:<name>:<slot>`.
     Permit,
+    /// A semaphore's channel (not a key): its releases name there the
+    /// waiters they let in.
+    Wake,
     /// An election's lock key.
     Election,
     /// An election's leadership record: who leads, with which term.
@@ -58,6 +61,7 @@ impl Kind {
             Kind::SerialPin => "serial-pin",
             Kind::Semaphore => "semaphore",
             Kind::Permit => "permit",
+            Kind::Wake => "wake",
             Kind::Election => "election",
             Kind::Leader => "leader",
         }

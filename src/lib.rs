@@ -148,8 +148,8 @@
 //   node/slot.rs        A directly sent request's place on its connection,
 //                       given up when its reply arrives, polled or not.
 //   node/call.rs        Follows one request to its reply, for a round.
-//   node/watch.rs       A node's notification connection (client tracking):
-//                       tells waiters when a lock key changes.
+//   node/watch.rs       A node's notification connection (client tracking,
+//                       channels): tells waiters when a lock key changes.
 //   node/mod.rs         Node: one Redis node.
 // 3 quorum/tally.rs     The quorum decision, pure: votes, decided, NodeSet.
 //   quorum/background.rs Rounds that finish later; what settle() waits for.
@@ -157,6 +157,9 @@
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
 // 4 counter.rs          The quorum compare-and-set counter (serials, fencing,
 //                       terms).
+//   wait/list.rs        Where a resource's waiting list lives on the nodes.
+//   wait/named.rs       Named wake-ups: a semaphore's release names the
+//                       waiters it lets in; its keys and channel.
 //   wait/plan.rs        When a waiter tries again, as a pure rule.
 //   wait/queue.rs       This client's waiters in line per resource, and
 //                       observers; news from the nodes.

@@ -33,11 +33,11 @@ impl Lua {
         Self { src, cleanup: true }
     }
 
-    /// The commands the script runs, `EVAL` first, each once, as an ACL
-    /// must allow them: `EVAL GET DEL`.
+    /// The commands the script runs (`redis.call` and `redis.pcall`),
+    /// `EVAL` first, each once, as an ACL must allow them: `EVAL GET DEL`.
     pub(crate) fn commands(&self) -> String {
         let mut out = vec!["EVAL"];
-        for part in self.src.split("redis.call(\"").skip(1) {
+        for part in self.src.split("call(\"").skip(1) {
             let name = part.split('"').next().unwrap_or("");
             if !name.is_empty() && !out.contains(&name) {
                 out.push(name);
@@ -135,6 +135,47 @@ for _, k in ipairs({Q, L}) do
   if redis.call("PTTL", k) < keep then
     redis.call("PEXPIRE", k, keep)
   end
+end
+"#
+    };
+}
+
+/// Names the waiters a semaphore's free slots are for (see
+/// `wait/named.rs`): with `Q` and `L` its waiting list and leases and
+/// KEYS[3..] its slots, `wake(channel, skip)` publishes on `channel` the
+/// ids of the first live waiters (lease not ended), as many as slots are
+/// free here, leaving out `skip`; returns how many it named. Published
+/// with `pcall`: a node whose ACL denies `PUBLISH` still runs the rest,
+/// and its waiters fall back to reading the slots.
+macro_rules! wake_waiters {
+    () => {
+        r#"local function wake(channel, skip)
+  local listed = redis.call("ZRANGE", Q, 0, #KEYS + 5)
+  if #listed == 0 then
+    return 0
+  end
+  local free = 0
+  for i = 3, #KEYS do
+    if redis.call("EXISTS", KEYS[i]) == 0 then
+      free = free + 1
+    end
+  end
+  local t = redis.call("TIME")
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local named = {}
+  for _, w in ipairs(listed) do
+    if #named >= free then
+      break
+    end
+    local lease = redis.call("ZSCORE", L, w)
+    if w ~= skip and lease and tonumber(lease) > now then
+      named[#named + 1] = w
+    end
+  end
+  if #named > 0 and channel ~= "" then
+    redis.pcall("PUBLISH", channel, table.concat(named, " "))
+  end
+  return #named
 end
 "#
     };
@@ -318,6 +359,30 @@ end
 return {0, soonest, 0}"#
 ));
 
+/// Releases a semaphore's permit on a node and names the waiters it lets
+/// in: KEYS as [`SEMAPHORE_TAKE`]'s; ARGV = our value, our slot number
+/// (from 1), the semaphore's channel. Deletes the slot only while it holds
+/// our value; then publishes the ids of the first live waiters, one per
+/// free slot (`wake_waiters`), so that only their clients try, not every
+/// waiter of every client. Returns 0 if the slot was not ours, 1 if
+/// deleted, 2 if deleted while a live waiter waits (as
+/// [`RELEASE_TELLING_WAITERS`]). Always delivered, like a release.
+pub(crate) static SEMAPHORE_RELEASE: Lua = Lua::cleanup(concat!(
+    r#"redis.replicate_commands()
+local Q, L = KEYS[1], KEYS[2]
+local k = tonumber(ARGV[2]) + 2
+if redis.call("GET", KEYS[k]) ~= ARGV[1] then
+  return 0
+end
+redis.call("DEL", KEYS[k])
+"#,
+    wake_waiters!(),
+    r#"if wake(ARGV[3], "") > 0 then
+  return 2
+end
+return 1"#
+));
+
 /// Moves a semaphore attempt on a node to slot number ARGV[2] (from 1, of
 /// the slot keys KEYS[1..]), after a round in which the nodes took
 /// different slots: sets it to our value (ARGV[1]) for ARGV[3] ms where it
@@ -354,7 +419,11 @@ return 1"#,
 /// and another slot elsewhere. The fill counts for nothing (the permit's
 /// validity comes from the quorum that took the slot) and never takes a
 /// slot someone holds; a release or expiry removes it like the rest.
-/// Returns how many slots it deleted. Always delivered, like a release.
+///
+/// When it leaves more slots free here than it found (ARGV[7] the
+/// semaphore's channel), it names the waiters they are for, as a release
+/// does, leaving out the waiter itself. Returns how many slots it deleted.
+/// Always delivered, like a release.
 pub(crate) static SEMAPHORE_UNDO: Lua = Lua::cleanup(concat!(
     r#"redis.replicate_commands()
 local Q, L, id = KEYS[1], KEYS[2], ARGV[3]
@@ -365,14 +434,22 @@ for i = 3, #KEYS do
     n = n + redis.call("DEL", KEYS[i])
   end
 end
+local freed = n
 if won > 0 and tonumber(ARGV[6]) > 0 then
-  redis.call("SET", KEYS[won + 2], ARGV[1], "NX", "PX", ARGV[6])
+  if redis.call("SET", KEYS[won + 2], ARGV[1], "NX", "PX", ARGV[6]) then
+    freed = freed - 1
+  end
 end
 if n > 0 and id ~= "" then
 "#,
     node_now!(),
     register_waiter!(),
     r#"end
+"#,
+    wake_waiters!(),
+    r#"if freed > 0 then
+  wake(ARGV[7] or "", id)
+end
 return n"#
 ));
 
@@ -432,6 +509,7 @@ mod tests {
             &super::SEMAPHORE_TAKE,
             &super::SEMAPHORE_MOVE,
             &super::SEMAPHORE_UNDO,
+            &super::SEMAPHORE_RELEASE,
             &super::LEADER_PUBLISH,
             &super::LEADER_READ,
         ];

@@ -57,6 +57,15 @@ pub(crate) trait Attempts {
     fn line(&self) -> &str;
     /// The keys whose change on a node may let a waiter in.
     fn watched(&self) -> &[String];
+    /// The channel where releases name the waiters they let in, if any
+    /// (a semaphore's, see `wait/named.rs`).
+    fn channel(&self) -> Option<&str> {
+        None
+    }
+    /// Every key and channel whose news goes to this client's line.
+    fn heard(&self) -> &[String] {
+        self.watched()
+    }
     /// What the lock stands for, in metrics.
     fn primitive(&self) -> Primitive;
     /// Whose news a waiter waits for between attempts.
@@ -150,7 +159,8 @@ pub(crate) struct Waiter<'a> {
     redlock: &'a Redlock,
     /// The waiting list's keys.
     keys: WaitKeys,
-    /// This waiter's id in the list (random).
+    /// This waiter's id in the list: this client's token, then random
+    /// (a release that names it wakes this client).
     id: String,
     /// When it started waiting (or last gave its place up), in
     /// microseconds of this client's wall clock: its place in the list, the
@@ -177,7 +187,11 @@ impl<'a> Waiter<'a> {
         Self {
             redlock,
             keys: WaitKeys::of(&redlock.config().key_prefix, key),
-            id: format!("{:016x}", rand::random::<u64>()),
+            id: format!(
+                "{}{:016x}",
+                redlock.waiting().token(),
+                rand::random::<u64>()
+            ),
             ticket: AtomicU64::new(micros(since)),
             lease_ms: redlock.waiting().lease().as_millis().max(1) as u64,
             registered: AtomicBool::new(false),

@@ -20,6 +20,7 @@ use crate::lock::shared::{watchdog, Shared};
 use crate::quorum::background::Background;
 use crate::standing::Standing;
 use crate::telemetry::Holding;
+use crate::wait::named::SlotKeys;
 
 /// A held distributed lock.
 ///
@@ -77,6 +78,7 @@ impl Lock {
                 resource: resource.to_owned(),
                 key: key.to_owned(),
                 line: line.to_owned(),
+                permit: None,
                 value,
                 ttl,
                 fencing_token: None,
@@ -96,6 +98,16 @@ impl Lock {
     pub(crate) fn counted(mut self, holding: Holding) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.holding = holding;
+        }
+        self
+    }
+
+    /// Marks it a semaphore's permit on slot `slot` of `keys` (right after
+    /// acquisition, before sharing): its release names the waiters it lets
+    /// in.
+    pub(crate) fn for_permit(mut self, keys: &Arc<SlotKeys>, slot: usize) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.permit = Some((Arc::clone(keys), slot));
         }
         self
     }
@@ -221,10 +233,7 @@ impl Lock {
         self.armed = false;
         self.shared.releasing();
         let s = &self.shared;
-        let tally = s
-            .redlock
-            .release_round(&s.key, &s.value, s.contended, &s.line)
-            .await;
+        let tally = s.release_round().await;
         let released = tally.decided() == Some(true);
         tracing::Span::current().record("outcome", if released { "released" } else { "failed" });
         if released {
@@ -279,10 +288,7 @@ impl Drop for Lock {
         // expires by its TTL.
         self.runtime.spawn(async move {
             let _token = token;
-            let tally = shared
-                .redlock
-                .release_round(&shared.key, &shared.value, shared.contended, &shared.line)
-                .await;
+            let tally = shared.release_round().await;
             if tally.decided() != Some(true) {
                 debug!(resource = %shared.resource, "drop-time release did not reach a quorum");
             }

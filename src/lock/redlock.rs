@@ -25,6 +25,7 @@ use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::{Counts, Quorum};
 use crate::scripts;
 use crate::telemetry::stats::Stats;
+use crate::wait::named::SlotKeys;
 use crate::wait::{WaitKeys, Waiting};
 
 /// A client for a set of independent Redis nodes that locks by majority.
@@ -244,20 +245,22 @@ impl Redlock {
     /// this client's next `lock()` on the key queues behind them instead of
     /// racing them.
     /// `line` is the key the lock's waiters line up on (the lock key, or a
-    /// semaphore's).
+    /// semaphore's); a semaphore's permit (`permit`: its keys and the slot)
+    /// is released by a script that always asks, and names the waiters it
+    /// lets in (`wait/named.rs`).
     pub(crate) async fn release_round(
         &self,
-        key: &str,
-        value: &str,
+        (key, value): (&str, &str),
         contended: bool,
         line: &str,
+        permit: Option<(&SlotKeys, usize)>,
     ) -> Tally {
         let queues = &self.waiting().queues;
         let ask = contended || self.config().strict_fifo || queues.is_contended(line);
-        let req = if ask {
-            telling_release_request(&self.config().key_prefix, key, value, line)
-        } else {
-            release_request(key, value)
+        let req = match permit {
+            Some((keys, slot)) => keys.release_request(slot, value),
+            None if ask => telling_release_request(&self.config().key_prefix, key, value, line),
+            None => release_request(key, value),
         };
         let nodes = self.nodes();
         let fan = nodes.fanout(&req, nodes.all());

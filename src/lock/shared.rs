@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::Value;
@@ -24,6 +24,7 @@ use crate::scripts;
 use crate::standing::{Standing, State};
 use crate::telemetry::labels::LostReason;
 use crate::telemetry::Holding;
+use crate::wait::named::SlotKeys;
 
 /// What every holder of one lock shares.
 #[derive(Debug)]
@@ -37,6 +38,9 @@ pub(crate) struct Shared {
     /// The key whose line of waiters its release concerns: the lock key, or
     /// the semaphore's.
     pub(crate) line: String,
+    /// A semaphore's permit: the semaphore's keys and the slot held (its
+    /// release names the waiters it lets in).
+    pub(crate) permit: Option<(Arc<SlotKeys>, usize)>,
     /// Our random value: proves ownership to the compare-and-X scripts.
     pub(crate) value: String,
     /// The TTL the lock was taken with; auto-extension renews to it.
@@ -72,6 +76,15 @@ impl Shared {
         let telemetry = &self.redlock.nodes().telemetry;
         self.holding.lost(telemetry, reason);
         self.state.mark_lost(because);
+    }
+
+    /// The release round on every node (see [`Redlock::release_round`]).
+    pub(crate) async fn release_round(&self) -> crate::quorum::tally::Tally {
+        let permit = self.permit.as_ref().map(|(keys, slot)| (&**keys, *slot));
+        let held = (self.key.as_str(), self.value.as_str());
+        self.redlock
+            .release_round(held, self.contended, &self.line, permit)
+            .await
     }
 
     /// Validity left, zero if lost.

@@ -51,7 +51,7 @@ impl Redlock {
         let (started, since) = (Instant::now(), SystemTime::now());
         let give_up = |last: Error| patience.give_up(resource, started, last);
         let waiting = self.waiting();
-        let place = waiting.queues.join(line, what.watched());
+        let place = waiting.queues.join(line, what.heard());
         let waiter = Waiter::new(self, line, since);
         // Behind others of this client: where `what` says so (a
         // semaphore's permits), join the nodes' waiting list now, ranked by
@@ -89,8 +89,16 @@ impl Redlock {
             // news before the first attempt rather than make one the nodes
             // refuse (whose slots taken here and there would be news to
             // every other waiter).
+            // News kept from before counts (a release may have named us
+            // while the caller ahead was still trying), except where news
+            // is of any slot change (no channel): then the caller ahead's
+            // own take would be news.
             let seen = vec![Seen::Held; self.node_count()];
-            self.arm_news(what, signal, signal.reset(), &seen);
+            let round = match what.channel() {
+                Some(_) => signal.round(),
+                None => signal.reset(),
+            };
+            self.arm_news(what, signal, round, &seen);
             self.sleep_for_news(what, signal, &seen, patience.until)
                 .await;
             waited = true;
@@ -174,6 +182,23 @@ impl Redlock {
     /// `round`.
     fn arm_news(&self, what: &impl Attempts, signal: &Arc<Signal>, round: u64, seen: &[Seen]) {
         let waiting = self.waiting();
+        let line = what.line();
+        let healthy = self.nodes().healthy();
+        let ear = |channel| waiting.ear((line, channel), seen, healthy);
+        if let Some((channel, node)) = what.channel().and_then(|c| Some((c, ear(c)?))) {
+            // Named wake-ups: hear the channel on one node; and after a
+            // split, read the slots on a node that had none free, where a
+            // release may still be on its way.
+            let seen_there = seen.get(node).copied().unwrap_or(Seen::Unknown);
+            let heard = (channel, node);
+            waiting.hear(heard, what.watched(), signal, (round, seen_there));
+            if let Some(held) = waiting.split_ear(line, seen) {
+                for key in what.watched() {
+                    waiting.arm(key, node_bit(held), signal, round);
+                }
+            }
+            return;
+        }
         // Every node where one would do but none qualifies.
         let one = match what.listen() {
             Listen::One => waiting.listener(what.line(), seen),

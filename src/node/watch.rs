@@ -13,8 +13,14 @@
 //! hints, never a safety input: the `SET NX` quorum still decides. A node
 //! that cannot do this (older than 6, `HELLO 3` refused, connection lost)
 //! just gives no hints, and waiters fall back to timed retries.
+//!
+//! The same connection hears a semaphore's channel, where its releases
+//! name the waiters they let in (`wait/named.rs`): subscribed on first
+//! use, again on a new connection (a subscription is lost with its
+//! connection), and dropped once no waiter of ours asked for it for a
+//! while and a message comes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -28,19 +34,30 @@ use tokio::time::Instant;
 /// meanwhile).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// A channel no waiter of ours asked for in this long is dropped when a
+/// message comes on it.
+const CHANNEL_IDLE: Duration = Duration::from_secs(30);
+
 /// What a node told us.
 #[derive(Debug)]
-pub(crate) enum Invalidated<'a> {
+pub(crate) enum Heard<'a> {
     /// These keys changed.
     Keys(&'a [Vec<u8>]),
     /// Anything may have changed: the node flushed, or the connection (and
-    /// with it every tracked key) is gone.
+    /// with it every tracked key and every subscription) is gone.
     All,
+    /// A message on a channel we hear.
+    Message {
+        /// The channel.
+        channel: &'a [u8],
+        /// What it says.
+        payload: &'a [u8],
+    },
 }
 
 /// Where invalidations go: `(node index, what changed)`. Called on the
 /// connection's reader task: it must not block.
-pub(crate) type Sink = Arc<dyn Fn(usize, Invalidated<'_>) + Send + Sync>;
+pub(crate) type Sink = Arc<dyn Fn(usize, Heard<'_>) + Send + Sync>;
 
 /// One node's notification connection, opened on first use. Cheap to
 /// clone (a handle).
@@ -72,6 +89,35 @@ struct WatchInner {
     /// Keys tracked on the connection of the generation given: read there,
     /// with no news of them since.
     tracked: Mutex<(u64, HashSet<String>)>,
+    /// Channels heard on the connection of a generation.
+    channels: Mutex<Channels>,
+}
+
+/// The channels one connection hears.
+#[derive(Debug, Default)]
+struct Channels {
+    /// The connection's generation.
+    generation: u64,
+    /// Channels subscribed (or being subscribed), with when a waiter last
+    /// asked for each.
+    heard: HashMap<String, Instant>,
+    /// The node refused a subscription on this connection (an ACL without
+    /// the channel): not asked again on it.
+    refused: bool,
+}
+
+impl Channels {
+    /// The channels of the connection of `generation` (a new connection
+    /// hears none yet).
+    fn of(&mut self, generation: u64) -> &mut Self {
+        if self.generation != generation {
+            *self = Self {
+                generation,
+                ..Self::default()
+            };
+        }
+        self
+    }
 }
 
 impl WatchInner {
@@ -85,6 +131,33 @@ impl WatchInner {
             *tracked = (generation, HashSet::new());
         }
         tracked.1.insert(key.to_owned())
+    }
+
+    /// The channels heard (poisoning ignored: every critical section is a
+    /// few assignments).
+    fn channels(&self) -> std::sync::MutexGuard<'_, Channels> {
+        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `channel`, heard on the connection of `generation`, went
+    /// unasked for [`CHANNEL_IDLE`]; if so it is taken off the list (the
+    /// caller unsubscribes).
+    fn idle(&self, channel: &[u8], generation: u64) -> bool {
+        let mut channels = self.channels();
+        let Ok(name) = std::str::from_utf8(channel) else {
+            return false;
+        };
+        if channels.generation != generation {
+            return false;
+        }
+        let idle = channels
+            .heard
+            .get(name)
+            .is_some_and(|asked| asked.elapsed() >= CHANNEL_IDLE);
+        if idle {
+            channels.heard.remove(name);
+        }
+        idle
     }
 
     /// `keys` are no longer tracked (`None`: no key is).
@@ -158,6 +231,7 @@ impl Watch {
                 lost: AtomicU64::new(0),
                 generations: AtomicU64::new(0),
                 tracked: Mutex::default(),
+                channels: Mutex::default(),
             }),
         }
     }
@@ -207,6 +281,83 @@ impl Watch {
             self.inner.unmark(Some(&[key.as_bytes().to_vec()]));
         }
         result.map(Some)
+    }
+
+    /// Whether the open connection hears `channel` already (or is being
+    /// subscribed to it); if so, notes that a waiter asked for it now.
+    pub(crate) fn hears(&self, channel: &str) -> bool {
+        self.hearing(channel, |asked| *asked = Instant::now())
+    }
+
+    /// [`Watch::hears`] without noting anything.
+    pub(crate) fn heard(&self, channel: &str) -> bool {
+        self.hearing(channel, |_| {})
+    }
+
+    /// Whether the open connection hears `channel`; if so, `touch` its
+    /// last-asked instant.
+    fn hearing(&self, channel: &str, touch: impl FnOnce(&mut Instant)) -> bool {
+        let lost = self.inner.lost.load(Ordering::Acquire);
+        let mut channels = self.inner.channels();
+        if channels.generation <= lost {
+            return false;
+        }
+        channels.heard.get_mut(channel).map(touch).is_some()
+    }
+
+    /// Hears `channel` from now on: subscribes to it unless this
+    /// connection already does. Returns whether it subscribed now (news
+    /// sent before this may have been missed); an error means the channel
+    /// is not heard (and a refusal is not asked again on this connection).
+    pub(crate) async fn listen(&self, channel: &str) -> RedisResult<bool> {
+        let (mut conn, generation) = self.connection().await?;
+        {
+            let mut channels = self.inner.channels();
+            let channels = channels.of(generation);
+            if channels.refused {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "the node refused a subscription on this connection",
+                )));
+            }
+            if channels
+                .heard
+                .insert(channel.to_owned(), Instant::now())
+                .is_some()
+            {
+                return Ok(false);
+            }
+        }
+        let subscribe = conn.subscribe(channel);
+        let result = match tokio::time::timeout(self.inner.read_timeout, subscribe).await {
+            Ok(result) => result,
+            Err(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "notification connection did not answer in time",
+            ))),
+        };
+        if let Err(e) = &result {
+            let mut channels = self.inner.channels();
+            let channels = channels.of(generation);
+            channels.heard.remove(channel);
+            channels.refused |= crate::error::is_denied(e);
+        }
+        result.map(|()| true)
+    }
+
+    /// Stops hearing `channel` on the connection of `generation`, if it is
+    /// still the open one.
+    async fn forget(&self, channel: String, generation: u64) {
+        let conn = {
+            let slot = self.inner.slot.lock().await;
+            match &slot.conn {
+                Some((conn, g)) if *g == generation => conn.clone(),
+                _ => return,
+            }
+        };
+        let mut conn = conn;
+        let unsubscribe = conn.unsubscribe(&channel);
+        let _ = tokio::time::timeout(self.inner.read_timeout, unsubscribe).await;
     }
 
     /// The open connection, connecting if there is none (at most once per
@@ -262,14 +413,32 @@ impl Watch {
                     let keys = invalidated_keys(&push.data);
                     inner.unmark(keys.as_deref());
                     match keys {
-                        Some(keys) => (inner.sink)(index, Invalidated::Keys(&keys)),
-                        None => (inner.sink)(index, Invalidated::All),
+                        Some(keys) => (inner.sink)(index, Heard::Keys(&keys)),
+                        None => (inner.sink)(index, Heard::All),
+                    }
+                }
+                PushKind::Message => {
+                    if let [Value::BulkString(channel), Value::BulkString(payload)] =
+                        push.data.as_slice()
+                    {
+                        (inner.sink)(index, Heard::Message { channel, payload });
+                        if inner.idle(channel, generation) {
+                            let watch = Watch {
+                                index,
+                                inner: Arc::clone(&inner),
+                            };
+                            let channel = String::from_utf8_lossy(channel).into_owned();
+                            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                                runtime
+                                    .spawn(async move { watch.forget(channel, generation).await });
+                            }
+                        }
                     }
                 }
                 PushKind::Disconnection => {
                     inner.lost.fetch_max(generation, Ordering::AcqRel);
                     inner.unmark(None);
-                    (inner.sink)(index, Invalidated::All);
+                    (inner.sink)(index, Heard::All);
                 }
                 _ => {}
             }

@@ -22,7 +22,7 @@ use crate::node::request::Request;
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::{all_nodes, NodeSet, Tally, Vote};
+use crate::quorum::tally::{all_nodes, node_bit, NodeSet, Tally, Vote};
 use crate::telemetry::labels::Decided;
 use crate::telemetry::Telemetry;
 
@@ -74,6 +74,14 @@ impl Quorum {
     /// Nodes whose last request was answered in time.
     pub(crate) fn nodes_up(&self) -> usize {
         self.nodes.iter().filter(|n| n.is_healthy()).count()
+    }
+
+    /// The nodes whose last request was answered in time, as a set.
+    pub(crate) fn healthy(&self) -> NodeSet {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_healthy())
+            .fold(0, |set, n| set | node_bit(n.index))
     }
 
     /// Nodes that must agree: `nodes / 2 + 1`, or more with an amnesia

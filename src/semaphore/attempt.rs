@@ -58,7 +58,15 @@ impl Attempts for SlotAttempt<'_> {
     }
 
     fn watched(&self) -> &[String] {
-        &self.semaphore.slots
+        self.semaphore.keys.slots()
+    }
+
+    fn channel(&self) -> Option<&str> {
+        Some(self.semaphore.keys.channel())
+    }
+
+    fn heard(&self) -> &[String] {
+        self.semaphore.keys.heard()
     }
 
     fn primitive(&self) -> Primitive {
@@ -95,7 +103,7 @@ impl Semaphore {
         let mut seen = vec![Seen::Unknown; n];
         // The nodes that took a slot and had another to spare.
         let mut spare: NodeSet = 0;
-        let slots = self.slots.len();
+        let slots = self.keys.slots().len();
         let classify = |i: usize, v: &Value| {
             let (took, now_seen) = read_queued_reply(v, Instant::now())?;
             let slot = match usize::try_from(took) {
@@ -144,9 +152,9 @@ impl Semaphore {
                 let took = choices.iter().enumerate().filter(|(_, c)| c.is_some());
                 w.gone_from(took.fold(0, |set, (i, _)| set | node_bit(i)));
             }
-            let keys = (self.slots[slot].as_str(), self.line.as_str());
+            let keys = (self.keys.slots()[slot].as_str(), self.line.as_str());
             let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
-            return Ok(lock);
+            return Ok(lock.for_permit(&self.keys, slot));
         }
         let error = if winner.is_some() {
             Error::TtlTooShort {
@@ -185,8 +193,9 @@ impl Semaphore {
         quorum: usize,
     ) -> Option<(usize, NodeSet)> {
         let req = Request::script(&scripts::SEMAPHORE_MOVE, |cmd| {
-            cmd.arg(self.slots.len());
-            for key in &self.slots {
+            let slots = self.keys.slots();
+            cmd.arg(slots.len());
+            for key in slots {
                 cmd.arg(key);
             }
             cmd.arg(value).arg(slot + 1).arg(ttl_ms);
@@ -216,12 +225,7 @@ impl Semaphore {
     /// The attempt's request.
     fn take_request(&self, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request> {
         Request::script(&scripts::SEMAPHORE_TAKE, |cmd| {
-            cmd.arg(2 + self.slots.len())
-                .arg(&self.waiters.queue)
-                .arg(&self.waiters.leases);
-            for slot in &self.slots {
-                cmd.arg(slot);
-            }
+            self.keys.add_keys(cmd);
             cmd.arg(value).arg(ttl_ms);
             match ask {
                 Ask::Plain => cmd.arg("").arg(0).arg(0),
@@ -237,12 +241,7 @@ impl Semaphore {
     /// without waiting for replies.
     fn undo(&self, value: &str, targets: NodeSet, outcome: Outcome<'_, '_>) {
         let req = Request::script(&scripts::SEMAPHORE_UNDO, |cmd| {
-            cmd.arg(2 + self.slots.len())
-                .arg(&self.waiters.queue)
-                .arg(&self.waiters.leases);
-            for slot in &self.slots {
-                cmd.arg(slot);
-            }
+            self.keys.add_keys(cmd);
             cmd.arg(value);
             match outcome {
                 Outcome::Won { slot, ttl_ms } => {
@@ -254,6 +253,7 @@ impl Semaphore {
                 }
                 Outcome::Lost(None) => cmd.arg(0).arg("").arg(0).arg(0).arg(0),
             };
+            cmd.arg(self.keys.channel());
         });
         self.redlock.nodes().send_quietly(&req, targets);
     }

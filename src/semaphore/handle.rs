@@ -2,11 +2,13 @@
 //! by [`Redlock::semaphore`](crate::Redlock::semaphore)). Taking permits is in `attempt.rs` and
 //! `mod.rs`.
 
+use std::sync::Arc;
+
 use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::lock::redlock::Redlock;
-use crate::wait::WaitKeys;
+use crate::wait::named::SlotKeys;
 
 /// Most permits one semaphore may have: every attempt sends one key per
 /// slot to every node.
@@ -40,10 +42,8 @@ pub struct Semaphore {
     pub(crate) name: String,
     /// The key waiters line up on (never written).
     pub(crate) line: String,
-    /// The slot keys, in slot order.
-    pub(crate) slots: Vec<String>,
-    /// The waiting list on the nodes.
-    pub(crate) waiters: WaitKeys,
+    /// Its keys on the nodes (slots, waiting list) and its channel.
+    pub(crate) keys: Arc<SlotKeys>,
     /// Where its fencing tokens are counted.
     pub(crate) fence: CounterKeys,
 }
@@ -71,13 +71,13 @@ impl Redlock {
         let anchor = self.key_for(name);
         let line = keys::internal(prefix, Kind::Semaphore, &anchor);
         let fence = keys::internal(prefix, Kind::Fence, &line);
+        let slots = (0..permits)
+            .map(|i| keys::permit(prefix, &anchor, i))
+            .collect();
         Ok(Semaphore {
             redlock: self.clone(),
             name: name.to_owned(),
-            slots: (0..permits)
-                .map(|i| keys::permit(prefix, &anchor, i))
-                .collect(),
-            waiters: WaitKeys::of(prefix, &line),
+            keys: Arc::new(SlotKeys::new(prefix, &line, slots)),
             fence: CounterKeys {
                 legacy: fence.clone(),
                 key: fence,
@@ -95,6 +95,6 @@ impl Semaphore {
 
     /// How many permits it has.
     pub fn permits(&self) -> usize {
-        self.slots.len()
+        self.keys.slots().len()
     }
 }

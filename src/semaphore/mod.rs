@@ -152,7 +152,7 @@ impl Semaphore {
 
     /// The permit a won slot lock is.
     fn permit(&self, lock: Lock) -> Permit {
-        let slot = self.slots.iter().position(|s| s == lock.key());
+        let slot = self.keys.slots().iter().position(|s| s == lock.key());
         Permit::new(lock, slot.unwrap_or_default())
     }
 }

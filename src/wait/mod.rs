@@ -13,11 +13,16 @@
 //! TTLs, or at once when the nodes report a change to the key (server-
 //! assisted tracking on a notification connection per node,
 //! `node/watch.rs`), or when this client releases it; and never longer than
-//! the retry cap. None of this is a safety input: the `SET NX` quorum still
-//! decides who holds the lock.
+//! the retry cap. A semaphore's waiters are woken by name instead, by the
+//! release that lets them in ([`named`]). None of this is a safety input:
+//! the `SET NX` quorum still decides who holds the lock.
 
+pub(crate) mod list;
+pub(crate) mod named;
 pub(crate) mod plan;
 pub(crate) mod queue;
+
+pub(crate) use list::WaitKeys;
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -25,11 +30,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::keys::{self, Kind};
-use crate::node::watch::{Sink, Watch};
+use crate::node::watch::{Heard, Sink, Watch};
 use crate::quorum::tally::{node_bit, NodeSet};
 use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
+use crate::wait::named::names;
 use crate::wait::plan::{next_try, Seen};
 use crate::wait::queue::{Queues, Signal};
 
@@ -48,28 +53,9 @@ pub(crate) struct Waiting {
     /// Where this client's listeners start (random), so that the clients
     /// of one semaphore listen to different nodes.
     spread: u64,
-}
-
-/// The keys of a resource's waiting list on every node.
-#[derive(Clone, Debug)]
-pub(crate) struct WaitKeys {
-    /// Waiter ids by ticket.
-    pub(crate) queue: String,
-    /// Waiter ids by the node-clock instant their lease ends.
-    pub(crate) leases: String,
-}
-
-impl WaitKeys {
-    /// The waiting-list keys for the lock at `key` (whose key prefix is
-    /// `prefix`): in our reserved namespace, in the lock key's hash slot
-    /// (see `keys.rs`), with the same prefix, so key-pattern ACLs that
-    /// allow the lock allow them too.
-    pub(crate) fn of(prefix: &str, key: &str) -> Self {
-        Self {
-            queue: keys::internal(prefix, Kind::Waiters, key),
-            leases: keys::internal(prefix, Kind::Leases, key),
-        }
-    }
+    /// How this client's waiter ids start (random): a semaphore's release
+    /// names waiters by id, and a client knows its own by this.
+    token: String,
 }
 
 impl Waiting {
@@ -88,7 +74,15 @@ impl Waiting {
         let queues = Arc::new(Queues::default());
         let weak = Arc::downgrade(&queues);
         let telemetry = Arc::downgrade(telemetry);
+        let token = format!("{:08x}", rand::random::<u32>());
+        let ours = token.clone();
         let sink: Sink = Arc::new(move |node, what| {
+            if let Heard::Message { payload, .. } = what {
+                if !names(payload, &ours) {
+                    // A release that lets in other clients' waiters.
+                    return;
+                }
+            }
             if let Some(telemetry) = telemetry.upgrade() {
                 telemetry.notified();
             }
@@ -116,7 +110,13 @@ impl Waiting {
                 .saturating_mul(3)
                 .saturating_add(timeout.saturating_mul(2)),
             spread: rand::random(),
+            token,
         }
+    }
+
+    /// How this client's waiter ids start.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
     }
 
     /// How long a registration lasts without renewal.
@@ -148,6 +148,96 @@ impl Waiting {
         }
     }
 
+    /// Hears `channel` (a semaphore's, see [`named`]) on node `node` for
+    /// `signal`: at once if that node's notification connection hears it
+    /// already, else in the background; a subscription made now (a release
+    /// may have named us before it) counts as news of round `round` unless
+    /// someone waits ahead of us there (`seen`), and where the node will not
+    /// subscribe, `keys` (the slots) are read there instead, as
+    /// [`Waiting::arm`] reads them.
+    pub(crate) fn hear(
+        &self,
+        (channel, node): (&str, usize),
+        keys: &[String],
+        signal: &Arc<Signal>,
+        (round, seen): (u64, Seen),
+    ) {
+        let Some(watch) = self.watches.get(node) else {
+            return;
+        };
+        if watch.hears(channel) {
+            return;
+        }
+        let (watch, channel, keys) = (watch.clone(), channel.to_owned(), keys.to_vec());
+        let signal = Arc::clone(signal);
+        tokio::spawn(async move {
+            match watch.listen(&channel).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    if seen.freed_by_absence() {
+                        signal.armed(round, node, -2);
+                    }
+                }
+                Err(_) => {
+                    for key in keys {
+                        if let Ok(Some(pttl)) = watch.arm(&key).await {
+                            signal.armed(round, node, pttl);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// The node whose channel a waiter of `line` hears ([`Waiting::hear`]):
+    /// the first, in the order of [`Waiting::listener`], that answered its
+    /// last request in time (`healthy`), whose notification connection is
+    /// open or may be opened, and that answered the last attempt (`seen`)
+    /// or hears `channel` already. So it stays the same while that node is
+    /// well, also when an attempt was decided before it answered.
+    pub(crate) fn ear(
+        &self,
+        (line, channel): (&str, &str),
+        seen: &[Seen],
+        healthy: NodeSet,
+    ) -> Option<usize> {
+        self.order(line).find(|&i| {
+            let watch = &self.watches[i];
+            let answered = seen.get(i).is_some_and(|s| *s != Seen::Unknown);
+            healthy & node_bit(i) != 0 && watch.usable() && (answered || watch.heard(channel))
+        })
+    }
+
+    /// After an attempt that took a slot on some nodes and found every slot
+    /// held on others (`seen`), the first of those others (in the order of
+    /// [`Waiting::listener`]) whose notification connection is usable: a
+    /// release still on its way there frees a slot that no message tells
+    /// of, so its slots are read there (and tracked).
+    pub(crate) fn split_ear(&self, line: &str, seen: &[Seen]) -> Option<usize> {
+        let held = |s: &Seen| matches!(s, Seen::Held | Seen::Expires(_));
+        if !seen.contains(&Seen::Free) {
+            return None;
+        }
+        self.order(line)
+            .find(|&i| seen.get(i).is_some_and(held) && self.watches[i].usable())
+    }
+
+    /// The nodes in the order a waiter of `line` prefers them as its
+    /// listener: from a place given by the line and this client (so that
+    /// clients and lines spread over the nodes), then round; none when
+    /// notifications are off.
+    fn order(&self, line: &str) -> impl Iterator<Item = usize> {
+        let n = self.watches.len();
+        let mut hasher = std::hash::DefaultHasher::new();
+        line.hash(&mut hasher);
+        let start = if n == 0 {
+            0
+        } else {
+            (hasher.finish() ^ self.spread) as usize % n
+        };
+        (0..n).map(move |k| (start + k) % n)
+    }
+
     /// The one node a waiter of `line` listens to when one node's news is
     /// enough (see [`Listen`]): the first, in an order that starts at a
     /// place given by the line and this client (so that clients and lines
@@ -158,14 +248,7 @@ impl Waiting {
     /// news of our own making; `None` if none qualifies (or notifications
     /// are off).
     pub(crate) fn listener(&self, line: &str, seen: &[Seen]) -> Option<usize> {
-        let n = self.watches.len();
-        if n == 0 {
-            return None;
-        }
-        let mut hasher = std::hash::DefaultHasher::new();
-        line.hash(&mut hasher);
-        let start = (hasher.finish() ^ self.spread) as usize % n;
-        let order = || (0..n).map(|k| (start + k) % n);
+        let order = || self.order(line);
         let can = |i: usize, free: bool| {
             let answered = seen
                 .get(i)

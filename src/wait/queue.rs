@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::node::watch::Invalidated;
+use crate::node::watch::Heard;
 use crate::quorum::tally::{node_bit, NodeSet};
 
 /// After one of our releases found others waiting, this client's next
@@ -54,6 +54,11 @@ impl Signal {
         self.poked.store(false, Ordering::Release);
         self.armed_free.store(0, Ordering::Release);
         self.round.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The current round's number (see [`Signal::reset`]).
+    pub(crate) fn round(&self) -> u64 {
+        self.round.load(Ordering::Acquire)
     }
 
     /// The notification read of round `round` on `node` found `pttl` (-2:
@@ -189,14 +194,22 @@ impl Queues {
         }
     }
 
-    /// Passes what a node said to the waiters it concerns.
-    pub(crate) fn invalidated(&self, node: usize, what: Invalidated<'_>) {
+    /// Passes what a node said to the waiters it concerns: a change of a
+    /// key goes to the line of the key (or that routes it), a message to
+    /// the line its channel routes to (the caller checked that it names
+    /// one of ours), everything to every line and observer.
+    pub(crate) fn invalidated(&self, node: usize, what: Heard<'_>) {
+        let names: Option<Vec<&[u8]>> = match what {
+            Heard::Keys(keys) => Some(keys.iter().map(Vec::as_slice).collect()),
+            Heard::Message { channel, .. } => Some(vec![channel]),
+            Heard::All => None,
+        };
         let lines = lock(&self.lines);
-        match what {
-            Invalidated::Keys(keys) => {
+        match &names {
+            Some(names) => {
                 let routes = lock(&self.routes);
-                for key in keys {
-                    let line = std::str::from_utf8(key).ok().and_then(|k| {
+                for name in names {
+                    let line = std::str::from_utf8(name).ok().and_then(|k| {
                         lines
                             .get(k)
                             .or_else(|| routes.get(k).and_then(|l| lines.get(l)))
@@ -206,7 +219,7 @@ impl Queues {
                     }
                 }
             }
-            Invalidated::All => {
+            None => {
                 for line in lines.values() {
                     line.signal.node_changed(node);
                 }
@@ -217,15 +230,18 @@ impl Queues {
         if observers.is_empty() {
             return;
         }
-        let tell = |k: &[u8]| {
-            let found = std::str::from_utf8(k).ok().and_then(|k| observers.get(k));
-            for (_, signal) in found.into_iter().flatten() {
-                signal.node_changed(node);
+        match &names {
+            Some(names) => {
+                for name in names {
+                    let found = std::str::from_utf8(name)
+                        .ok()
+                        .and_then(|k| observers.get(k));
+                    for (_, signal) in found.into_iter().flatten() {
+                        signal.node_changed(node);
+                    }
+                }
             }
-        };
-        match what {
-            Invalidated::Keys(keys) => keys.iter().for_each(|k| tell(k)),
-            Invalidated::All => {
+            None => {
                 for signal in observers.values().flatten() {
                     signal.1.node_changed(node);
                 }
@@ -450,7 +466,7 @@ mod tests {
         let q = Queues::default();
         let a = q.join("k", &[]);
         let other = q.join("other", &[]);
-        q.invalidated(3, Invalidated::Keys(&[b"k".to_vec()]));
+        q.invalidated(3, Heard::Keys(&[b"k".to_vec()]));
         assert_eq!(a.signal().dirty(), node_bit(3));
         assert_eq!(other.signal().dirty(), 0);
         a.signal().news().await; // a permit was stored
@@ -464,7 +480,7 @@ mod tests {
         assert_eq!(a.signal().armed_free(), 0, "the key is there");
         a.signal().armed(round, 2, -2);
         assert_eq!(a.signal().armed_free(), node_bit(2));
-        q.invalidated(1, Invalidated::All);
+        q.invalidated(1, Heard::All);
         assert_eq!(other.signal().dirty(), node_bit(1));
     }
 
@@ -473,7 +489,7 @@ mod tests {
         let q = Queues::default();
         let slots = ["s:0".to_owned(), "s:1".to_owned()];
         let a = q.join("s", &slots);
-        q.invalidated(2, Invalidated::Keys(&[b"s:1".to_vec()]));
+        q.invalidated(2, Heard::Keys(&[b"s:1".to_vec()]));
         assert_eq!(a.signal().dirty(), node_bit(2));
         drop(a);
         assert!(lock(&q.routes).is_empty(), "routes leave with the line");
@@ -484,7 +500,7 @@ mod tests {
         let q = Arc::new(Queues::default());
         let keys = ["e".to_owned(), "r".to_owned()];
         let o = q.observe(&keys);
-        q.invalidated(1, Invalidated::Keys(&[b"r".to_vec()]));
+        q.invalidated(1, Heard::Keys(&[b"r".to_vec()]));
         assert_eq!(o.signal().dirty(), node_bit(1));
         o.signal().news().await;
         drop(o);
