@@ -11,6 +11,17 @@ pub(crate) struct Scratch {
     child: Child,
     /// Its directory, removed on drop.
     _dir: tempfile::TempDir,
+    /// Its port.
+    port: u16,
+}
+
+impl Scratch {
+    /// Another connection to the node.
+    pub(crate) fn connection(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
+            .and_then(|c| c.get_connection())
+            .expect("a connection to the scratch node")
+    }
 }
 
 impl Drop for Scratch {
@@ -60,6 +71,7 @@ fn try_node() -> Result<(Scratch, redis::Connection), String> {
             .spawn()
             .map_err(|e| format!("start {server}: {e}"))?,
         _dir: dir,
+        port,
     };
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).expect("url");
     for _ in 0..200 {

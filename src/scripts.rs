@@ -572,6 +572,72 @@ mod tests {
         assert_eq!(take(c, "", 0), [0, -2, 1], "and not taken by another");
     }
 
+    /// A permit's release names the first live waiters, one per free
+    /// slot, on the channel; an undo names them only when it frees more
+    /// than it fills, and never the waiter undoing.
+    #[test]
+    fn a_semaphore_release_names_the_waiters_it_lets_in() {
+        let (node, mut conn) = crate::scratch::node();
+        let mut sub = node.connection();
+        let mut sub = sub.as_pubsub();
+        sub.subscribe("ch").expect("SUBSCRIBE");
+        sub.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let c = &mut conn;
+        let release = |c: &mut redis::Connection, slot: u64| -> i64 {
+            redis::cmd("EVAL")
+                .arg(super::SEMAPHORE_RELEASE.src)
+                .arg(4)
+                .arg(&["q", "l", "s1", "s2"])
+                .arg("v")
+                .arg(slot)
+                .arg("ch")
+                .query(c)
+                .expect("EVAL")
+        };
+        run(c, &["MSET", "s1", "v", "s2", "x"]);
+        assert_eq!(release(c, 1), 1, "nobody waits");
+        run(c, &["SET", "s1", "v"]);
+        // a's lease ended: named are the live ones, as many as slots free.
+        run(c, &["ZADD", "q", "1", "a", "2", "b", "3", "c", "4", "d"]);
+        run(
+            c,
+            &["ZADD", "l", "1", "a", "+inf", "b", "+inf", "c", "+inf", "d"],
+        );
+        assert_eq!(release(c, 2), 0, "slot 2 is not ours");
+        assert_eq!(release(c, 1), 2, "deleted while others wait");
+        let said = |sub: &mut redis::PubSub<'_>| -> String {
+            sub.get_message()
+                .expect("a message")
+                .get_payload()
+                .expect("text")
+        };
+        assert_eq!(said(&mut sub), "b", "one slot free: the first live waiter");
+        run(c, &["DEL", "s2"]);
+        run(c, &["SET", "s1", "v"]);
+        assert_eq!(release(c, 1), 2);
+        assert_eq!(said(&mut sub), "b c", "two slots free");
+        // An undo that frees a slot names others, not the waiter undoing.
+        let undo = |c: &mut redis::Connection, id: &str, won: u64| -> i64 {
+            redis::cmd("EVAL")
+                .arg(super::SEMAPHORE_UNDO.src)
+                .arg(4)
+                .arg(&["q", "l", "s1", "s2"])
+                .arg(&["v", &won.to_string(), id, "2", "5000", "1000", "ch"])
+                .query(c)
+                .expect("EVAL")
+        };
+        run(c, &["MSET", "s1", "v", "s2", "x"]);
+        assert_eq!(undo(c, "b", 0), 1);
+        assert_eq!(said(&mut sub), "c", "b is left out");
+        // A winner's undo that moves its slot here frees nothing: silent.
+        run(c, &["MSET", "s1", "v"]);
+        run(c, &["DEL", "s2"]);
+        assert_eq!(undo(c, "", 2), 1);
+        run(c, &["PUBLISH", "ch", "end"]);
+        assert_eq!(said(&mut sub), "end", "the undo named nobody");
+    }
+
     #[test]
     fn commands_are_read_from_the_source() {
         assert_eq!(super::RELEASE.commands(), "EVAL GET DEL");

@@ -189,7 +189,8 @@ fn node_urls_that_cannot_work_are_refused_with_the_reason() {
 }
 
 /// The README's minimal ACL user can do everything: plain and waited-for
-/// locks, push-woken waiting, fencing tokens and serial numbers.
+/// locks, push-woken waiting, fencing tokens, serial numbers and a
+/// semaphore's named wake-ups.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_minimal_acl_user_is_enough() {
     let readme =
@@ -222,6 +223,7 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         .wait_cap(ms(10_000))
         .build()
         .unwrap();
+    let b2 = b.clone();
     let held = a.try_lock("acl_all", ms(10_000)).await.unwrap();
     held.extend(ms(10_000)).await.unwrap();
     assert!(held.is_held().await.unwrap());
@@ -246,4 +248,32 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         .build()
         .unwrap();
     serials.next("ACL").await.unwrap();
+    // A semaphore's waiter hears the release that names it.
+    let (sem_a, sem_b) = (
+        a.semaphore("acl", 1).unwrap(),
+        b2.semaphore("acl", 1).unwrap(),
+    );
+    let held = sem_a.try_acquire(ms(10_000)).await.unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(5000), ms(4000)).await });
+    let channel = support::internal_key("wake", "redquorum:semaphore:{acl}:acl");
+    let heard = || {
+        c.nodes.iter().any(|n| {
+            let (_, subscribers): (String, usize) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query(&mut n.conn())
+                .unwrap();
+            subscribers > 0
+        })
+    };
+    assert!(
+        support::wait_until(ms(3000), heard).await,
+        "the waiter hears the channel"
+    );
+    let woken = b2.stats().woken_by_notification;
+    let released = std::time::Instant::now();
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+    assert!(released.elapsed() < ms(2000), "woken, not polled at 10 s");
+    assert!(b2.stats().woken_by_notification > woken);
 }

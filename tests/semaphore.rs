@@ -750,3 +750,117 @@ async fn a_caller_that_gives_its_place_up_lets_its_own_clients_next_caller_go_fi
     );
     a2.release().await.unwrap();
 }
+
+/// How many connections hear the channel of the semaphore whose waiters
+/// line up on `line`, over every running node.
+fn subscribers(c: &Cluster, line: &str) -> usize {
+    let channel = support::internal_key("wake", line);
+    c.nodes
+        .iter()
+        .filter(|n| n.is_running())
+        .map(|n| {
+            let reply: (String, usize) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query(&mut n.conn())
+                .expect("PUBSUB NUMSUB");
+            reply.1
+        })
+        .sum()
+}
+
+/// A release wakes only the waiters it lets in, and a take wakes nobody:
+/// with one permit held by a and b, then c waiting, a's release is news to
+/// b alone (c hears the channel too, and is not named), b's take is news
+/// to nobody, and b's release is news to c.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_only_the_waiter_it_lets_in() {
+    let c = Cluster::start(5);
+    let line = "redquorum:semaphore:{named}:named";
+    let (held, b, sem_b) = held_by_a(&c, "named").await;
+    let waiter_b = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let listed = |k| c.nodes.iter().all(|n| n.waiters(line) == k);
+    assert!(wait_until(ms(3000), || listed(1)).await, "b is listed");
+    let cl = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let sem_c = cl.semaphore("named", 1).unwrap();
+    let waiter_c = tokio::spawn(async move { sem_c.acquire_timeout(ms(10_000), ms(8_000)).await });
+    assert!(
+        wait_until(ms(3000), || listed(2) && subscribers(&c, line) == 2).await,
+        "b and c are listed and hear the channel: {}",
+        subscribers(&c, line)
+    );
+    let b_permit = handed_over(held, waiter_b).await;
+    let c_permit = handed_over(b_permit, waiter_c).await;
+    let (b_news, c_news) = (b.stats().notifications, cl.stats().notifications);
+    assert_eq!(
+        (b_news, c_news),
+        (1, 1),
+        "each heard only the release that let it in"
+    );
+    c_permit.release().await.unwrap();
+}
+
+/// A waiter whose notification connection is cut hears the channel again
+/// on a new one, and the next release still wakes it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_hears_the_channel_again_after_its_connection_is_cut() {
+    let c = Cluster::start(5);
+    let line = "redquorum:semaphore:{cut}:cut";
+    let (held, _b, waiter) = b_waits_on_every_node(&c, "cut", || subscribers(&c, line) == 1).await;
+    let cut: usize = c.nodes.iter().map(|n| n.kill_tracking_clients()).sum();
+    assert_eq!(cut, 1, "b's notification connection, the only one");
+    assert!(
+        wait_until(ms(3000), || subscribers(&c, line) == 1).await,
+        "b hears the channel again"
+    );
+    let permit = handed_over(held, waiter).await;
+    permit.release().await.unwrap();
+}
+
+/// Where the nodes refuse the channel (an ACL without it), a waiter is
+/// still woken by the release at once: it reads the slots with client
+/// tracking on instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_refused_the_channel_is_woken_through_the_slots() {
+    let c = Cluster::start(3);
+    for n in &c.nodes {
+        let acl = [
+            "SETUSER",
+            "nochan",
+            "on",
+            ">pw",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ];
+        let _: () = redis::cmd("ACL").arg(&acl).query(&mut n.conn()).unwrap();
+    }
+    let urls: Vec<String> = c
+        .nodes
+        .iter()
+        .map(|n| format!("redis://nochan:pw@127.0.0.1:{}", n.port))
+        .collect();
+    let a = Redlock::builder()
+        .nodes(&urls)
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let b = Redlock::builder()
+        .nodes(&urls)
+        .wait_cap(ms(10_000))
+        .build()
+        .unwrap();
+    let held = a.semaphore("denied", 1).unwrap();
+    let held = held.try_acquire(ms(10_000)).await.unwrap();
+    let sem_b = b.semaphore("denied", 1).unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let line = "redquorum:semaphore:{denied}:denied";
+    assert!(
+        wait_until(ms(3000), || c.waiting_on(line) == 3 && listening(&c).1 == 1).await,
+        "b waits, with a notification connection"
+    );
+    let permit = handed_over(held, waiter).await;
+    assert_eq!(subscribers(&c, line), 0, "the channel was refused");
+    assert!(b.stats().woken_by_notification >= 1);
+    permit.release().await.unwrap();
+}

@@ -21,9 +21,9 @@
 //! waiting (a caller behind others of its client registers as it arrives,
 //! so the list is in arrival order across clients), and may take a slot on
 //! a node only while fewer live waiters are ahead of it than slots are
-//! free there; it is woken by the nodes when a slot changes (client
-//! tracking on the slot keys), by the slots' TTLs, or by this client's own
-//! release.
+//! free there; it is woken by the release that lets it in (which names
+//! it on the semaphore's channel, `wait/named.rs`), by the slots' TTLs, or
+//! by this client's own release.
 
 pub(crate) mod attempt;
 pub(crate) mod handle;

@@ -190,22 +190,23 @@ impl Waiting {
     }
 
     /// The node whose channel a waiter of `line` hears ([`Waiting::hear`]):
-    /// the first, in the order of [`Waiting::listener`], that answered its
-    /// last request in time (`healthy`), whose notification connection is
-    /// open or may be opened, and that answered the last attempt (`seen`)
-    /// or hears `channel` already. So it stays the same while that node is
-    /// well, also when an attempt was decided before it answered.
+    /// of the nodes that answered their last request in time (`healthy`)
+    /// and whose notification connection is open or may be opened, the
+    /// first (in the order of [`Waiting::listener`]) that hears `channel`
+    /// already, else the first that answered the last attempt (`seen`).
+    /// So it stays the same while that node is well, also when an attempt
+    /// was decided before it answered.
     pub(crate) fn ear(
         &self,
         (line, channel): (&str, &str),
         seen: &[Seen],
         healthy: NodeSet,
     ) -> Option<usize> {
-        self.order(line).find(|&i| {
-            let watch = &self.watches[i];
-            let answered = seen.get(i).is_some_and(|s| *s != Seen::Unknown);
-            healthy & node_bit(i) != 0 && watch.usable() && (answered || watch.heard(channel))
-        })
+        let well = |i: usize| healthy & node_bit(i) != 0 && self.watches[i].usable();
+        let answered = |i: usize| seen.get(i).is_some_and(|s| *s != Seen::Unknown);
+        self.order(line)
+            .find(|&i| well(i) && self.watches[i].heard(channel))
+            .or_else(|| self.order(line).find(|&i| well(i) && answered(i)))
     }
 
     /// After an attempt that took a slot on some nodes and found every slot
@@ -315,12 +316,12 @@ impl Waiting {
 pub(crate) enum Listen {
     /// Every node's, until a quorum may have the lock free: a lock's key.
     Quorum,
-    /// One node's ([`Waiting::listener`]): a semaphore's slots. A permit is
-    /// released on every node at once, so one node's news stands for all
-    /// of them (the attempt still needs a quorum); and every slot taken or
-    /// released is news to the waiters of every client, so one node
-    /// telling each of them, not every node, keeps the news from costing
-    /// the nodes more than the permits themselves.
+    /// One node's: a semaphore's channel ([`Waiting::ear`], [`named`]),
+    /// or its slots ([`Waiting::listener`]) where the channel is refused. A
+    /// permit is released on every node at once, so one node's news stands
+    /// for all of them (the attempt still needs a quorum); one node telling
+    /// each waiter, not every node, keeps the news from costing the nodes
+    /// more than the permits themselves.
     One,
 }
 
@@ -339,4 +340,49 @@ fn jittered(cap: Duration) -> Duration {
     let half = cap / 2;
     let spread = half.as_nanos().min(u128::from(u64::MAX)) as u64;
     half + Duration::from_nanos(rand::rng().random_range(0..=spread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waiting over `n` nodes nobody listens on (no connection is made).
+    fn waiting(n: usize) -> Waiting {
+        let telemetry = Arc::new(Telemetry::new(n, None));
+        let clients: Vec<redis::Client> = (0..n)
+            .map(|_| redis::Client::open("redis://127.0.0.1:1").expect("url"))
+            .collect();
+        let d = Duration::from_millis(100);
+        Waiting::new(&telemetry, &clients, d, d, d, true)
+    }
+
+    #[test]
+    fn after_a_split_the_slots_are_read_where_every_slot_was_held() {
+        let w = waiting(4);
+        let later = Instant::now() + Duration::from_secs(1);
+        let split = [Seen::Free, Seen::Expires(later), Seen::Unknown, Seen::Held];
+        let held = w.split_ear("line", &split);
+        assert!(matches!(held, Some(1 | 3)), "{held:?}");
+        let refused = [Seen::Ahead, Seen::Expires(later), Seen::Unknown, Seen::Held];
+        assert_eq!(
+            w.split_ear("line", &refused),
+            None,
+            "no slot taken: no split"
+        );
+        let taken = [Seen::Free, Seen::Free, Seen::Ahead, Seen::Unknown];
+        assert_eq!(w.split_ear("line", &taken), None, "no node held every slot");
+    }
+
+    #[test]
+    fn a_waiter_hears_a_node_that_answered_and_is_well() {
+        let w = waiting(3);
+        let seen = [Seen::Unknown, Seen::Held, Seen::Unknown];
+        assert_eq!(w.ear(("line", "ch"), &seen, 0b111), Some(1));
+        assert_eq!(
+            w.ear(("line", "ch"), &seen, 0b101),
+            None,
+            "node 1 is not well"
+        );
+        assert_eq!(w.ear(("line", "ch"), &[Seen::Unknown; 3], 0b111), None);
+    }
 }
