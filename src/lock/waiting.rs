@@ -87,12 +87,10 @@ impl Redlock {
             // The caller ahead of us in this client had to wait for its
             // permit, so the permits are most likely all taken: wait for
             // news before the first attempt rather than make one the nodes
-            // refuse (whose slots taken here and there would be news to
-            // every other waiter).
-            // News kept from before counts (a release may have named us
-            // while the caller ahead was still trying), except where news
-            // is of any slot change (no channel): then the caller ahead's
-            // own take would be news.
+            // refuse. News kept from before counts (a release may have
+            // named us while the caller ahead was still trying), except
+            // where news is of any slot change (no channel): then the
+            // caller ahead's own take would be news.
             let seen = vec![Seen::Held; self.node_count()];
             let round = match what.channel() {
                 Some(_) => signal.round(),

@@ -72,7 +72,8 @@ pub struct Stats {
     pub permit_moves: u64,
     /// Those moves that won the permit.
     pub permit_moves_won: u64,
-    /// Notifications pushed by the nodes (key changes, connection losses).
+    /// Notifications pushed by the nodes (key changes, connection losses,
+    /// a semaphore's releases that name one of our waiters).
     pub notifications: u64,
     /// Notification connections open now.
     pub notification_connections: usize,
