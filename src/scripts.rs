@@ -144,8 +144,9 @@ end
 /// `wait/named.rs`): with `Q` and `L` its waiting list and leases and
 /// KEYS[3..] its slots, `wake(channel, skip)` publishes on `channel` the
 /// ids of the first live waiters (lease not ended), as many as slots are
-/// free here, leaving out `skip`; returns how many it named. Published
-/// with `pcall`: a node whose ACL denies `PUBLISH` still runs the rest,
+/// free here, leaving out `skip`; returns how many it named. It runs only
+/// commands `SEMAPHORE_TAKE` runs too, and `PUBLISH` with `pcall`: a node
+/// whose ACL was written before (no `PUBLISH`, no channel) still releases,
 /// and its waiters fall back to reading the slots.
 macro_rules! wake_waiters {
     () => {
@@ -156,7 +157,7 @@ macro_rules! wake_waiters {
   end
   local free = 0
   for i = 3, #KEYS do
-    if redis.call("EXISTS", KEYS[i]) == 0 then
+    if redis.call("PTTL", KEYS[i]) == -2 then
       free = free + 1
     end
   end
@@ -362,22 +363,31 @@ return {0, soonest, 0}"#
 /// Releases a semaphore's permit on a node and names the waiters it lets
 /// in: KEYS as [`SEMAPHORE_TAKE`]'s; ARGV = our value, our slot number
 /// (from 1), the semaphore's channel. Deletes the slot only while it holds
-/// our value; then publishes the ids of the first live waiters, one per
-/// free slot (`wake_waiters`), so that only their clients try, not every
-/// waiter of every client. Returns 0 if the slot was not ours, 1 if
+/// our value; then, if the slot is free here (deleted, or already gone:
+/// expired, or lost by the node), publishes the ids of the first live
+/// waiters, one per free slot (`wake_waiters`), so that only their clients
+/// try, not every waiter of every client, and every node tells them,
+/// whichever one they hear. Returns 0 if the slot was not ours, 1 if
 /// deleted, 2 if deleted while a live waiter waits (as
 /// [`RELEASE_TELLING_WAITERS`]). Always delivered, like a release.
 pub(crate) static SEMAPHORE_RELEASE: Lua = Lua::cleanup(concat!(
     r#"redis.replicate_commands()
 local Q, L = KEYS[1], KEYS[2]
 local k = tonumber(ARGV[2]) + 2
-if redis.call("GET", KEYS[k]) ~= ARGV[1] then
+local held = redis.call("GET", KEYS[k])
+if held and held ~= ARGV[1] then
   return 0
 end
-redis.call("DEL", KEYS[k])
+if held then
+  redis.call("DEL", KEYS[k])
+end
 "#,
     wake_waiters!(),
-    r#"if wake(ARGV[3], "") > 0 then
+    r#"local named = wake(ARGV[3], "")
+if not held then
+  return 0
+end
+if named > 0 then
   return 2
 end
 return 1"#
@@ -604,7 +614,7 @@ mod tests {
             c,
             &["ZADD", "l", "1", "a", "+inf", "b", "+inf", "c", "+inf", "d"],
         );
-        assert_eq!(release(c, 2), 0, "slot 2 is not ours");
+        assert_eq!(release(c, 2), 0, "slot 2 is another's: nothing freed");
         assert_eq!(release(c, 1), 2, "deleted while others wait");
         let said = |sub: &mut redis::PubSub<'_>| -> String {
             sub.get_message()
@@ -613,6 +623,8 @@ mod tests {
                 .expect("text")
         };
         assert_eq!(said(&mut sub), "b", "one slot free: the first live waiter");
+        assert_eq!(release(c, 1), 0, "gone already: not ours to delete");
+        assert_eq!(said(&mut sub), "b", "but free here: named all the same");
         run(c, &["DEL", "s2"]);
         run(c, &["SET", "s1", "v"]);
         assert_eq!(release(c, 1), 2);

@@ -254,23 +254,30 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
     let c = Cluster::start(3);
     let line = "redquorum:semaphore:{rejoin}:rejoin";
     let slot = "redquorum:permit:{rejoin}:rejoin:0";
-    // Another holds the slot on nodes 0 and 1, and it is free on node 2:
-    // the waiter takes it there (and leaves the list there), loses, and
-    // undoes it.
-    for n in 0..2 {
-        c.nodes[n].set(slot, "theirs", ms(10_000));
-    }
+    // Another holds the slot on nodes 0 and 1, and it is free on node 2
+    // (which lost it): the waiter takes it there (and leaves the list
+    // there), loses, and undoes it.
+    let other = client(&c).semaphore("rejoin", 1).unwrap();
+    let theirs = other.try_acquire(ms(10_000)).await.unwrap();
+    assert!(wait_until(Duration::from_secs(3), || c.set_on(slot) == 3).await);
+    let _: () = redis::cmd("DEL")
+        .arg(slot)
+        .query(&mut c.nodes[2].conn())
+        .unwrap();
     // Its sleeps are longer than the test: only the undo can put it back.
     let waiter = c.builder().wait_cap(ms(10_000)).build().unwrap();
     let sem = waiter.semaphore("rejoin", 1).unwrap();
     let task = tokio::spawn(async move { sem.acquire_timeout(ms(5_000), ms(8_000)).await });
     let listed = |n: usize| c.nodes[n].waiters(line) == 1;
+    // (It may try more than once: wait until an undo was the last word.)
+    let undone = || c.nodes[2].get(slot).is_none();
     assert!(
         wait_until(Duration::from_secs(3), || listed(0)
             && listed(1)
-            && listed(2))
+            && listed(2)
+            && undone())
         .await,
-        "listed on every node, also where it took the slot and lost"
+        "listed on every node, also where it took the slot and lost, and its slot there undone"
     );
     let score = |n: usize| -> Option<String> {
         redis::cmd("ZRANGE")
@@ -284,15 +291,9 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
             .cloned()
     };
     assert_eq!(score(2), score(0), "with its first ticket");
-    assert!(c.nodes[2].get(slot).is_none(), "its slot there undone");
-    // The other releases (a plain delete): the waiter is told and takes it.
+    // The other releases: every node names the waiter, which takes it.
     let started = std::time::Instant::now();
-    for n in 0..2 {
-        let _: () = redis::cmd("DEL")
-            .arg(slot)
-            .query(&mut c.nodes[n].conn())
-            .unwrap();
-    }
+    theirs.release().await.unwrap();
     let permit = task.await.unwrap().unwrap();
     assert!(started.elapsed() < ms(1_000), "{:?}", started.elapsed());
     permit.release().await.unwrap();
@@ -344,9 +345,21 @@ async fn held_by_a(c: &Cluster, name: &str) -> (redquorum::Permit, Redlock, redq
         .try_acquire(ms(10_000))
         .await
         .unwrap();
+    held_everywhere(c, name).await;
     let b = c.builder().wait_cap(ms(10_000)).build().unwrap();
     let sem_b = b.semaphore(name, 1).unwrap();
     (held, b, sem_b)
+}
+
+/// Waits until the one slot of semaphore `name` is set on every node (a
+/// won permit's slower nodes are set in the background), so that a waiter
+/// started now finds it held everywhere.
+async fn held_everywhere(c: &Cluster, name: &str) {
+    let slot = format!("redquorum:permit:{{{name}}}:{name}:0");
+    assert!(
+        wait_until(ms(3000), || c.set_on(&slot) == c.nodes.len()).await,
+        "the permit is held on every node"
+    );
 }
 
 /// As [`held_by_a`], with b waiting (up to 8 s) for the permit: returns
@@ -808,7 +821,7 @@ async fn a_waiter_hears_the_channel_again_after_its_connection_is_cut() {
     let line = "redquorum:semaphore:{cut}:cut";
     let (held, _b, waiter) = b_waits_on_every_node(&c, "cut", || subscribers(&c, line) == 1).await;
     let cut: usize = c.nodes.iter().map(|n| n.kill_tracking_clients()).sum();
-    assert_eq!(cut, 1, "b's notification connection, the only one");
+    assert!(cut >= 1, "b's notification connections");
     assert!(
         wait_until(ms(3000), || subscribers(&c, line) == 1).await,
         "b hears the channel again"
@@ -852,11 +865,12 @@ async fn a_waiter_refused_the_channel_is_woken_through_the_slots() {
         .unwrap();
     let held = a.semaphore("denied", 1).unwrap();
     let held = held.try_acquire(ms(10_000)).await.unwrap();
+    held_everywhere(&c, "denied").await;
     let sem_b = b.semaphore("denied", 1).unwrap();
     let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
     let line = "redquorum:semaphore:{denied}:denied";
     assert!(
-        wait_until(ms(3000), || c.waiting_on(line) == 3 && listening(&c).1 == 1).await,
+        wait_until(ms(3000), || c.waiting_on(line) == 3 && listening(&c).1 >= 1).await,
         "b waits, with a notification connection"
     );
     let permit = handed_over(held, waiter).await;

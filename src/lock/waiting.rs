@@ -19,7 +19,7 @@ use crate::lock::redlock::Redlock;
 use crate::quorum::tally::node_bit;
 use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
-use crate::wait::plan::Seen;
+use crate::wait::plan::{split, Seen};
 use crate::wait::queue::Signal;
 use crate::wait::Listen;
 
@@ -126,7 +126,12 @@ impl Redlock {
             let behind = seen.iter().filter(|s| **s == Seen::Ahead).count();
             signal.set_behind(behind >= self.quorum());
             debug!(error = %error, "lock attempt failed; waiting");
-            if error.is_contended() {
+            // A semaphore's split that failed for want of nodes (with a
+            // minority down, one refusal is enough) is contention all the
+            // same: a release on its way; the slots are read where it is
+            // still to land (`arm_news`), and their news ends the sleep.
+            let split = what.channel().is_some() && split(&seen);
+            if error.is_contended() || split {
                 self.sleep_for_news(what, signal, &seen, patience.until)
                     .await;
                 waited = true;
@@ -185,12 +190,13 @@ impl Redlock {
         let ear = |channel| waiting.ear((line, channel), seen, healthy);
         if let Some((channel, node)) = what.channel().and_then(|c| Some((c, ear(c)?))) {
             // Named wake-ups: hear the channel on one node; and after a
-            // split, read the slots on a node that had none free, where a
-            // release may still be on its way.
+            // split, or after a message named us and we were refused, read
+            // the slots on a node that had none free, where a release may
+            // still be on its way.
             let seen_there = seen.get(node).copied().unwrap_or(Seen::Unknown);
             let heard = (channel, node);
             waiting.hear(heard, what.watched(), signal, (round, seen_there));
-            if let Some(held) = waiting.split_ear(line, seen) {
+            if let Some(held) = waiting.split_ear(line, seen, signal.take_named()) {
                 for key in what.watched() {
                     waiting.arm(key, node_bit(held), signal, round);
                 }

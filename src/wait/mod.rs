@@ -35,7 +35,7 @@ use crate::quorum::tally::{node_bit, NodeSet};
 use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
 use crate::wait::named::names;
-use crate::wait::plan::{next_try, Seen};
+use crate::wait::plan::{next_try, split, Seen};
 use crate::wait::queue::{Queues, Signal};
 
 /// How this client waits.
@@ -209,14 +209,16 @@ impl Waiting {
             .or_else(|| self.order(line).find(|&i| well(i) && answered(i)))
     }
 
-    /// After an attempt that took a slot on some nodes and found every slot
-    /// held on others (`seen`), the first of those others (in the order of
-    /// [`Waiting::listener`]) whose notification connection is usable: a
-    /// release still on its way there frees a slot that no message tells
-    /// of, so its slots are read there (and tracked).
-    pub(crate) fn split_ear(&self, line: &str, seen: &[Seen]) -> Option<usize> {
+    /// After a failed attempt that took a slot on some nodes, or that
+    /// followed a message naming us (`named`), and found every slot held on
+    /// other nodes (`seen`): the first of those others (in the order of
+    /// [`Waiting::listener`]) whose notification connection is usable. A
+    /// release still on its way there frees a slot that no message we hear
+    /// tells of (the node we hear had it first), so its slots are read
+    /// there (and tracked).
+    pub(crate) fn split_ear(&self, line: &str, seen: &[Seen], named: bool) -> Option<usize> {
         let held = |s: &Seen| matches!(s, Seen::Held | Seen::Expires(_));
-        if !seen.contains(&Seen::Free) {
+        if !named && !split(seen) {
             return None;
         }
         self.order(line)
@@ -361,16 +363,21 @@ mod tests {
         let w = waiting(4);
         let later = Instant::now() + Duration::from_secs(1);
         let split = [Seen::Free, Seen::Expires(later), Seen::Unknown, Seen::Held];
-        let held = w.split_ear("line", &split);
+        let held = w.split_ear("line", &split, false);
         assert!(matches!(held, Some(1 | 3)), "{held:?}");
         let refused = [Seen::Ahead, Seen::Expires(later), Seen::Unknown, Seen::Held];
-        assert_eq!(
-            w.split_ear("line", &refused),
-            None,
-            "no slot taken: no split"
+        assert_eq!(w.split_ear("line", &refused, false), None, "no slot taken");
+        let named = w.split_ear("line", &refused, true);
+        assert!(
+            matches!(named, Some(1 | 3)),
+            "named, and refused: {named:?}"
         );
         let taken = [Seen::Free, Seen::Free, Seen::Ahead, Seen::Unknown];
-        assert_eq!(w.split_ear("line", &taken), None, "no node held every slot");
+        assert_eq!(
+            w.split_ear("line", &taken, true),
+            None,
+            "no node held every slot"
+        );
     }
 
     #[test]

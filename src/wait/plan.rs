@@ -30,6 +30,15 @@ impl Seen {
     }
 }
 
+/// Whether an attempt split: it took the lock (or a slot) on some nodes and
+/// found it held on others, so a release may still be on its way to those.
+pub(crate) fn split(seen: &[Seen]) -> bool {
+    seen.contains(&Seen::Free)
+        && seen
+            .iter()
+            .any(|s| matches!(s, Seen::Held | Seen::Expires(_)))
+}
+
 /// The earliest instant a quorum of nodes may have the lock free: now if
 /// `quorum` nodes are free or brought news (`news`: they reported a change,
 /// or a later read found no key), else the instant the last of the earliest

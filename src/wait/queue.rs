@@ -43,6 +43,8 @@ pub(crate) struct Signal {
     /// The line's last front waiter had to wait for news before it won:
     /// the next one waits for news too before its first attempt.
     crowded: AtomicBool,
+    /// A node named one of our waiters (see [`Signal::node_named`]).
+    named: AtomicBool,
 }
 
 impl Signal {
@@ -95,6 +97,18 @@ impl Signal {
     fn node_changed(&self, node: usize) {
         self.dirty.fetch_or(node_bit(node), Ordering::AcqRel);
         self.notify.notify_one();
+    }
+
+    /// Node `node` named one of our waiters (a release let it in): news,
+    /// and remembered until [`Signal::take_named`] (a reset keeps it).
+    fn node_named(&self, node: usize) {
+        self.named.store(true, Ordering::Release);
+        self.node_changed(node);
+    }
+
+    /// Whether a node named one of our waiters since the last call.
+    pub(crate) fn take_named(&self) -> bool {
+        self.named.swap(false, Ordering::AcqRel)
     }
 
     /// Whether the front waiter's last attempt found someone ahead of it
@@ -199,6 +213,7 @@ impl Queues {
     /// the line its channel routes to (the caller checked that it names
     /// one of ours), everything to every line and observer.
     pub(crate) fn invalidated(&self, node: usize, what: Heard<'_>) {
+        let named = matches!(what, Heard::Message { .. });
         let names: Option<Vec<&[u8]>> = match what {
             Heard::Keys(keys) => Some(keys.iter().map(Vec::as_slice).collect()),
             Heard::Message { channel, .. } => Some(vec![channel]),
@@ -214,8 +229,10 @@ impl Queues {
                             .get(k)
                             .or_else(|| routes.get(k).and_then(|l| lines.get(l)))
                     });
-                    if let Some(line) = line {
-                        line.signal.node_changed(node);
+                    match line {
+                        Some(line) if named => line.signal.node_named(node),
+                        Some(line) => line.signal.node_changed(node),
+                        None => {}
                     }
                 }
             }
