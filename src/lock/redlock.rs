@@ -256,10 +256,10 @@ impl Redlock {
         permit: Option<(&SlotKeys, usize)>,
     ) -> Tally {
         let queues = &self.waiting().queues;
-        let ask = contended || self.config().strict_fifo || queues.is_contended(line);
+        let ask = || contended || self.config().strict_fifo || queues.is_contended(line);
         let req = match permit {
             Some((keys, slot)) => keys.release_request(slot, value),
-            None if ask => telling_release_request(&self.config().key_prefix, key, value, line),
+            None if ask() => telling_release_request(&self.config().key_prefix, key, value, line),
             None => release_request(key, value),
         };
         let nodes = self.nodes();

@@ -214,54 +214,42 @@ impl Queues {
     /// one of ours), everything to every line and observer.
     pub(crate) fn invalidated(&self, node: usize, what: Heard<'_>) {
         let named = matches!(what, Heard::Message { .. });
-        let names: Option<Vec<&[u8]>> = match what {
-            Heard::Keys(keys) => Some(keys.iter().map(Vec::as_slice).collect()),
-            Heard::Message { channel, .. } => Some(vec![channel]),
-            Heard::All => None,
-        };
         let lines = lock(&self.lines);
-        match &names {
-            Some(names) => {
-                let routes = lock(&self.routes);
-                for name in names {
-                    let line = std::str::from_utf8(name).ok().and_then(|k| {
-                        lines
-                            .get(k)
-                            .or_else(|| routes.get(k).and_then(|l| lines.get(l)))
-                    });
-                    match line {
-                        Some(line) if named => line.signal.node_named(node),
-                        Some(line) => line.signal.node_changed(node),
-                        None => {}
-                    }
-                }
+        let routes = lock(&self.routes);
+        let some = each_name(&what, |name| {
+            let line = std::str::from_utf8(name).ok().and_then(|k| {
+                lines
+                    .get(k)
+                    .or_else(|| routes.get(k).and_then(|l| lines.get(l)))
+            });
+            match line {
+                Some(line) if named => line.signal.node_named(node),
+                Some(line) => line.signal.node_changed(node),
+                None => {}
             }
-            None => {
-                for line in lines.values() {
-                    line.signal.node_changed(node);
-                }
+        });
+        if !some {
+            for line in lines.values() {
+                line.signal.node_changed(node);
             }
         }
+        drop(routes);
         drop(lines);
         let observers = lock(&self.observers);
         if observers.is_empty() {
             return;
         }
-        match &names {
-            Some(names) => {
-                for name in names {
-                    let found = std::str::from_utf8(name)
-                        .ok()
-                        .and_then(|k| observers.get(k));
-                    for (_, signal) in found.into_iter().flatten() {
-                        signal.node_changed(node);
-                    }
-                }
+        let some = each_name(&what, |name| {
+            let found = std::str::from_utf8(name)
+                .ok()
+                .and_then(|k| observers.get(k));
+            for (_, signal) in found.into_iter().flatten() {
+                signal.node_changed(node);
             }
-            None => {
-                for signal in observers.values().flatten() {
-                    signal.1.node_changed(node);
-                }
+        });
+        if !some {
+            for signal in observers.values().flatten() {
+                signal.1.node_changed(node);
             }
         }
     }
@@ -315,6 +303,17 @@ impl Queues {
             .get(key)
             .is_some_and(|until| Instant::now() < *until)
     }
+}
+
+/// Calls `f` with each key or channel `what` names; false when it names
+/// everything (`Heard::All`), without calling `f`.
+fn each_name(what: &Heard<'_>, mut f: impl FnMut(&[u8])) -> bool {
+    match what {
+        Heard::Keys(keys) => keys.iter().for_each(|k| f(k)),
+        Heard::Message { channel, .. } => f(channel),
+        Heard::All => return false,
+    }
+    true
 }
 
 /// An observer's registration (see [`Queues::observe`]); dropping it ends
