@@ -140,11 +140,7 @@ impl Waiting {
             .filter(|w| nodes & node_bit(w.index()) != 0);
         for watch in armed {
             let (watch, key, signal) = (watch.clone(), key.to_owned(), Arc::clone(signal));
-            tokio::spawn(async move {
-                if let Ok(Some(pttl)) = watch.arm(&key).await {
-                    signal.armed(round, watch.index(), pttl);
-                }
-            });
+            tokio::spawn(async move { read_key(&watch, &key, &signal, round).await });
         }
     }
 
@@ -180,9 +176,7 @@ impl Waiting {
                 }
                 Err(_) => {
                     for key in keys {
-                        if let Ok(Some(pttl)) = watch.arm(&key).await {
-                            signal.armed(round, node, pttl);
-                        }
+                        read_key(&watch, &key, &signal, round).await;
                     }
                 }
             }
@@ -310,6 +304,15 @@ impl Waiting {
                 () = tokio::time::sleep_until(at) => return woken,
             }
         }
+    }
+}
+
+/// Reads `key` on `watch` (see [`Watch::arm`]), so that the node tells of
+/// its next change; a read that finds no key is news to `signal` for
+/// `round`.
+async fn read_key(watch: &Watch, key: &str, signal: &Signal, round: u64) {
+    if let Ok(Some(pttl)) = watch.arm(key).await {
+        signal.armed(round, watch.index(), pttl);
     }
 }
 
