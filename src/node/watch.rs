@@ -183,6 +183,8 @@ struct Slot {
     conn: Option<(MultiplexedConnection, u64)>,
     /// After a failed attempt: not before this instant.
     retry_at: Option<Instant>,
+    /// The last attempt failed (cleared when one succeeds).
+    failing: bool,
 }
 
 impl Slot {
@@ -348,14 +350,13 @@ impl Watch {
     /// Stops hearing `channel` on the connection of `generation`, if it is
     /// still the open one.
     async fn forget(&self, channel: String, generation: u64) {
-        let conn = {
+        let mut conn = {
             let slot = self.inner.slot.lock().await;
             match &slot.conn {
                 Some((conn, g)) if *g == generation => conn.clone(),
                 _ => return,
             }
         };
-        let mut conn = conn;
         let unsubscribe = conn.unsubscribe(&channel);
         let _ = tokio::time::timeout(self.inner.read_timeout, unsubscribe).await;
     }
@@ -383,20 +384,33 @@ impl Watch {
             Ok(Ok(conn)) => {
                 slot.conn = Some((conn.clone(), generation));
                 slot.retry_at = None;
+                slot.failing = false;
                 Ok((conn, generation))
             }
             Ok(Err(e)) => {
                 tracing::debug!(node = self.index, error = %e, "no notification connection; waiting with timed retries");
-                slot.retry_at = Some(Instant::now() + RETRY_AFTER);
+                self.failed(&mut slot);
                 Err(e)
             }
             Err(_) => {
-                slot.retry_at = Some(Instant::now() + RETRY_AFTER);
+                self.failed(&mut slot);
                 Err(redis::RedisError::from((
                     redis::ErrorKind::Io,
                     "notification connection timed out",
                 )))
             }
+        }
+    }
+
+    /// A connection attempt failed: the next is not before [`RETRY_AFTER`],
+    /// and the first failure after a success (or of the first attempt) is
+    /// told to the sink as [`Heard::All`], as a lost connection is: whoever
+    /// waited to hear from this node learns it will not (a node that died
+    /// while its connection was being made is news once, not never).
+    fn failed(&self, slot: &mut Slot) {
+        slot.retry_at = Some(Instant::now() + RETRY_AFTER);
+        if !std::mem::replace(&mut slot.failing, true) {
+            (self.inner.sink)(self.index, Heard::All);
         }
     }
 
@@ -485,6 +499,29 @@ fn invalidated_keys(data: &[Value]) -> Option<Vec<Vec<u8>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection that cannot be made is news once: its first failure
+    /// tells the sink "everything", its retries do not.
+    #[tokio::test]
+    async fn a_failed_connection_is_news_once() {
+        use std::sync::atomic::AtomicUsize;
+        let told = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&told);
+        let sink: Sink = Arc::new(move |_, what| {
+            if matches!(what, Heard::All) {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let client = redis::Client::open("redis://127.0.0.1:1").expect("url");
+        let d = Duration::from_millis(500);
+        let watch = Watch::new(0, &client, d, d, sink);
+        assert!(watch.arm("k").await.is_err());
+        assert_eq!(told.load(Ordering::SeqCst), 1, "the first failure is told");
+        assert!(watch.arm("k").await.is_err(), "not retried within a second");
+        watch.inner.slot.lock().await.retry_at = None;
+        assert!(watch.arm("k").await.is_err(), "retried, and failed again");
+        assert_eq!(told.load(Ordering::SeqCst), 1, "told once");
+    }
 
     #[test]
     fn reads_invalidation_pushes() {
