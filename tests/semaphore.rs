@@ -878,3 +878,76 @@ async fn a_waiter_refused_the_channel_is_woken_through_the_slots() {
     assert!(b.stats().woken_by_notification >= 1);
     permit.release().await.unwrap();
 }
+
+/// Which node hears `line`'s channel (for one subscriber in all).
+fn ear_of(c: &Cluster, line: &str) -> Option<usize> {
+    let channel = support::internal_key("wake", line);
+    c.nodes.iter().position(|n| {
+        let reply: (String, usize) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(&mut n.conn())
+            .expect("PUBSUB NUMSUB");
+        reply.1 == 1
+    })
+}
+
+/// The slots a waiter reads after a split (a release that named it had
+/// not reached the other nodes yet) wake it once, for that release; the
+/// tracking those reads leave does not wake the next caller at other
+/// clients' takes and releases (each would be an attempt the nodes
+/// refuse).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_read_after_a_split_wake_a_waiter_once() {
+    let c = Cluster::start(3);
+    let (name, line) = ("once", "redquorum:semaphore:{once}:once");
+    let listed = |k| c.nodes.iter().all(|n| n.waiters(line) == k);
+    let (proxies, far) = c.far_builder(0);
+    let held_a = far.retry_count(0).build().unwrap();
+    let held_a = held_a.semaphore(name, 2).unwrap();
+    let held_a = held_a.try_acquire(ms(10_000)).await.unwrap();
+    let held_c = client(&c).semaphore(name, 2).unwrap();
+    let held_c = held_c.try_acquire(ms(10_000)).await.unwrap();
+    let slots = |i| format!("redquorum:permit:{{{name}}}:{name}:{i}");
+    let both = || (0..2).all(|i| c.set_on(&slots(i)) == 3);
+    assert!(wait_until(ms(3000), both).await, "both permits everywhere");
+    // b1 waits first and hears node `ear`; then d; then b2, b's second.
+    let b = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let sem_b = b.semaphore(name, 2).unwrap();
+    let wait =
+        |s: redquorum::Semaphore| async move { s.acquire_timeout(ms(10_000), ms(8_000)).await };
+    let b1 = tokio::spawn(wait(sem_b.clone()));
+    assert!(wait_until(ms(3000), || listed(1) && subscribers(&c, line) == 1).await);
+    let ear = ear_of(&c, line).expect("b1 hears one node");
+    let d = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let d1 = tokio::spawn(wait(d.semaphore(name, 2).unwrap()));
+    assert!(wait_until(ms(3000), || listed(2)).await, "d is listed");
+    let b2 = tokio::spawn(wait(sem_b.clone()));
+    assert!(wait_until(ms(3000), || listed(3)).await, "b2 is listed");
+    // a's release reaches b1's node at once and the others 300 ms later:
+    // b1's attempt takes a slot there only (a split), and it reads the
+    // slots on one of the others, whose change lets it in.
+    for (i, p) in proxies.iter().enumerate() {
+        if i != ear {
+            p.set_mode(support::ProxyMode::Delay(300));
+        }
+    }
+    let released = tokio::spawn(held_a.release());
+    let b1 = b1.await.unwrap().expect("b1 let in by a's release");
+    released.await.unwrap().unwrap();
+    // c's release lets d in (it names d); the node b1 read tells b of
+    // the change to c's slot too, which must not wake b2.
+    let (woken, news) = (b.stats().woken_by_notification, b.stats().notifications);
+    let d1_permit = handed_over(held_c, d1).await;
+    assert!(
+        wait_until(ms(3000), || b.stats().notifications > news).await,
+        "the node b1 read tells b of the change to c's slot"
+    );
+    assert!(
+        !wait_until(ms(500), || b.stats().woken_by_notification > woken).await,
+        "b2 was woken by a change that was not for it"
+    );
+    let b2 = handed_over(d1_permit, b2).await;
+    b1.release().await.unwrap();
+    b2.release().await.unwrap();
+}

@@ -20,7 +20,7 @@ use crate::quorum::tally::node_bit;
 use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
 use crate::wait::plan::{split, Seen};
-use crate::wait::queue::Signal;
+use crate::wait::queue::{Keys, Signal};
 use crate::wait::Listen;
 
 impl Redlock {
@@ -193,16 +193,21 @@ impl Redlock {
             // split, or after a message named us and we were refused, read
             // the slots on a node that had none free, where a release may
             // still be on its way.
+            // Those reads are news for this round only: the tracking they
+            // leave would wake us again at other waiters' takes.
             let seen_there = seen.get(node).copied().unwrap_or(Seen::Unknown);
+            let held = waiting.split_ear(line, seen, signal.take_named());
+            signal.keys_heard(held.map_or(Keys::Never, |_| Keys::Round(round)));
             let heard = (channel, node);
             waiting.hear(heard, what.watched(), signal, (round, seen_there));
-            if let Some(held) = waiting.split_ear(line, seen, signal.take_named()) {
+            if let Some(held) = held {
                 for key in what.watched() {
                     waiting.arm(key, node_bit(held), signal, round);
                 }
             }
             return;
         }
+        signal.keys_heard(Keys::Always);
         // Every node where one would do but none qualifies.
         let one = match what.listen() {
             Listen::One => waiting.listener(what.line(), seen),

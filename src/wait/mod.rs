@@ -36,7 +36,7 @@ use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
 use crate::wait::named::names;
 use crate::wait::plan::{next_try, split, Seen};
-use crate::wait::queue::{Queues, Signal};
+use crate::wait::queue::{Keys, Queues, Signal};
 
 /// How this client waits.
 #[derive(Debug)]
@@ -175,6 +175,7 @@ impl Waiting {
                     }
                 }
                 Err(_) => {
+                    signal.keys_heard(Keys::Always);
                     for key in keys {
                         read_key(&watch, &key, &signal, round).await;
                     }

@@ -45,7 +45,13 @@ pub(crate) struct Signal {
     crowded: AtomicBool,
     /// A node named one of our waiters (see [`Signal::node_named`]).
     named: AtomicBool,
+    /// Which rounds' key changes are news (see [`Signal::keys_heard`]): 0
+    /// every round's, else only that round's.
+    keys_round: AtomicU64,
 }
+
+/// [`Signal::keys_heard`]'s "no round": rounds never get this far.
+const NO_ROUND: u64 = u64::MAX;
 
 impl Signal {
     /// Forgets the news so far (called right before the lock is read again,
@@ -111,6 +117,31 @@ impl Signal {
         self.named.swap(false, Ordering::AcqRel)
     }
 
+    /// Which changes of the watched keys are news from now on: every
+    /// round's (`Keys::Always`, as for a lock's key), only those of round
+    /// `round` (`Keys::Round`: the keys were read this round and the next
+    /// change is wanted once), or none (`Keys::Never`: a channel names the
+    /// waiters). A key read with tracking stays tracked after the round
+    /// that read it; its later changes (other waiters' takes) would wake
+    /// the waiter for nothing.
+    pub(crate) fn keys_heard(&self, keys: Keys) {
+        let round = match keys {
+            Keys::Always => 0,
+            Keys::Round(round) => round,
+            Keys::Never => NO_ROUND,
+        };
+        self.keys_round.store(round, Ordering::Release);
+    }
+
+    /// Node `node` says a watched key changed: news if this round hears
+    /// keys (see [`Signal::keys_heard`]).
+    fn key_changed(&self, node: usize) {
+        let heard = self.keys_round.load(Ordering::Acquire);
+        if heard == 0 || heard == self.round.load(Ordering::Acquire) {
+            self.node_changed(node);
+        }
+    }
+
     /// Whether the front waiter's last attempt found someone ahead of it
     /// (then this client's releases do not wake it; the nodes' news does).
     pub(crate) fn set_behind(&self, behind: bool) {
@@ -136,6 +167,18 @@ impl Signal {
             self.notify.notify_one();
         }
     }
+}
+
+/// Which changes of a line's watched keys are news (see
+/// [`Signal::keys_heard`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// Every round's.
+    Always,
+    /// Only this round's.
+    Round(u64),
+    /// None.
+    Never,
 }
 
 /// An observer's number and news, as registered under a key.
@@ -224,7 +267,7 @@ impl Queues {
             });
             match line {
                 Some(line) if named => line.signal.node_named(node),
-                Some(line) => line.signal.node_changed(node),
+                Some(line) => line.signal.key_changed(node),
                 None => {}
             }
         });
@@ -475,6 +518,29 @@ mod tests {
         assert!(a.turn(soon()).await);
         a.to_back();
         assert!(a.turn(soon()).await, "alone, a stays at the front");
+    }
+
+    #[tokio::test]
+    async fn key_changes_are_news_in_the_rounds_that_hear_keys() {
+        let q = Queues::default();
+        let a = q.join("line", &["slot".to_owned()]);
+        let slot = [b"slot".to_vec()];
+        let signal = a.signal();
+        let changed = |round: Keys| {
+            signal.reset();
+            signal.keys_heard(round);
+            q.invalidated(1, Heard::Keys(&slot));
+            signal.dirty() != 0
+        };
+        assert!(changed(Keys::Always), "a lock's key: always news");
+        assert!(!changed(Keys::Never), "a channel names the waiters");
+        let round = signal.round() + 1;
+        assert!(changed(Keys::Round(round)), "the round that read the slots");
+        signal.reset();
+        q.invalidated(1, Heard::Keys(&slot));
+        assert_eq!(signal.dirty(), 0, "a later round's: not news");
+        q.invalidated(1, Heard::All);
+        assert_ne!(signal.dirty(), 0, "a lost connection always is");
     }
 
     #[tokio::test]
