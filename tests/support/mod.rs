@@ -71,7 +71,7 @@ fn server_binary() -> String {
 /// A loopback port where something answers, but not in the Redis protocol
 /// (an HTTP server's reply to anything). Serves until the test ends.
 pub fn not_redis() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = listener();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
@@ -102,12 +102,64 @@ pub fn free_port() -> u16 {
 /// `n` different loopback ports that were free a moment ago: each listener
 /// is held until all are bound, so the kernel cannot hand one out twice.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port"))
-        .collect();
+    let held: Vec<TcpListener> = (0..n).map(|_| listener()).collect();
     held.iter()
         .map(|l| l.local_addr().expect("a bound address").port())
         .collect()
+}
+
+/// A listener on a free loopback port that no test's killed node may come
+/// back on (see [`Claimed`]).
+fn listener() -> TcpListener {
+    let mut skipped = Vec::new();
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
+        let port = l.local_addr().expect("a bound address").port();
+        if !Claimed::is(port) {
+            return l;
+        }
+        // Held until we return, so the kernel offers another.
+        skipped.push(l);
+    }
+}
+
+/// The ports of nodes a test killed or stopped and still owns, marked by a
+/// file per port in a folder every test process shares. Without it the
+/// kernel may hand a dead node's port to another test's new node (or
+/// proxy), and clients of the dead node would talk to that one instead: a
+/// "node down" that answers.
+struct Claimed;
+
+impl Claimed {
+    /// Marks older than this are left by a test process that died.
+    const STALE: Duration = Duration::from_secs(600);
+
+    fn path(port: u16) -> PathBuf {
+        std::env::temp_dir()
+            .join("redquorum-test-ports")
+            .join(port.to_string())
+    }
+
+    /// Marks `port` as owned by a node that is down.
+    fn mark(port: u16) {
+        let path = Self::path(port);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&path, std::process::id().to_string());
+    }
+
+    /// The node of `port` is gone for good.
+    fn clear(port: u16) {
+        let _ = std::fs::remove_file(Self::path(port));
+    }
+
+    /// Whether a recent mark claims `port`.
+    fn is(port: u16) -> bool {
+        std::fs::metadata(Self::path(port))
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|age| age < Self::STALE))
+    }
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -257,6 +309,7 @@ impl RedisNode {
     /// Graceful stop (SIGTERM), waiting for exit.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            Claimed::mark(self.port);
             if self.paused {
                 signal(c.id(), "-CONT");
             }
@@ -269,6 +322,7 @@ impl RedisNode {
     /// kill -9, waiting for exit.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
+            Claimed::mark(self.port);
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -446,6 +500,7 @@ impl RedisNode {
 impl Drop for RedisNode {
     fn drop(&mut self) {
         self.kill();
+        Claimed::clear(self.port);
     }
 }
 
@@ -642,7 +697,7 @@ pub struct Proxy {
 impl Proxy {
     /// Starts a proxy to `127.0.0.1:target`.
     pub fn start(target: u16) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let listener = listener();
         let port = listener.local_addr().expect("proxy addr").port();
         let mode = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
