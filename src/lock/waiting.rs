@@ -192,9 +192,9 @@ impl Redlock {
             // Named wake-ups: hear the channel on one node; and after a
             // split, or after a message named us and we were refused, read
             // the slots on a node that had none free, where a release may
-            // still be on its way.
-            // Those reads are news for this round only: the tracking they
-            // leave would wake us again at other waiters' takes.
+            // still be on its way. Those reads are news for this round
+            // only: the tracking they leave would wake us again at other
+            // waiters' takes.
             let seen_there = seen.get(node).copied().unwrap_or(Seen::Unknown);
             let held = waiting.split_ear(line, seen, signal.take_named());
             signal.keys_heard(held.map_or(Keys::Never, |_| Keys::Round(round)));
