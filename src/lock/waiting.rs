@@ -188,7 +188,7 @@ impl Redlock {
         let line = what.line();
         let healthy = self.nodes().healthy();
         let ear = |channel| waiting.ear((line, channel), seen, healthy);
-        if let Some((channel, node)) = what.channel().and_then(|c| Some((c, ear(c)?))) {
+        let nodes = if let Some((channel, node)) = what.channel().and_then(|c| Some((c, ear(c)?))) {
             // Named wake-ups: hear the channel on one node; and after a
             // split, or after a message named us and we were refused, read
             // the slots on a node that had none free, where a release may
@@ -200,20 +200,17 @@ impl Redlock {
             signal.keys_heard(held.map_or(Keys::Never, |_| Keys::Round(round)));
             let heard = (channel, node);
             waiting.hear(heard, what.watched(), signal, (round, seen_there));
-            if let Some(held) = held {
-                for key in what.watched() {
-                    waiting.arm(key, node_bit(held), signal, round);
-                }
-            }
-            return;
-        }
-        signal.keys_heard(Keys::Always);
-        // Every node where one would do but none qualifies.
-        let one = match what.listen() {
-            Listen::One => waiting.listener(what.line(), seen),
-            Listen::Quorum => None,
+            let Some(held) = held else { return };
+            node_bit(held)
+        } else {
+            signal.keys_heard(Keys::Always);
+            // Every node where one would do but none qualifies.
+            let one = match what.listen() {
+                Listen::One => waiting.listener(what.line(), seen),
+                Listen::Quorum => None,
+            };
+            one.map_or(self.nodes().all(), node_bit)
         };
-        let nodes = one.map_or(self.nodes().all(), node_bit);
         for key in what.watched() {
             waiting.arm(key, nodes, signal, round);
         }

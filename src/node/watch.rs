@@ -21,6 +21,7 @@
 //! while and a message comes.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -271,14 +272,7 @@ impl Watch {
         }
         let mut cmd = redis::cmd("PTTL");
         cmd.arg(key);
-        let read = cmd.query_async::<i64>(&mut conn);
-        let result = match tokio::time::timeout(self.inner.read_timeout, read).await {
-            Ok(result) => result,
-            Err(_) => Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "notification connection did not answer in time",
-            ))),
-        };
+        let result = self.answered(cmd.query_async::<i64>(&mut conn)).await;
         if result.is_err() {
             self.inner.unmark(Some(&[key.as_bytes().to_vec()]));
         }
@@ -330,14 +324,7 @@ impl Watch {
                 return Ok(false);
             }
         }
-        let subscribe = conn.subscribe(channel);
-        let result = match tokio::time::timeout(self.inner.read_timeout, subscribe).await {
-            Ok(result) => result,
-            Err(_) => Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "notification connection did not answer in time",
-            ))),
-        };
+        let result = self.answered(conn.subscribe(channel)).await;
         if let Err(e) = &result {
             let mut channels = self.inner.channels();
             let channels = channels.of(generation);
@@ -345,6 +332,18 @@ impl Watch {
             channels.refused |= crate::error::is_denied(e);
         }
         result.map(|()| true)
+    }
+
+    /// `request`'s reply, or an error if it takes longer than the read
+    /// timeout.
+    async fn answered<T>(&self, request: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
+        match tokio::time::timeout(self.inner.read_timeout, request).await {
+            Ok(result) => result,
+            Err(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "notification connection did not answer in time",
+            ))),
+        }
     }
 
     /// Stops hearing `channel` on the connection of `generation`, if it is
