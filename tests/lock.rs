@@ -852,11 +852,7 @@ async fn tls_urls_never_panic() {
     let c = Cluster::start(3);
     // rediss:// against plain-text nodes: a typed error either way, whether
     // this build has TLS (handshake fails at lock time) or not (bad URL).
-    let urls: Vec<String> = c
-        .nodes
-        .iter()
-        .map(|n| format!("rediss://127.0.0.1:{}", n.port))
-        .collect();
+    let urls = c.urls_as("rediss://");
     let built = Redlock::builder()
         .nodes(&urls)
         .node_timeout(ms(300))

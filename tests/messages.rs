@@ -77,11 +77,7 @@ async fn an_acl_that_refuses_a_command_names_what_is_needed() {
             .query(&mut conn)
             .unwrap();
     }
-    let urls: Vec<String> = c
-        .nodes
-        .iter()
-        .map(|n| format!("redis://app:app-pw@127.0.0.1:{}", n.port))
-        .collect();
+    let urls = c.urls_as("redis://app:app-pw@");
     // The plain lock needs no ZADD; waiting for a held one does.
     let holder = c.redlock();
     let held = holder.try_lock("acl", ms(30_000)).await.unwrap();
@@ -212,11 +208,7 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         }
         let _: () = cmd.query(&mut conn).unwrap();
     }
-    let urls: Vec<String> = c
-        .nodes
-        .iter()
-        .map(|n| format!("redis://app:app-pw@127.0.0.1:{}", n.port))
-        .collect();
+    let urls = c.urls_as("redis://app:app-pw@");
     let a = Redlock::builder().nodes(&urls).build().unwrap();
     let b = Redlock::builder()
         .nodes(&urls)

@@ -848,11 +848,7 @@ async fn a_waiter_refused_the_channel_is_woken_through_the_slots() {
         ];
         let _: () = redis::cmd("ACL").arg(&acl).query(&mut n.conn()).unwrap();
     }
-    let urls: Vec<String> = c
-        .nodes
-        .iter()
-        .map(|n| format!("redis://nochan:pw@127.0.0.1:{}", n.port))
-        .collect();
+    let urls = c.urls_as("redis://nochan:pw@");
     let a = Redlock::builder()
         .nodes(&urls)
         .retry_count(0)

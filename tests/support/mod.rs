@@ -561,6 +561,15 @@ impl Cluster {
         self.nodes.iter().map(RedisNode::url).collect()
     }
 
+    /// Every node's URL as `<start>127.0.0.1:<port>`, with the scheme and
+    /// any credentials in `start` (`"redis://user:pw@"`).
+    pub fn urls_as(&self, start: &str) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("{start}127.0.0.1:{}", n.port))
+            .collect()
+    }
+
     /// A builder pointed at every node, with test-friendly retry settings.
     pub fn builder(&self) -> redquorum::RedlockBuilder {
         redquorum::Redlock::builder().nodes(self.urls())
