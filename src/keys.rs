@@ -68,12 +68,6 @@ impl Kind {
     }
 }
 
-/// Our marker key on each node (see [`crate::node::amnesia`]): its absence,
-/// or another process's name in it, tells a node that may have lost data.
-pub(crate) fn marker(prefix: &str) -> String {
-    format!("{prefix}{RESERVED}node")
-}
-
 /// Refuses resource names in the reserved namespace.
 pub(crate) fn check_resource(resource: &str) -> Result<()> {
     if resource.starts_with(RESERVED) {

@@ -74,14 +74,17 @@
 //!   remaining validity between checking and acting can act after its lock
 //!   expired. Check [`Lock::ensure_valid`] right before a guarded write and,
 //!   where the storage can check it, pass the fencing token.
-//! * **Nodes that lose data.** Each new connection to a node checks
-//!   whether it may have lost writes (restart without durable persistence,
-//!   another process in its place, our marker gone). Such a node does not
-//!   count toward lock quorums for
+//! * **Nodes that lose data.** Each new connection to a node checks, from
+//!   evidence on the node and never from its persistence settings, whether
+//!   it may have lost writes: our marker naming its process proves it did
+//!   not; a restart (any restart: a replay looks like an old backup), a
+//!   promoted replica, a flush or an eviction, or our marker gone say it
+//!   may have. Such a node does not count toward lock quorums for
 //!   [`restart_quarantine`](RedlockBuilder::restart_quarantine) (default
-//!   60 s, also the longest TTL accepted), and its counter records count
-//!   only once repaired; see [`NodeTrust`]. A node new to us is quarantined
-//!   too unless it runs `appendonly yes` with `appendfsync always`.
+//!   60 s, also the longest TTL accepted) from that moment, and its counter
+//!   records count only once repaired; see [`NodeTrust`]. Nodes just
+//!   started empty are quarantined too, unless declared new once with
+//!   [`Redlock::init_new_nodes`] (`redquorum init`).
 //! * **Independence.** Point it at independent masters, not at one
 //!   replicated deployment; for members that fail over, see
 //!   [`amnesia_tolerance`](RedlockBuilder::amnesia_tolerance).
@@ -137,8 +140,10 @@
 //                       `metrics`).
 //   telemetry/mod.rs    Telemetry: the hooks every layer calls at its events.
 // 2 node/request.rs     A command, encoded once per round.
-//   node/amnesia.rs     Whether a node may have lost writes, learnt on each
-//                       new connection; the quarantine rule.
+//   node/evidence.rs    What a node shows of its own history (INFO, our
+//                       marker), read when a connection is made.
+//   node/amnesia.rs     The table that decides from it whether a node may
+//                       have lost writes, and the quarantine that follows.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
 //   node/open.rs        Opens one connection to a node and checks it for
@@ -178,7 +183,7 @@
 //                       fenced acquisition.
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
 //   lock/mod.rs         The lock module's map.
-//   trust.rs            NodeTrust: what the connection checks found.
+//   trust.rs            NodeTrust: what the connection checks found; init_new_nodes.
 // 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
 //   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
 //   semaphore/attempt.rs One attempt at a permit (a free slot per node,
@@ -251,7 +256,7 @@ pub use serial::number::{Serial, MAX_PREFIX_LEN};
 pub use serial::period::ResetPeriod;
 pub use telemetry::stats::{NodeStats, Stats};
 pub use telemetry::ClassFn;
-pub use trust::NodeTrust;
+pub use trust::{NodeInit, NodeTrust};
 
 /// Registers the description and unit of every metric this crate records
 /// with the installed `metrics` recorder; call it once, after installing

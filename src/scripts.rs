@@ -1,4 +1,5 @@
-//! The Lua scripts, each run atomically on one node.
+//! The Lua scripts, each run atomically on one node (the operator's `INIT_NEW`
+//! lives beside its caller, in `trust.rs`).
 //!
 //! The lock scripts are the ones every Redlock client uses (redsync,
 //! node-redlock, redlock-py), so their keys interoperate with ours.
@@ -21,7 +22,7 @@ pub(crate) struct Lua {
 
 impl Lua {
     /// Wraps a script.
-    const fn new(src: &'static str) -> Self {
+    pub(crate) const fn new(src: &'static str) -> Self {
         Self {
             src,
             cleanup: false,
@@ -522,6 +523,7 @@ mod tests {
             &super::SEMAPHORE_RELEASE,
             &super::LEADER_PUBLISH,
             &super::LEADER_READ,
+            &crate::trust::INIT_NEW,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

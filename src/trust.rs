@@ -1,12 +1,16 @@
 //! What the connection checks found about each node: trusted, in
 //! quarantine (and until when, and why), or suspect for the counter. For
-//! `redquorum status` and for operators' own checks.
+//! `redquorum status` and for operators' own checks; and the operator's
+//! word that nodes are new (`redquorum init`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::lock::redlock::Redlock;
+use crate::node::evidence::MARKER_KEY;
 use crate::node::request::Request;
+use crate::quorum::tally::node_bit;
+use crate::scripts::Lua;
 
 /// One node's standing with this client (see
 /// [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine)).
@@ -35,6 +39,45 @@ pub enum NodeTrust {
         /// Why it may have lost writes.
         cause: &'static str,
     },
+}
+
+/// Declares a node new (`redquorum init`): writes our marker for the
+/// process the client probed, with no loss, only if that process still
+/// runs and holds nothing but, at most, a marker that a client's first
+/// probe wrote there finding no other evidence (`why` = `unmarked`): a
+/// node in use is never declared new. KEYS: marker. ARGV: run id, damage
+/// count, replication id. Returns `new`, `marked`, `not-empty` or
+/// `restarted`.
+pub(crate) static INIT_NEW: Lua = Lua::new(
+    r#"if not string.find(redis.call("INFO", "server"), "run_id:" .. ARGV[1], 1, true) then
+  return "restarted"
+end
+local m = redis.call("HMGET", KEYS[1], "run", "why")
+local keys = 0
+if m[1] then
+  if m[1] ~= ARGV[1] or m[2] ~= "unmarked" then return "marked" end
+  keys = 1
+end
+if redis.call("DBSIZE") ~= keys then return "not-empty" end
+redis.call("HSET", KEYS[1], "run", ARGV[1], "loss", "-", "seen", ARGV[2], "repl", ARGV[3],
+  "why", "declared new")
+return "new""#,
+);
+
+/// What [`Redlock::init_new_nodes`] did on one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeInit {
+    /// Declared new: our marker now names its process, and it counts
+    /// toward every quorum at once.
+    Declared,
+    /// Carries our marker already: a node in use, left as it is.
+    InUse,
+    /// Holds keys: not a new node, left as it is.
+    NotEmpty,
+    /// Did not answer, restarted meanwhile, or the connection check is off
+    /// (a restart quarantine of zero): nothing done.
+    NotReached,
 }
 
 impl Redlock {
@@ -66,5 +109,57 @@ impl Redlock {
                 }
             })
             .collect()
+    }
+
+    /// Declares nodes new, as an operator does once for a deployment whose
+    /// nodes were just started empty (`redquorum init`). A node that
+    /// started recently with none of our marks looks exactly like one whose
+    /// data directory was wiped, so the client keeps it out of lock
+    /// quorums for the restart quarantine (and suspect for counters) unless
+    /// told otherwise. Each node that answers, carries no marker of ours
+    /// and holds no key at all is marked as having lost nothing; nodes in
+    /// use are never touched. Returns what was done, in configured order.
+    ///
+    /// Never run it on nodes that may have held locks: declaring a wiped
+    /// node new lets a lock it forgot be taken twice.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> redquorum::Result<()> {
+    /// let redlock = redquorum::Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// for (i, done) in redlock.init_new_nodes().await.iter().enumerate() {
+    ///     println!("node {i}: {done:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn init_new_nodes(&self) -> Vec<NodeInit> {
+        // Runs the connection checks where no connection is open yet.
+        let _ = self.node_trust().await;
+        let nodes = self.nodes();
+        let declare = nodes.nodes.iter().enumerate().map(|(i, node)| async move {
+            let Some(probe) = node.trust().last else {
+                return NodeInit::NotReached;
+            };
+            let req: Arc<Request> = Request::script(&INIT_NEW, |cmd| {
+                cmd.arg(1)
+                    .arg(MARKER_KEY)
+                    .arg(&probe.run_id)
+                    .arg(probe.damage.unwrap_or(0))
+                    .arg(&probe.replid);
+            });
+            let mut fan = nodes.fanout(&req, node_bit(i));
+            let reply = fan.next().await.and_then(|(_, r)| r.ok());
+            match reply.and_then(|v| redis::from_redis_value::<String>(v).ok()).as_deref() {
+                Some("new") => {
+                    node.declared_new(&probe.run_id);
+                    NodeInit::Declared
+                }
+                Some("marked") => NodeInit::InUse,
+                Some("not-empty") => NodeInit::NotEmpty,
+                _ => NodeInit::NotReached,
+            }
+        });
+        futures::future::join_all(declare).await
     }
 }

@@ -312,13 +312,13 @@ fn serial_next_prints_one_per_line() {
 
 #[test]
 fn status_reports_nodes_and_quorum() {
-    let mut c = Cluster::start_with(3, Persistence::None);
+    let mut c = Cluster::start_undeclared(3, Persistence::None);
     let o = run(cli(&c).arg("status"));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(code(&o), 0, "{out}");
     assert!(out.contains("quorum: OK (3 of 3 reachable"), "{out}");
-    // Nodes just started without durable persistence may be ones that lost
-    // their data: quarantined, and status says so.
+    // Nodes just started and not declared new may be ones that lost their
+    // data: quarantined, and status says so.
     assert_eq!(out.matches("QUARANTINED for").count(), 3, "{out}");
     assert!(
         out.contains("lock votes: UNAVAILABLE (0 of 3 nodes count"),

@@ -309,7 +309,6 @@ impl RedlockBuilder {
         }
         let needed = quorum_with(clients.len(), self.amnesia_tolerance)?;
         let amnesia = (!c.restart_quarantine.is_zero()).then(|| AmnesiaCheck {
-            marker_key: crate::keys::marker(&c.key_prefix),
             quarantine_secs: c.restart_quarantine.as_secs()
                 + u64::from(c.restart_quarantine.subsec_nanos() > 0),
         });

@@ -1,34 +1,50 @@
-//! Whether a node may have lost writes we were told it made, learnt each
-//! time a connection to it is made (a restart always breaks connections),
-//! and the rule that keeps such a node from counting for a while.
+//! Whether a node may have lost writes we were told it made, decided from
+//! evidence (see [`evidence`](super::evidence) for what a connection's
+//! probe reads), and the rule that keeps such a node from counting for a
+//! while.
 //!
-//! Signals, all read in one pipeline right after connecting, before any
-//! request of ours goes out on the new connection:
+//! Only what the node holds and what it reports about its own history
+//! count, never its persistence settings: `appendfsync always` says what a
+//! node would keep, not that its files survived (a new disk, a container
+//! recreated without its volume, a restored backup). The one thing that
+//! proves a process kept our writes is our marker naming *that process*,
+//! written by a client that found no loss, with no key dropped since.
 //!
-//! * `INFO server`: `run_id` (a new one per process) and
-//!   `uptime_in_seconds` (when the process began, on the node's own clock).
-//! * `CONFIG GET appendonly` and `appendfsync`: only `yes` and `always` keep
-//!   every acknowledged write across a crash. Where `CONFIG` is renamed away
-//!   or not allowed, the node is taken to be not durable.
-//! * A marker hash of ours, with no TTL: `run`, the process we last saw
-//!   there, and `loss`, the uptime second from which it may lack writes
-//!   (`-` for none). A marker written by another process (restart, or a
-//!   replica promoted in its place) or no marker at all says what the
-//!   `INFO` fields cannot; its loss moment lets every client, also one that
-//!   starts later, keep the same quarantine.
+//! The table ([`assess`]; `loss` is the uptime second from which the
+//! process may lack writes, `now` its uptime at the probe):
 //!
-//! The rule ([`assess`]): a node that may lack writes from uptime second
-//! `l` does not count toward a lock quorum until its uptime reaches
-//! `l + quarantine + 1`, by which time every lock it may have forgotten has
-//! expired (no client uses a TTL above the quarantine). The extra second is
-//! the uptime's grain: Redis reports it as the difference of two wall-clock
-//! readings, each cut to a whole second, so it may run up to (not
-//! including) one second ahead of the time that passed. A node started at
-//! x.97 s reports an uptime of 1 at (x+1).02 s, 50 ms later; without the
-//! margin, its quarantine would end almost a second early. For the counter,
-//! time does not heal: such a node is *suspect* for as long as its process
-//! lives, and its replies count for a counter key only once that key's
-//! record there was raised from a quorum of trusted nodes.
+//! | what the probe finds | loss | why |
+//! |---|---|---|
+//! | `INFO` refused | now | nothing about the node can be told |
+//! | something unreadable at our marker's key | now | our evidence was overwritten |
+//! | our marker names this process, but keys were dropped since it was written (damage count grew or was reset), or its replication history changed (a promotion), or the loss it records lies in the future | now | lost at an unknown moment up to now |
+//! | our marker names this process, and this client saw another process there before | start (0) | a restart this client saw: the process may lack what the one before it had |
+//! | our marker names this process, otherwise | as recorded | the marker is the process's history |
+//! | another process's marker, replica promoted | now | it lacks what replication had not copied at an unknown moment |
+//! | another process's marker, keys dropped in this process | now | as above |
+//! | another process's marker, otherwise | start (0) | a restart or a restore: the data it loaded may be older than the process before it (an old backup, a lost disk); a complete replay looks the same |
+//! | no marker, this client saw this process marked | now | our marker was deleted |
+//! | no marker, replica promoted or keys dropped | now | as above |
+//! | no marker, otherwise | start (0) | new to us, or restarted without its data: the two look the same |
+//!
+//! A `loss` makes the node *suspect* for counters for as long as its process
+//! lives (time does not heal a counter: see `counter.rs`), and keeps it out
+//! of lock quorums until its uptime reaches `loss + quarantine + 1`: by
+//! then every lock it may have forgotten has expired (no client uses a TTL
+//! above the quarantine). The extra second is the uptime's grain: Redis
+//! reports it as the difference of two wall-clock readings, each cut to a
+//! whole second, so it may run up to (not including) one second ahead of
+//! the time that passed. A node started at x.97 s reports an uptime of 1 at
+//! (x+1).02 s, 50 ms later; without the margin, its quarantine would end
+//! almost a second early.
+//!
+//! So a node that has run longer than the quarantine with nothing dropped
+//! counts for locks at once, whatever else it lost at its start: a lock it
+//! forgot was taken before that start and has expired. A freshly started
+//! node with none of our marks waits out the quarantine (it may be a node
+//! whose data directory was wiped) unless an operator declares it new
+//! ([`init_new`]). Deleting our marker and then `CONFIG RESETSTAT` after
+//! a `FLUSHALL` erases the evidence: nothing on the node tells that apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -37,53 +53,75 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
-/// What one connection's set-up learnt about the node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Probe {
-    /// The process's `run_id`; empty if `INFO` was refused.
-    pub(crate) run_id: String,
-    /// Whole seconds the process has run (`INFO` truncates).
-    pub(crate) uptime: u64,
-    /// `appendonly yes` with `appendfsync always`; `None` if `CONFIG GET`
-    /// was refused.
-    pub(crate) durable: Option<bool>,
-    /// The marker as found: the process that wrote it, and its loss moment.
-    pub(crate) marker: Option<(String, Option<u64>)>,
-}
+use crate::node::evidence::{self, Marker, Probe};
 
 /// Why a node may lack writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Cause {
-    /// A new process, without durable persistence, whose marker is gone.
-    RestartedEmpty,
-    /// A new process, without durable persistence, that reloaded older data.
-    RestartedNotDurable,
-    /// A long-running process we have not marked before: first use, or its
-    /// data was flushed or a replica took its place.
-    Unmarked,
-    /// A long-running process other than the one we marked: a replica
-    /// promoted in its place, or a restart nobody saw.
-    Replaced,
     /// `INFO` was refused: nothing about the node can be told.
     Unknown,
+    /// Something we cannot read sits at our marker's key.
+    Corrupt,
+    /// Keys were evicted, or a database flushed or swapped, in this
+    /// process (or its statistics were reset).
+    Dropped,
+    /// A replica was promoted in its master's place.
+    Promoted,
+    /// Our marker vanished from a process this client had seen marked.
+    MarkerGone,
+    /// A new process loaded data carrying another process's marker: a
+    /// restart or a restore, whatever its persistence settings.
+    Restarted,
+    /// No marker of ours: new to us, or restarted without its data.
+    Unmarked,
     /// An earlier client found one of the above (the marker says so).
     Marked,
 }
 
 impl Cause {
+    /// The word our marker records (`why`); `redquorum init` looks for
+    /// `unmarked`.
+    pub(crate) fn tag(self) -> &'static str {
+        match self {
+            Cause::Unknown => "unknown",
+            Cause::Corrupt => "corrupt",
+            Cause::Dropped => "dropped",
+            Cause::Promoted => "promoted",
+            Cause::MarkerGone => "marker gone",
+            Cause::Restarted => "restarted",
+            Cause::Unmarked => "unmarked",
+            Cause::Marked => "marked",
+        }
+    }
+
     /// Words for logs and errors.
     pub(crate) fn describe(self) -> &'static str {
         match self {
-            Cause::RestartedEmpty => "restarted without durable persistence and lost its data",
-            Cause::RestartedNotDurable => {
-                "restarted without durable persistence (appendonly yes, appendfsync always)"
-            }
-            Cause::Unmarked => "has none of our marks: new to us, flushed, or replaced",
-            Cause::Replaced => "is not the process we saw before (a failover or restart)",
             Cause::Unknown => "may not run INFO, so a restart cannot be seen",
+            Cause::Corrupt => "holds something we cannot read at our marker's key",
+            Cause::Dropped => "evicted keys or flushed a database since we marked it",
+            Cause::Promoted => "is a replica promoted in its master's place",
+            Cause::MarkerGone => "lost the marker we saw there",
+            Cause::Restarted => {
+                "restarted, and nothing on it proves the data it loaded is complete \
+                 (persistence settings are not proof)"
+            }
+            Cause::Unmarked => {
+                "started recently with none of our marks: new, or restarted without its data \
+                 (run `redquorum init` once on nodes that are really new)"
+            }
             Cause::Marked => "may have lost writes (found by another client)",
         }
     }
+}
+
+/// What this client remembers of a node from its previous connections.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Memory {
+    /// The process it saw last (empty: none yet).
+    pub(crate) run_id: String,
+    /// Whether our marker named that process (found or written by us).
+    pub(crate) marked: bool,
 }
 
 /// What the rule concludes.
@@ -97,36 +135,53 @@ pub(crate) struct Assessment {
     pub(crate) remaining: u64,
 }
 
-/// The rule, pure: what `probe` means with `quarantine` seconds of
-/// quarantine. See the module docs.
-pub(crate) fn assess(probe: &Probe, quarantine: u64) -> Assessment {
-    let durable = probe.durable == Some(true);
-    let recent = probe.uptime < quarantine;
+/// The rule, pure: what `probe` means to a client that remembers `seen`,
+/// with `quarantine` seconds of quarantine. See the module docs' table.
+pub(crate) fn assess(probe: &Probe, seen: &Memory, quarantine: u64) -> Assessment {
+    let now = probe.uptime;
+    let restart_seen = !seen.run_id.is_empty() && seen.run_id != probe.run_id;
+    let dropped_since_start = probe.damage != Some(0);
     let (loss, cause) = if probe.run_id.is_empty() {
-        // Nothing can be told: the worst, from now.
-        (Some(probe.uptime), Some(Cause::Unknown))
+        (Some(now), Some(Cause::Unknown))
     } else {
         match &probe.marker {
-            Some((id, loss)) if *id == probe.run_id => (*loss, loss.map(|_| Cause::Marked)),
-            // Another process that started recently and reloaded our marker
-            // from disk: a durable one lost nothing in its restart, but
-            // keeps what the process before it may have lost.
-            Some((_, None)) if durable && recent => (None, None),
-            Some(_) if durable && recent => (Some(0), Some(Cause::Marked)),
-            Some(_) if recent => (Some(0), Some(Cause::RestartedNotDurable)),
-            // Another process that has run longer than any client took to
-            // mark it: a replica promoted in its place (which may lack the
-            // last writes, whatever its persistence).
-            Some(_) => (Some(probe.uptime), Some(Cause::Replaced)),
-            // No marker. A durable node that started recently loaded all it
-            // ever acknowledged, and none of it was ours: first use.
-            None if durable && recent => (None, None),
-            None if recent => (Some(0), Some(Cause::RestartedEmpty)),
-            None => (Some(probe.uptime), Some(Cause::Unmarked)),
+            Some(Marker::Corrupt) => (Some(now), Some(Cause::Corrupt)),
+            Some(Marker::Found {
+                run,
+                loss,
+                seen: damage,
+                repl,
+            }) if *run == probe.run_id => {
+                if loss.is_some_and(|l| l > now) {
+                    (Some(now), Some(Cause::Corrupt))
+                } else if probe.damage != Some(damage.unwrap_or(0)) {
+                    (Some(now), Some(Cause::Dropped))
+                } else if repl.as_ref().is_some_and(|r| *r != probe.replid) {
+                    (Some(now), Some(Cause::Promoted))
+                } else if restart_seen {
+                    (Some(0), Some(Cause::Restarted))
+                } else {
+                    (*loss, loss.map(|_| Cause::Marked))
+                }
+            }
+            Some(Marker::Found { .. }) if probe.promoted => (Some(now), Some(Cause::Promoted)),
+            Some(Marker::Found { .. }) if dropped_since_start => (Some(now), Some(Cause::Dropped)),
+            Some(Marker::Found { .. }) => (Some(0), Some(Cause::Restarted)),
+            None if seen.marked && !restart_seen => (Some(now), Some(Cause::MarkerGone)),
+            None if probe.promoted => (Some(now), Some(Cause::Promoted)),
+            None if dropped_since_start => (Some(now), Some(Cause::Dropped)),
+            None if restart_seen => (Some(0), Some(Cause::Restarted)),
+            None => (Some(0), Some(Cause::Unmarked)),
         }
     };
-    // One second more than the readings say: see the module docs.
-    let remaining = loss.map_or(0, |l| (l + quarantine + 1).saturating_sub(probe.uptime));
+    // One second more than the readings say: see the module docs. A loss
+    // is never after the probe (checked above), so this stays within
+    // `quarantine + 1`.
+    let remaining = loss.map_or(0, |l| {
+        l.saturating_add(quarantine)
+            .saturating_add(1)
+            .saturating_sub(now)
+    });
     Assessment {
         loss,
         cause,
@@ -137,8 +192,6 @@ pub(crate) fn assess(probe: &Probe, quarantine: u64) -> Assessment {
 /// How a link checks its new connections.
 #[derive(Clone, Debug)]
 pub(crate) struct AmnesiaCheck {
-    /// Our marker key on the node.
-    pub(crate) marker_key: String,
     /// The quarantine, in whole seconds (rounded up).
     pub(crate) quarantine_secs: u64,
 }
@@ -163,6 +216,11 @@ pub(crate) struct TrustState {
     pub(crate) probed: bool,
     /// The node's process, as of the last probe.
     pub(crate) run_id: String,
+    /// Whether our marker named that process after the last probe: what
+    /// this client will remember if the marker is gone next time.
+    pub(crate) marked: bool,
+    /// The last probe, for declaring a new node ([`Trust::declared_new`]).
+    pub(crate) last: Option<Probe>,
     /// Why the node may lack writes, if it may.
     pub(crate) cause: Option<Cause>,
     /// The end of its quarantine (also after it passed).
@@ -172,19 +230,34 @@ pub(crate) struct TrustState {
 }
 
 impl Trust {
-    /// Takes in what a new connection's probe found. Returns the quarantine
-    /// it starts, if it starts one (for the caller to log once).
+    /// What this client remembers of the node, for the next probe.
+    pub(crate) fn memory(&self) -> Memory {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Memory {
+            run_id: st.run_id.clone(),
+            marked: st.marked,
+        }
+    }
+
+    /// Takes in what a new connection's probe found (`marked`: whether our
+    /// marker now names the process). Returns the quarantine it starts, if
+    /// it starts one (for the caller to log once).
     pub(crate) fn record(
         &self,
         probe: &Probe,
         verdict: &Assessment,
         at: Instant,
+        marked: bool,
     ) -> Option<(Duration, Cause)> {
-        let until = (verdict.remaining > 0).then(|| at + Duration::from_secs(verdict.remaining));
+        let until = (verdict.remaining > 0)
+            .then(|| at.checked_add(Duration::from_secs(verdict.remaining)))
+            .flatten();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let new = until.is_some() && (st.until.is_none_or(|u| u < at) || st.run_id != probe.run_id);
         st.probed = true;
         st.run_id.clone_from(&probe.run_id);
+        st.marked = marked;
+        st.last = Some(probe.clone());
         st.cause = verdict.cause;
         if until.is_some() {
             st.until = until;
@@ -198,6 +271,21 @@ impl Trust {
             (true, Some(u), Some(cause)) => Some((u - at, cause)),
             _ => None,
         }
+    }
+
+    /// An operator declared the node new and our marker now names
+    /// `run_id` with no loss: trusted from now, if that is still the
+    /// process this client knows there.
+    pub(crate) fn declared_new(&self, run_id: &str) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.run_id != run_id {
+            return;
+        }
+        st.marked = true;
+        st.cause = None;
+        st.until = None;
+        self.active.store(false, Ordering::Release);
+        self.suspect.store(false, Ordering::Release);
     }
 
     /// The quarantine's end if it is still on at `now`; and whether this
@@ -237,60 +325,6 @@ impl Trust {
     }
 }
 
-/// Reads the marker's fields (`HMGET run loss`); `None` for anything else
-/// (no marker, or not ours: treated as absent).
-fn parse_marker(v: &Value) -> Option<(String, Option<u64>)> {
-    let [run, loss] = redis::from_redis_value_ref::<[Option<String>; 2]>(v).ok()?;
-    let loss = match loss?.as_str() {
-        "-" => None,
-        l => Some(l.parse().ok()?),
-    };
-    Some((run?, loss))
-}
-
-/// One field of an `INFO` reply.
-fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines().find_map(|l| {
-        l.strip_prefix(name)
-            .and_then(|r| r.strip_prefix(':'))
-            .map(str::trim)
-    })
-}
-
-/// The second element of a `CONFIG GET` reply (a two-element array, or a
-/// map under RESP3).
-fn config_value(v: &Value) -> Option<String> {
-    let text = |v: &Value| redis::from_redis_value_ref::<String>(v).ok();
-    match v {
-        Value::Array(a) if a.len() == 2 => text(&a[1]),
-        Value::Map(m) if m.len() == 1 => text(&m[0].1),
-        _ => None,
-    }
-}
-
-/// Reads the probe's four replies.
-fn read_probe(replies: &[Value]) -> Probe {
-    let text = |v: &Value| redis::from_redis_value_ref::<String>(v).ok();
-    let info = replies.first().and_then(text).unwrap_or_default();
-    let run_id = info_field(&info, "run_id").unwrap_or_default().to_owned();
-    let uptime = info_field(&info, "uptime_in_seconds")
-        .and_then(|u| u.parse().ok())
-        .unwrap_or(0);
-    let aof = replies.get(1).and_then(config_value);
-    let fsync = replies.get(2).and_then(config_value);
-    let durable = match (aof, fsync) {
-        (Some(a), Some(f)) => Some(a == "yes" && f == "always"),
-        _ => None,
-    };
-    let marker = replies.get(3).and_then(parse_marker);
-    Probe {
-        run_id,
-        uptime,
-        durable,
-        marker,
-    }
-}
-
 /// Probes a new connection (see [`probe`]) and takes in what it found;
 /// logs a quarantine it starts, once. An error if the node did not answer.
 pub(crate) async fn check(
@@ -300,15 +334,15 @@ pub(crate) async fn check(
     (index, addr): (usize, &str),
     timeout: Duration,
 ) -> RedisResult<()> {
-    let Some((probe, verdict, at)) =
-        probe(conn, &check.marker_key, check.quarantine_secs, timeout).await
+    let Some((probe, verdict, at, marked)) =
+        probe(conn, &trust.memory(), check.quarantine_secs, timeout).await
     else {
         return Err(RedisError::from((
             redis::ErrorKind::Io,
             "no reply to the connection's check (INFO, CONFIG GET)",
         )));
     };
-    if let Some((remaining, cause)) = trust.record(&probe, &verdict, at) {
+    if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
             node = index,
             "node {index} ({addr}) {}: it does not count toward a lock quorum for {}s, \
@@ -320,135 +354,219 @@ pub(crate) async fn check(
     Ok(())
 }
 
-/// Probes a freshly made connection and keeps the marker up to date.
-/// Returns the probe, its assessment and when it was taken; `None` if the
-/// node did not answer (the connection is then of no use anyway).
+/// Probes a freshly made connection and brings our marker up to date.
+/// Returns the probe, its assessment, when it was taken, and whether our
+/// marker names the process now; `None` if the node did not answer (the
+/// connection is then of no use anyway).
 pub(crate) async fn probe(
     conn: &mut MultiplexedConnection,
-    marker_key: &str,
+    seen: &Memory,
     quarantine: u64,
     timeout: Duration,
-) -> Option<(Probe, Assessment, Instant)> {
-    let mut pipe = redis::pipe();
-    pipe.cmd("INFO").arg("server");
-    pipe.cmd("CONFIG").arg("GET").arg("appendonly");
-    pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
-    pipe.cmd("HMGET").arg(marker_key).arg("run").arg("loss");
+) -> Option<(Probe, Assessment, Instant, bool)> {
+    let pipe = evidence::probe_pipeline();
     // Errors (a renamed or forbidden command) come back as values.
-    let replies: Vec<Value> = tokio::time::timeout(timeout, conn.send_packed_commands(&pipe, 0, 4))
-        .await
-        .ok()?
-        .ok()?;
+    let replies: Vec<Value> = tokio::time::timeout(
+        timeout,
+        conn.send_packed_commands(&pipe, 0, evidence::PROBE_REPLIES),
+    )
+    .await
+    .ok()?
+    .ok()?;
     let at = Instant::now();
-    let probe = read_probe(&replies);
-    let verdict = assess(&probe, quarantine);
-    let found = probe.marker.clone();
-    if !probe.run_id.is_empty() && found != Some((probe.run_id.clone(), verdict.loss)) {
-        let loss = verdict.loss.map_or("-".to_owned(), |l| l.to_string());
+    let probe = evidence::read_probe(&replies);
+    let verdict = assess(&probe, seen, quarantine);
+    let mut marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
+    if !probe.run_id.is_empty() && !marked {
+        let why = verdict.cause.map_or("kept", Cause::tag);
+        // Waited for (one more round trip, on new connections only): the
+        // client remembers a process as marked only if it is, so a marker
+        // that vanishes later is evidence.
         let set = redis::cmd("HSET")
-            .arg(marker_key)
-            .arg("run")
-            .arg(&probe.run_id)
-            .arg("loss")
-            .arg(loss)
+            .arg(evidence::MARKER_KEY)
+            .arg(&evidence::marker_fields(&probe, verdict.loss, why)[..])
             .to_owned();
-        // Best effort, and not waited for: the verdict is already ours, and
-        // the first requests need not wait another round trip after a
-        // restart (a node that refuses it is assessed again next time).
-        let mut conn = conn.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
-        });
+        let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+        marked = matches!(wrote, Ok(Ok(Value::Int(_))));
     }
-    Some((probe, verdict, at))
+    Some((probe, verdict, at, marked))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn probe(
-        run_id: &str,
-        uptime: u64,
-        durable: Option<bool>,
-        marker: Option<(&str, Option<u64>)>,
-    ) -> Probe {
+    /// A probe of process `run_id` at `uptime` s, with nothing dropped and
+    /// replication history `h`, finding `marker` (`run`, `loss`).
+    fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
         Probe {
             run_id: run_id.into(),
             uptime,
-            durable,
-            marker: marker.map(|(id, l)| (id.into(), l)),
+            damage: Some(0),
+            promoted: false,
+            replid: "h".into(),
+            durable: Some(true),
+            marker: marker.map(|(run, loss)| Marker::Found {
+                run: run.into(),
+                loss,
+                seen: Some(0),
+                repl: Some("h".into()),
+            }),
+        }
+    }
+
+    /// A client that saw nothing of the node before.
+    fn fresh() -> Memory {
+        Memory::default()
+    }
+
+    /// A client that saw process `run` marked.
+    fn saw(run: &str) -> Memory {
+        Memory {
+            run_id: run.into(),
+            marked: true,
+        }
+    }
+
+    fn verdict(p: &Probe, m: &Memory) -> (Option<u64>, Option<Cause>, u64) {
+        let a = assess(p, m, 60);
+        (a.loss, a.cause, a.remaining)
+    }
+
+    #[test]
+    fn only_our_marker_on_this_process_proves_nothing_was_lost() {
+        assert_eq!(verdict(&probe("r1", 5, Some(("r1", None))), &fresh()), (None, None, 0));
+        assert_eq!(verdict(&probe("r1", 5, Some(("r1", None))), &saw("r1")), (None, None, 0));
+    }
+
+    #[test]
+    fn a_durable_configuration_proves_nothing() {
+        // Another process's marker: a restart or a restore from an old
+        // backup look the same, whatever the persistence settings say.
+        for durable in [Some(true), Some(false), None] {
+            let p = Probe {
+                durable,
+                ..probe("r2", 5, Some(("r1", None)))
+            };
+            assert_eq!(verdict(&p, &fresh()), (Some(0), Some(Cause::Restarted), 56));
+            // No marker at all: a wiped data directory, or a new node.
+            let p = Probe {
+                durable,
+                ..probe("r2", 5, None)
+            };
+            assert_eq!(verdict(&p, &fresh()), (Some(0), Some(Cause::Unmarked), 56));
         }
     }
 
     #[test]
-    fn a_node_we_marked_counts() {
-        let a = assess(&probe("r1", 5, Some(false), Some(("r1", None))), 60);
-        assert_eq!((a.loss, a.remaining), (None, 0));
+    fn a_restart_this_client_saw_is_a_loss_whatever_the_marker_says() {
+        // Another client (an earlier version, or an operator's init on a
+        // wiped node) marked the new process as having lost nothing.
+        assert_eq!(
+            verdict(&probe("r2", 5, Some(("r2", None))), &saw("r1")),
+            (Some(0), Some(Cause::Restarted), 56)
+        );
+        assert_eq!(
+            verdict(&probe("r2", 5, None), &saw("r1")),
+            (Some(0), Some(Cause::Restarted), 56)
+        );
     }
 
     #[test]
-    fn a_restart_without_durable_persistence_is_quarantined_from_its_start() {
-        let a = assess(&probe("r2", 5, Some(false), None), 60);
+    fn a_long_running_node_with_nothing_dropped_counts_for_locks_at_once() {
+        // Whatever it lost, it lost at its start, more than a quarantine
+        // ago; still suspect for counters.
+        assert_eq!(verdict(&probe("r1", 1000, None), &fresh()), (Some(0), Some(Cause::Unmarked), 0));
         assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::RestartedEmpty), 56)
+            verdict(&probe("r2", 1000, Some(("r1", None))), &fresh()),
+            (Some(0), Some(Cause::Restarted), 0)
         );
-        let a = assess(&probe("r2", 5, Some(false), Some(("r1", None))), 60);
-        assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::RestartedNotDurable), 56)
-        );
-        // Unknown persistence counts as not durable.
-        assert_eq!(assess(&probe("r2", 5, None, None), 60).remaining, 56);
     }
 
     #[test]
-    fn a_durable_restart_loses_nothing() {
-        let a = assess(&probe("r2", 5, Some(true), Some(("r1", None))), 60);
-        assert_eq!((a.loss, a.remaining), (None, 0));
-        // ... but keeps what the process before it may have lost: still
-        // quarantined (counted from its start), and suspect after.
-        let a = assess(&probe("r2", 5, Some(true), Some(("r1", Some(30)))), 60);
-        assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(0), Some(Cause::Marked), 56)
-        );
-        // A durable process we never marked that has run longer than the
-        // quarantine took another's place: a promoted replica.
-        let a = assess(&probe("r2", 500, Some(true), Some(("r1", None))), 60);
-        assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(500), Some(Cause::Replaced), 61)
-        );
-        // First start of a durable node: nothing of ours was there.
-        assert_eq!(assess(&probe("r2", 5, Some(true), None), 60).loss, None);
+    fn keys_dropped_in_the_process_are_a_loss_from_now() {
+        let dropped = |marker, damage| Probe {
+            damage,
+            ..probe("r1", 1000, marker)
+        };
+        // Never marked, something was flushed or evicted (or the counts
+        // cannot be read): when is unknown.
+        for damage in [Some(3), None] {
+            assert_eq!(verdict(&dropped(None, damage), &fresh()), (Some(1000), Some(Cause::Dropped), 61));
+            assert_eq!(
+                verdict(&dropped(Some(("r0", None)), damage), &fresh()),
+                (Some(1000), Some(Cause::Dropped), 61)
+            );
+        }
+        // Marked with 0 seen, 3 now; or the statistics were reset.
+        let mut p = dropped(Some(("r1", None)), Some(3));
+        assert_eq!(verdict(&p, &fresh()), (Some(1000), Some(Cause::Dropped), 61));
+        if let Some(Marker::Found { seen, .. }) = &mut p.marker {
+            *seen = Some(5);
+        }
+        assert_eq!(verdict(&p, &fresh()), (Some(1000), Some(Cause::Dropped), 61));
+        // Marked after the drops: the marker's word stands.
+        if let Some(Marker::Found { seen, .. }) = &mut p.marker {
+            *seen = Some(3);
+        }
+        assert_eq!(verdict(&p, &fresh()), (None, None, 0));
     }
 
     #[test]
-    fn a_long_running_node_without_our_marker_is_quarantined_from_now() {
-        let a = assess(&probe("r1", 1000, Some(true), None), 60);
+    fn a_promotion_is_a_loss_from_now() {
+        let promoted = |marker| Probe {
+            promoted: true,
+            replid: "h2".into(),
+            ..probe("r1", 1000, marker)
+        };
+        for marker in [None, Some(("r0", None))] {
+            assert_eq!(verdict(&promoted(marker), &fresh()), (Some(1000), Some(Cause::Promoted), 61));
+        }
+        // Marked under another replication history.
         assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(1000), Some(Cause::Unmarked), 61)
+            verdict(&promoted(Some(("r1", None))), &fresh()),
+            (Some(1000), Some(Cause::Promoted), 61)
         );
-        let a = assess(&probe("r9", 1000, Some(false), Some(("r1", None))), 60);
+    }
+
+    #[test]
+    fn a_marker_gone_from_a_process_we_saw_marked_is_a_loss_from_now() {
         assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(1000), Some(Cause::Replaced), 61)
+            verdict(&probe("r1", 1000, None), &saw("r1")),
+            (Some(1000), Some(Cause::MarkerGone), 61)
         );
+    }
+
+    #[test]
+    fn a_corrupt_marker_is_a_loss_and_never_overflows() {
+        let p = Probe {
+            marker: Some(Marker::Corrupt),
+            ..probe("r1", 7, None)
+        };
+        assert_eq!(verdict(&p, &fresh()), (Some(7), Some(Cause::Corrupt), 61));
+        // A loss second after the uptime (near u64::MAX, say) is not ours.
+        let p = probe("r1", 7, Some(("r1", Some(u64::MAX - 3))));
+        assert_eq!(verdict(&p, &fresh()), (Some(7), Some(Cause::Corrupt), 61));
+        assert_eq!(assess(&p, &fresh(), u64::MAX).remaining, u64::MAX - 7);
     }
 
     #[test]
     fn a_later_client_keeps_the_quarantine_the_marker_records() {
-        let a = assess(&probe("r2", 20, Some(false), Some(("r2", Some(0)))), 60);
         assert_eq!(
-            (a.loss, a.cause, a.remaining),
+            verdict(&probe("r2", 20, Some(("r2", Some(0)))), &fresh()),
             (Some(0), Some(Cause::Marked), 41)
         );
         // Over, but still suspect for the counter.
-        let a = assess(&probe("r2", 90, Some(false), Some(("r2", Some(0)))), 60);
-        assert_eq!((a.loss, a.remaining), (Some(0), 0));
+        assert_eq!(verdict(&probe("r2", 90, Some(("r2", Some(0)))), &fresh()).2, 0);
+    }
+
+    #[test]
+    fn without_info_nothing_is_trusted() {
+        let p = Probe {
+            run_id: String::new(),
+            ..probe("", 0, None)
+        };
+        assert_eq!(verdict(&p, &fresh()), (Some(0), Some(Cause::Unknown), 61));
     }
 
     /// Redis's uptime at wall-clock instant `at_ms` of a process started
@@ -469,18 +587,18 @@ mod tests {
             for delay in (1..5000).step_by(7) {
                 let at = start + delay;
                 // Restarted empty: lost everything from its start.
-                let a = assess(&probe("r2", uptime(start, at), Some(false), None), q);
+                let a = assess(&probe("r2", uptime(start, at), None), &fresh(), q);
                 assert!(
                     at + a.remaining * 1000 >= start + q * 1000,
                     "started at {start} ms, probed at {at} ms: {} s left",
                     a.remaining
                 );
-                // Unmarked at `at`: lost what it may from then on; a later
-                // client reads the loss second from the marker.
+                // Marker gone at `at`: lost what it may from then on; a
+                // later client reads the loss second from the marker.
                 let loss = uptime(start, at);
                 for later in [at + 1, at + 333, at + 999, at + 1500] {
                     let marker = Some(("r1", Some(loss)));
-                    let b = assess(&probe("r1", uptime(start, later), Some(false), marker), q);
+                    let b = assess(&probe("r1", uptime(start, later), marker), &fresh(), q);
                     assert!(
                         later + b.remaining * 1000 >= at + q * 1000,
                         "marked at {at} ms, probed at {later} ms: {} s left",
@@ -489,45 +607,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn without_info_nothing_is_trusted() {
-        let a = assess(&probe("", 0, None, None), 60);
-        assert_eq!((a.cause, a.remaining), (Some(Cause::Unknown), 61));
-    }
-
-    #[test]
-    fn replies_are_read() {
-        let info = Value::BulkString(
-            b"# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n".to_vec(),
-        );
-        let pair = |k: &str, v: &str| {
-            Value::Array(vec![
-                Value::BulkString(k.as_bytes().to_vec()),
-                Value::BulkString(v.as_bytes().to_vec()),
-            ])
-        };
-        let refused = redis::parse_redis_value(b"-ERR unknown command 'CONFIG'\r\n").unwrap();
-        assert!(matches!(refused, Value::ServerError(_)));
-        let p = read_probe(&[
-            info.clone(),
-            pair("appendonly", "yes"),
-            pair("appendfsync", "always"),
-            Value::Array(vec![
-                Value::BulkString(b"abc".to_vec()),
-                Value::BulkString(b"3".to_vec()),
-            ]),
-        ]);
-        assert_eq!(p, probe("abc", 42, Some(true), Some(("abc", Some(3)))));
-        let none = Value::Array(vec![Value::Nil, Value::Nil]);
-        let p = read_probe(&[info, refused.clone(), refused.clone(), none]);
-        assert_eq!(p, probe("abc", 42, None, None));
-        assert_eq!(parse_marker(&refused), None);
-        let clean = Value::Array(vec![
-            Value::BulkString(b"id".to_vec()),
-            Value::BulkString(b"-".to_vec()),
-        ]);
-        assert_eq!(parse_marker(&clean), Some(("id".into(), None)));
     }
 }

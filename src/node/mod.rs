@@ -11,6 +11,7 @@
 
 pub(crate) mod amnesia;
 pub(crate) mod call;
+pub(crate) mod evidence;
 pub(crate) mod link;
 pub(crate) mod open;
 pub(crate) mod queue;
@@ -101,6 +102,11 @@ impl Node {
     /// What the connection checks found (see [`amnesia`]).
     pub(crate) fn trust(&self) -> TrustState {
         self.link.trust.snapshot()
+    }
+
+    /// An operator declared the node new (see [`amnesia::Trust::declared_new`]).
+    pub(crate) fn declared_new(&self, run_id: &str) {
+        self.link.trust.declared_new(run_id);
     }
 
     /// Why the node may have lost writes, in words for errors.

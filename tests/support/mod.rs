@@ -68,6 +68,25 @@ fn server_binary() -> String {
     std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
+/// Copies a data directory's files and folders (one level deep, as Redis
+/// keeps them), leaving out the log.
+fn copy_data(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).expect("read data dir").flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_name() == "redis.log" {
+            continue;
+        }
+        if src.is_dir() {
+            std::fs::create_dir_all(&dst).expect("create dir");
+            for f in std::fs::read_dir(&src).expect("read dir").flatten() {
+                std::fs::copy(f.path(), dst.join(f.file_name())).expect("copy file");
+            }
+        } else {
+            std::fs::copy(&src, &dst).expect("copy file");
+        }
+    }
+}
+
 /// A loopback port where something answers, but not in the Redis protocol
 /// (an HTTP server's reply to anything). Serves until the test ends.
 pub fn not_redis() -> u16 {
@@ -349,16 +368,51 @@ impl RedisNode {
     pub fn restart(&mut self, persistence: Persistence) {
         self.kill();
         if persistence == Persistence::None {
-            for entry in std::fs::read_dir(self.dir.path())
-                .expect("read data dir")
-                .flatten()
-            {
-                if entry.file_name() != "redis.log" {
-                    let p = entry.path();
-                    let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
-                }
+            self.wipe();
+        }
+        self.respawn(persistence);
+    }
+
+    /// Kills the node, empties its data directory and starts it again with
+    /// the same settings: a new disk, a container recreated without its
+    /// volume, AOF on tmpfs across a reboot.
+    pub fn restart_wiped(&mut self) {
+        self.kill();
+        self.wipe();
+        self.respawn(self.persistence);
+    }
+
+    /// A copy of the node's data directory as it is now (a backup).
+    pub fn backup(&self) -> tempfile::TempDir {
+        let to = tempfile::tempdir().expect("backup dir");
+        copy_data(self.dir.path(), to.path());
+        to
+    }
+
+    /// Kills the node, puts `backup` in place of its data and starts it
+    /// again with the same settings (a restore from an old backup).
+    pub fn restart_from_backup(&mut self, backup: &tempfile::TempDir) {
+        self.kill();
+        self.wipe();
+        copy_data(backup.path(), self.dir.path());
+        self.respawn(self.persistence);
+    }
+
+    /// Removes everything in the data directory but the log.
+    fn wipe(&self) {
+        for entry in std::fs::read_dir(self.dir.path())
+            .expect("read data dir")
+            .flatten()
+        {
+            if entry.file_name() != "redis.log" {
+                let p = entry.path();
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
             }
         }
+    }
+
+    /// Starts the killed node again on its port with `persistence`.
+    fn respawn(&mut self, persistence: Persistence) {
         self.persistence = persistence;
         let mut last = String::new();
         // The old socket may linger for a moment after kill -9.
@@ -537,13 +591,58 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts `n` nodes with durable persistence (AOF, `appendfsync
-    /// always`): clients trust them from the start.
+    /// always`), declared new as an operator would (`redquorum init`):
+    /// clients trust them from the start.
     pub fn start(n: usize) -> Self {
         Self::start_with(n, Persistence::Aof)
     }
 
-    /// Starts `n` nodes with the given persistence.
+    /// Starts `n` nodes with the given persistence, declared new.
     pub fn start_with(n: usize, persistence: Persistence) -> Self {
+        let c = Self::start_undeclared(n, persistence);
+        c.declare_new();
+        c
+    }
+
+    /// Declares every node new through the library (`init_new_nodes`), on
+    /// a thread of its own (callers may be inside a runtime already), and
+    /// checks that each one was.
+    pub fn declare_new(&self) {
+        let urls = self.urls();
+        let logs = self.logs();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let done = rt.block_on(async {
+                let redlock = redquorum::Redlock::builder()
+                    .nodes(urls)
+                    .node_timeout(Duration::from_secs(5))
+                    .build()
+                    .expect("build redlock");
+                redlock.init_new_nodes().await
+            });
+            assert!(
+                done.iter().all(|d| *d == redquorum::NodeInit::Declared),
+                "declaring the nodes new: {done:?}; logs:\n{logs}"
+            );
+        })
+        .join()
+        .expect("declare the nodes new");
+        // Tests count the commands they cause: forget the declaration's
+        // (where CONFIG is not renamed away).
+        for n in &self.nodes {
+            let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query(&mut n.conn());
+        }
+    }
+
+    /// Starts `n` nodes with the given persistence, as they are after a
+    /// start: empty, with none of our marks, so clients take them for nodes
+    /// that may have lost their data.
+    pub fn start_undeclared(n: usize, persistence: Persistence) -> Self {
         let nodes = std::thread::scope(|s| {
             let handles: Vec<_> = (0..n)
                 .map(|_| s.spawn(move || RedisNode::start(persistence)))

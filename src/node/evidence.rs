@@ -1,0 +1,329 @@
+//! What a node shows about its own history, read in one pipeline right
+//! after a connection is made (a restart always breaks connections), before
+//! any request of ours goes out on it. [`amnesia`](super::amnesia) decides
+//! from it.
+//!
+//! * `INFO server`: `run_id` (a new one per process) and
+//!   `uptime_in_seconds` (when the process began, on the node's own clock).
+//! * `INFO replication`: `role`, and `master_replid2`, which a replica
+//!   promoted in its master's place keeps set to the old master's history.
+//! * `INFO stats` and `INFO commandstats`: keys evicted and `FLUSHALL`,
+//!   `FLUSHDB` and `SWAPDB` calls in this process, added up as its
+//!   *damage*: each may have dropped keys of ours.
+//! * `CONFIG GET appendonly` and `appendfsync`: what the node *would* keep
+//!   across a crash. Reported, never trusted: a new disk, a recreated
+//!   container or an old backup break it silently.
+//! * Our marker, a hash with no TTL at [`MARKER_KEY`] (one per node, shared
+//!   by every key prefix): `run`, the process it was written for; `loss`,
+//!   the uptime second from which that process may lack writes (`-`: none);
+//!   `seen`, the damage count when it was written; `repl`, the node's
+//!   replication history id then (a promotion changes it); `why`, what the
+//!   writer concluded, in a word (`unmarked`: nothing but the absence of a
+//!   marker, the one case `redquorum init` may still declare new).
+
+use redis::Value;
+
+/// Our marker's key on every node.
+pub(crate) const MARKER_KEY: &str = "redquorum:node";
+
+/// The run id Redis reports before a process has one we can read.
+const NO_REPLID: &str = "0000000000000000000000000000000000000000";
+
+/// Our marker, as found on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Marker {
+    /// A well-formed marker.
+    Found {
+        /// The process it names.
+        run: String,
+        /// From which uptime second that process may lack writes.
+        loss: Option<u64>,
+        /// The damage count when it was written (absent in markers of
+        /// earlier versions).
+        seen: Option<u64>,
+        /// The node's `master_replid` when it was written (absent in
+        /// markers of earlier versions).
+        repl: Option<String>,
+    },
+    /// Something is at the key that we cannot read as our marker (a
+    /// number out of range, another type): the node's history cannot be
+    /// told from it.
+    Corrupt,
+}
+
+/// What one connection's set-up learnt about the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Probe {
+    /// The process's `run_id`; empty if `INFO` was refused.
+    pub(crate) run_id: String,
+    /// Whole seconds the process has run (`INFO` truncates).
+    pub(crate) uptime: u64,
+    /// Keys evicted plus flushes and swaps in this process; `None` where
+    /// the counts could not be read.
+    pub(crate) damage: Option<u64>,
+    /// A replica promoted in its master's place, whose data is the old
+    /// master's as far as replication had got.
+    pub(crate) promoted: bool,
+    /// The node's replication history id (`master_replid`): it changes
+    /// when a replica is promoted, or a node starts over from another's
+    /// data.
+    pub(crate) replid: String,
+    /// `appendonly yes` with `appendfsync always`; `None` if `CONFIG GET`
+    /// was refused. For reports only.
+    pub(crate) durable: Option<bool>,
+    /// Our marker, if any.
+    pub(crate) marker: Option<Marker>,
+}
+
+/// The commands of a probe, in the order [`read_probe`] reads them.
+pub(crate) fn probe_pipeline() -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for section in ["server", "replication", "stats", "commandstats"] {
+        pipe.cmd("INFO").arg(section);
+    }
+    pipe.cmd("CONFIG").arg("GET").arg("appendonly");
+    pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
+    pipe.cmd("HMGET").arg(MARKER_KEY).arg(&["run", "loss", "seen", "repl"]);
+    pipe
+}
+
+/// How many replies [`probe_pipeline`] gets.
+pub(crate) const PROBE_REPLIES: usize = 7;
+
+/// Reads the probe's replies.
+pub(crate) fn read_probe(replies: &[Value]) -> Probe {
+    let text = |i: usize| {
+        replies
+            .get(i)
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_default()
+    };
+    let (server, replication, stats, commands) = (text(0), text(1), text(2), text(3));
+    let run_id = info_field(&server, "run_id").unwrap_or_default().to_owned();
+    let uptime = info_field(&server, "uptime_in_seconds")
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(0);
+    let promoted = info_field(&replication, "role") == Some("master")
+        && info_field(&replication, "master_replid2").is_some_and(|r| r != NO_REPLID);
+    let replid = info_field(&replication, "master_replid")
+        .unwrap_or_default()
+        .to_owned();
+    let damage = damage(&stats, &commands);
+    let aof = replies.get(4).and_then(config_value);
+    let fsync = replies.get(5).and_then(config_value);
+    let durable = match (aof, fsync) {
+        (Some(a), Some(f)) => Some(a == "yes" && f == "always"),
+        _ => None,
+    };
+    let marker = replies.get(6).and_then(parse_marker);
+    Probe {
+        run_id,
+        uptime,
+        damage,
+        promoted,
+        replid,
+        durable,
+        marker,
+    }
+}
+
+/// Evicted keys plus the calls that drop or swap whole databases, or
+/// `None` if `INFO stats` could not be read. A command never called has no
+/// line in `INFO commandstats`.
+fn damage(stats: &str, commands: &str) -> Option<u64> {
+    let evicted: u64 = info_field(stats, "evicted_keys")?.parse().ok()?;
+    let mut total = evicted;
+    for cmd in ["flushall", "flushdb", "swapdb"] {
+        let Some(line) = info_field(commands, &format!("cmdstat_{cmd}")) else {
+            continue;
+        };
+        let calls = line
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("calls="))
+            .and_then(|c| c.parse::<u64>().ok())?;
+        total = total.checked_add(calls)?;
+    }
+    Some(total)
+}
+
+/// Reads the marker (`HMGET run loss seen repl`): `None` where there is
+/// none, [`Marker::Corrupt`] for anything we cannot read as ours.
+fn parse_marker(v: &Value) -> Option<Marker> {
+    let Ok([run, loss, seen, repl]) = redis::from_redis_value_ref::<[Option<String>; 4]>(v) else {
+        // A wrong type at our key: someone else's data where our evidence
+        // should be.
+        return matches!(v, Value::ServerError(_)).then_some(Marker::Corrupt);
+    };
+    let (run, loss) = match (run, loss) {
+        (None, None) if seen.is_none() && repl.is_none() => return None,
+        (Some(run), Some(loss)) if !run.is_empty() => (run, loss),
+        _ => return Some(Marker::Corrupt),
+    };
+    let loss = match loss.as_str() {
+        "-" => None,
+        l => match l.parse() {
+            Ok(l) => Some(l),
+            Err(_) => return Some(Marker::Corrupt),
+        },
+    };
+    let seen = match seen.map(|s| s.parse()) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(_)) => return Some(Marker::Corrupt),
+    };
+    Some(Marker::Found {
+        run,
+        loss,
+        seen,
+        repl,
+    })
+}
+
+/// One field of an `INFO` reply.
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(str::trim)
+    })
+}
+
+/// The second element of a `CONFIG GET` reply (a two-element array, or a
+/// map under RESP3).
+fn config_value(v: &Value) -> Option<String> {
+    let text = |v: &Value| redis::from_redis_value_ref::<String>(v).ok();
+    match v {
+        Value::Array(a) if a.len() == 2 => text(&a[1]),
+        Value::Map(m) if m.len() == 1 => text(&m[0].1),
+        _ => None,
+    }
+}
+
+/// The marker `probe` calls for, with the loss moment `loss` found for
+/// reason `why`, as `HSET` arguments (every field, so a marker of an
+/// earlier version is completed).
+pub(crate) fn marker_fields(
+    probe: &Probe,
+    loss: Option<u64>,
+    why: &str,
+) -> [(&'static str, String); 5] {
+    [
+        ("run", probe.run_id.clone()),
+        ("loss", loss.map_or("-".to_owned(), |l| l.to_string())),
+        ("seen", probe.damage.unwrap_or(0).to_string()),
+        ("repl", probe.replid.clone()),
+        ("why", why.to_owned()),
+    ]
+}
+
+/// Whether `found` is already the marker `probe` calls for.
+pub(crate) fn marker_is(found: Option<&Marker>, probe: &Probe, loss: Option<u64>) -> bool {
+    matches!(found, Some(Marker::Found { run, loss: l, seen, repl })
+        if *run == probe.run_id && *l == loss && *seen == probe.damage
+            && repl.as_deref() == Some(probe.replid.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn pair(k: &str, v: &str) -> Value {
+        Value::Array(vec![bulk(k), bulk(v)])
+    }
+
+    #[test]
+    fn replies_are_read() {
+        let server = bulk("# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n");
+        let replication = bulk(
+            "# Replication\r\nrole:master\r\nmaster_replid:1234\r\n\
+             master_replid2:0000000000000000000000000000000000000000\r\n",
+        );
+        let stats = bulk("# Stats\r\nexpired_keys:9\r\nevicted_keys:2\r\n");
+        let commands = bulk(
+            "# Commandstats\r\ncmdstat_get:calls=5,usec=1\r\n\
+             cmdstat_flushall:calls=3,usec=10,usec_per_call=3.3\r\n",
+        );
+        let marker = Value::Array(vec![bulk("abc"), bulk("3"), bulk("4"), bulk("1234")]);
+        let p = read_probe(&[
+            server.clone(),
+            replication,
+            stats.clone(),
+            commands.clone(),
+            pair("appendonly", "yes"),
+            pair("appendfsync", "always"),
+            marker,
+        ]);
+        let found = Marker::Found {
+            run: "abc".into(),
+            loss: Some(3),
+            seen: Some(4),
+            repl: Some("1234".into()),
+        };
+        assert_eq!(
+            p,
+            Probe {
+                run_id: "abc".into(),
+                uptime: 42,
+                damage: Some(5),
+                promoted: false,
+                replid: "1234".into(),
+                durable: Some(true),
+                marker: Some(found),
+            }
+        );
+        let refused = redis::parse_redis_value(b"-ERR unknown command 'CONFIG'\r\n").unwrap();
+        let promoted = bulk("role:master\r\nmaster_replid2:feedbeef\r\n");
+        let none = Value::Array(vec![Value::Nil; 4]);
+        let p = read_probe(&[
+            server,
+            promoted,
+            refused.clone(),
+            commands,
+            refused.clone(),
+            refused,
+            none,
+        ]);
+        assert_eq!((p.promoted, p.damage, p.durable, p.marker), (true, None, None, None));
+    }
+
+    #[test]
+    fn markers_are_read_and_anything_else_is_corrupt() {
+        let arr = |a: &[Option<&str>]| {
+            Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
+        };
+        assert_eq!(
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None])),
+            Some(Marker::Found {
+                run: "id".into(),
+                loss: None,
+                seen: None,
+                repl: None,
+            })
+        );
+        for bad in [
+            arr(&[Some("id"), Some("18446744073709551616"), Some("0"), None]),
+            arr(&[Some("id"), Some("x"), Some("0"), None]),
+            arr(&[Some("id"), None, Some("0"), None]),
+            arr(&[Some("id"), Some("-"), Some("-1"), None]),
+            arr(&[None, None, Some("0"), None]),
+            arr(&[None, None, None, Some("r")]),
+            redis::parse_redis_value(b"-WRONGTYPE Operation against a key\r\n").unwrap(),
+        ] {
+            assert_eq!(parse_marker(&bad), Some(Marker::Corrupt), "{bad:?}");
+        }
+        assert_eq!(parse_marker(&arr(&[None; 4])), None);
+    }
+
+    #[test]
+    fn damage_adds_evictions_flushes_and_swaps() {
+        let stats = "evicted_keys:1\r\n";
+        let cmds = "cmdstat_flushdb:calls=2,usec=1\r\ncmdstat_swapdb:calls=4,usec=1\r\n";
+        assert_eq!(damage(stats, cmds), Some(7));
+        assert_eq!(damage(stats, ""), Some(1));
+        assert_eq!(damage("", cmds), None);
+    }
+}
