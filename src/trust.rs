@@ -150,7 +150,10 @@ impl Redlock {
             });
             let mut fan = nodes.fanout(&req, node_bit(i));
             let reply = fan.next().await.and_then(|(_, r)| r.ok());
-            match reply.and_then(|v| redis::from_redis_value::<String>(v).ok()).as_deref() {
+            match reply
+                .and_then(|v| redis::from_redis_value::<String>(v).ok())
+                .as_deref()
+            {
                 Some("new") => {
                     node.declared_new(&probe.run_id);
                     NodeInit::Declared

@@ -435,8 +435,14 @@ mod tests {
 
     #[test]
     fn only_our_marker_on_this_process_proves_nothing_was_lost() {
-        assert_eq!(verdict(&probe("r1", 5, Some(("r1", None))), &fresh()), (None, None, 0));
-        assert_eq!(verdict(&probe("r1", 5, Some(("r1", None))), &saw("r1")), (None, None, 0));
+        assert_eq!(
+            verdict(&probe("r1", 5, Some(("r1", None))), &fresh()),
+            (None, None, 0)
+        );
+        assert_eq!(
+            verdict(&probe("r1", 5, Some(("r1", None))), &saw("r1")),
+            (None, None, 0)
+        );
     }
 
     #[test]
@@ -476,7 +482,10 @@ mod tests {
     fn a_long_running_node_with_nothing_dropped_counts_for_locks_at_once() {
         // Whatever it lost, it lost at its start, more than a quarantine
         // ago; still suspect for counters.
-        assert_eq!(verdict(&probe("r1", 1000, None), &fresh()), (Some(0), Some(Cause::Unmarked), 0));
+        assert_eq!(
+            verdict(&probe("r1", 1000, None), &fresh()),
+            (Some(0), Some(Cause::Unmarked), 0)
+        );
         assert_eq!(
             verdict(&probe("r2", 1000, Some(("r1", None))), &fresh()),
             (Some(0), Some(Cause::Restarted), 0)
@@ -492,7 +501,10 @@ mod tests {
         // Never marked, something was flushed or evicted (or the counts
         // cannot be read): when is unknown.
         for damage in [Some(3), None] {
-            assert_eq!(verdict(&dropped(None, damage), &fresh()), (Some(1000), Some(Cause::Dropped), 61));
+            assert_eq!(
+                verdict(&dropped(None, damage), &fresh()),
+                (Some(1000), Some(Cause::Dropped), 61)
+            );
             assert_eq!(
                 verdict(&dropped(Some(("r0", None)), damage), &fresh()),
                 (Some(1000), Some(Cause::Dropped), 61)
@@ -500,11 +512,17 @@ mod tests {
         }
         // Marked with 0 seen, 3 now; or the statistics were reset.
         let mut p = dropped(Some(("r1", None)), Some(3));
-        assert_eq!(verdict(&p, &fresh()), (Some(1000), Some(Cause::Dropped), 61));
+        assert_eq!(
+            verdict(&p, &fresh()),
+            (Some(1000), Some(Cause::Dropped), 61)
+        );
         if let Some(Marker::Found { seen, .. }) = &mut p.marker {
             *seen = Some(5);
         }
-        assert_eq!(verdict(&p, &fresh()), (Some(1000), Some(Cause::Dropped), 61));
+        assert_eq!(
+            verdict(&p, &fresh()),
+            (Some(1000), Some(Cause::Dropped), 61)
+        );
         // Marked after the drops: the marker's word stands.
         if let Some(Marker::Found { seen, .. }) = &mut p.marker {
             *seen = Some(3);
@@ -520,7 +538,10 @@ mod tests {
             ..probe("r1", 1000, marker)
         };
         for marker in [None, Some(("r0", None))] {
-            assert_eq!(verdict(&promoted(marker), &fresh()), (Some(1000), Some(Cause::Promoted), 61));
+            assert_eq!(
+                verdict(&promoted(marker), &fresh()),
+                (Some(1000), Some(Cause::Promoted), 61)
+            );
         }
         // Marked under another replication history.
         assert_eq!(
@@ -557,7 +578,10 @@ mod tests {
             (Some(0), Some(Cause::Marked), 41)
         );
         // Over, but still suspect for the counter.
-        assert_eq!(verdict(&probe("r2", 90, Some(("r2", Some(0)))), &fresh()).2, 0);
+        assert_eq!(
+            verdict(&probe("r2", 90, Some(("r2", Some(0)))), &fresh()).2,
+            0
+        );
     }
 
     #[test]

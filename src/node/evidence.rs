@@ -83,7 +83,9 @@ pub(crate) fn probe_pipeline() -> redis::Pipeline {
     }
     pipe.cmd("CONFIG").arg("GET").arg("appendonly");
     pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
-    pipe.cmd("HMGET").arg(MARKER_KEY).arg(&["run", "loss", "seen", "repl"]);
+    pipe.cmd("HMGET")
+        .arg(MARKER_KEY)
+        .arg(&["run", "loss", "seen", "repl"]);
     pipe
 }
 
@@ -237,7 +239,8 @@ mod tests {
 
     #[test]
     fn replies_are_read() {
-        let server = bulk("# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n");
+        let server =
+            bulk("# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n");
         let replication = bulk(
             "# Replication\r\nrole:master\r\nmaster_replid:1234\r\n\
              master_replid2:0000000000000000000000000000000000000000\r\n",
@@ -287,7 +290,10 @@ mod tests {
             refused,
             none,
         ]);
-        assert_eq!((p.promoted, p.damage, p.durable, p.marker), (true, None, None, None));
+        assert_eq!(
+            (p.promoted, p.damage, p.durable, p.marker),
+            (true, None, None, None)
+        );
     }
 
     #[test]

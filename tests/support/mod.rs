@@ -633,9 +633,8 @@ impl Cluster {
         // Tests count the commands they cause: forget the declaration's
         // (where CONFIG is not renamed away).
         for n in &self.nodes {
-            let _: redis::RedisResult<()> = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query(&mut n.conn());
+            let _: redis::RedisResult<()> =
+                redis::cmd("CONFIG").arg("RESETSTAT").query(&mut n.conn());
         }
     }
 
