@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Usage: scripts/with-nodes.sh N COMMAND [ARGS...]
 # Starts N local redis-server nodes (AOF, appendfsync always) on free loopback
-# ports in a temp dir, runs COMMAND with REDQUORUM_NODES set to their URLs,
-# and stops the nodes on exit, also on Ctrl-C or failure.
+# ports in a temp dir, declares them new (`redquorum init`: they were just
+# started empty, so clients need not wait out the restart quarantine), runs
+# COMMAND with REDQUORUM_NODES set to their URLs, and stops the nodes on exit,
+# also on Ctrl-C or failure.
 # Always its own nodes: a REDQUORUM_NODES in the environment (your real
 # nodes, say) is replaced for COMMAND, never used.
 set -euo pipefail
@@ -55,4 +57,5 @@ done
 REDQUORUM_NODES="$(IFS=,; echo "${urls[*]}")"
 export REDQUORUM_NODES
 echo "started $n redis nodes: $REDQUORUM_NODES" >&2
+(cd "$(dirname "$0")/.." && cargo run -q -p redquorum-cli -- init) >&2
 "$@"

@@ -25,10 +25,10 @@ pub struct Cli {
     #[arg(long, value_parser = parse_duration, default_value = "100ms", global = true, allow_hyphen_values = true)]
     pub node_timeout: Duration,
 
-    /// How long a node that may have lost writes (restarted without
-    /// `appendonly yes` + `appendfsync always`, or replaced) is kept out of
-    /// lock quorums; the longest TTL any client of these nodes uses, and
-    /// the longest `--ttl` accepted. 0s trusts every node.
+    /// How long a node that may have lost writes (restarted, replaced,
+    /// flushed, or just started and not declared new with `init`) is kept
+    /// out of lock quorums; the longest TTL any client of these nodes uses,
+    /// and the longest `--ttl` accepted. 0s trusts every node.
     #[arg(long, env = "REDQUORUM_RESTART_QUARANTINE", value_parser = parse_duration, default_value = "60s", global = true, allow_hyphen_values = true)]
     pub restart_quarantine: Duration,
 
@@ -52,6 +52,12 @@ pub enum Command {
     /// persistence; warn where a node is unsafe for locks and counters.
     #[command(after_help = status_help())]
     Status,
+    /// Declare nodes that were just started empty new, once per deployment,
+    /// so clients count them at once. Without it a fresh node looks like
+    /// one whose data was wiped, and waits out --restart-quarantine. Nodes
+    /// in use or holding keys are left as they are.
+    #[command(after_help = init_help())]
+    Init,
 }
 
 /// `redquorum --help`: nodes, durations, logs and the exit codes.
@@ -113,6 +119,16 @@ fn elect_help() -> String {
 }
 
 /// `redquorum status --help`: examples and exit codes.
+/// `redquorum init --help`: when to run it, and when never to.
+fn init_help() -> String {
+    "Run it once, right after starting a new deployment's nodes. Never run it on\n\
+     nodes that may have held locks (a wiped node declared new can give a held\n\
+     lock to a second holder): it refuses nodes with our marker or any key.\n\n\
+     Exit codes: 0 every node declared new or already in use; 69 a node did not\n\
+     answer; 78 a node holds keys (not new; nothing done there)."
+        .to_owned()
+}
+
 fn status_help() -> String {
     format!(
         "Examples:\n  redquorum status\n  \

@@ -6,7 +6,7 @@
 //! from `--nodes`), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
 //! leadership), then one file per subcommand: `lock.rs`, `elect.rs`,
-//! `serial.rs`, `status.rs`, which never import each other; `main.rs`
+//! `serial.rs`, `status.rs`, `init.rs`, which never import each other; `main.rs`
 //! dispatches.
 
 mod args;
@@ -15,6 +15,7 @@ mod elect;
 mod exit;
 mod group;
 mod hold;
+mod init;
 mod lock;
 mod serial;
 mod status;
@@ -86,5 +87,9 @@ async fn run(cli: Cli) -> ExitCode {
             Err(code) => code,
         },
         Command::Status => status::status(&cli.nodes, times).await,
+        Command::Init => match build(&cli.nodes, times, "") {
+            Ok(redlock) => init::init(redlock, &cli.nodes).await,
+            Err(code) => code,
+        },
     }
 }

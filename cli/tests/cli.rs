@@ -340,6 +340,32 @@ fn status_reports_nodes_and_quorum() {
 }
 
 #[test]
+fn init_declares_fresh_nodes_new_once_and_leaves_used_ones() {
+    let mut c = Cluster::start_undeclared(3, Persistence::Aof);
+    c.nodes[2].set("someone", "x", Duration::from_secs(60));
+    let o = run(cli(&c).arg("init"));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 78, "{out}");
+    assert_eq!(out.matches("declared new").count(), 2, "{out}");
+    assert!(out.contains("node 2 (127.0.0.1:"), "{out}");
+    assert!(out.contains("holds keys"), "{out}");
+    // Declared nodes count at once: status says 2 of 3 lock votes.
+    let o = run(cli(&c).arg("status"));
+    let status = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(status.matches("QUARANTINED for").count(), 1, "{status}");
+    // Again: in use now; a node away is said.
+    c.nodes[2].kill();
+    let o = run(cli(&c).arg("init"));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 69, "{out}");
+    assert_eq!(out.matches("in use already").count(), 2, "{out}");
+    assert!(
+        out.contains("node 2") && out.contains("not reached"),
+        "{out}"
+    );
+}
+
+#[test]
 fn status_names_an_endpoint_that_is_not_redis_in_one_line() {
     let c = Cluster::start(3);
     // Something that answers, but not in the Redis protocol.

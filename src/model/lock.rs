@@ -34,8 +34,10 @@ use stateright::{Model, Property};
 use crate::error::NodeErrorKind;
 use crate::lock::config::Config;
 use crate::lock::redlock::validity;
+use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
 use crate::model::lock_state::{representative, Action, Ext, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::{check, check_symmetric, insert_sorted, take_one};
+use crate::node::amnesia::assess;
 use crate::quorum::tally::{node_bit, quorum, quorum_tolerating, NodeSet, Vote};
 
 /// The fencing property's name.
@@ -64,8 +66,11 @@ pub(crate) struct LockModel {
     pub(crate) timeouts: u8,
     /// Node crashes.
     pub(crate) crashes: u8,
-    /// Whether a node keeps its keys across a crash (AOF).
-    pub(crate) persistent: bool,
+    /// How a crashed node comes back (its keys and our marker).
+    pub(crate) restart: Restart,
+    /// The detection step: what the connection check after a restart makes
+    /// of what the node shows (the crate's table, as shipped).
+    pub(crate) detect: Detect,
     /// How long a crashed node stays down, ms.
     pub(crate) restart_delay: u8,
     /// Rule: a node that restarts without its keys does not count toward a
@@ -124,7 +129,8 @@ impl LockModel {
             drops: 0,
             timeouts: 1,
             crashes: 0,
-            persistent: true,
+            restart: Restart::Kept,
+            detect: assess,
             restart_delay: 0,
             quarantine: true,
             uptime_grain: 4,
@@ -421,11 +427,13 @@ impl Model for LockModel {
                 let real_quarantine = self.real_ttl(self.ttl);
                 let node = &mut s.nodes[n as usize];
                 node.up = true;
-                if !self.persistent {
+                if !self.restart.keeps_keys() {
                     node.key = None;
-                    // The connection check sees a new process without
-                    // durable persistence: quarantined from its start for
-                    // the longest TTL, measured on its (fast) clock.
+                }
+                // The connection check decides from what the new process
+                // shows; a loss quarantines it from its start for the
+                // longest TTL, measured on its (fast) clock.
+                if restart_seen_as_loss(self.detect, self.restart, real_quarantine.into()) {
                     if self.quarantine && self.uptime_grain == 0 {
                         node.quarantined_until = s.now.saturating_add(real_quarantine);
                     } else if self.quarantine {
@@ -542,7 +550,7 @@ mod tests {
         let m = LockModel {
             crashes: 1,
             timeouts: 0,
-            persistent: false,
+            restart: Restart::Empty,
             restart_delay: 5,
             ..LockModel::shipped()
         };
@@ -554,7 +562,7 @@ mod tests {
         let m = LockModel {
             crashes: 1,
             timeouts: 0,
-            persistent: false,
+            restart: Restart::Empty,
             ..LockModel::shipped()
         };
         safe("lock: a node restarts empty at once, quarantined", m);
@@ -565,7 +573,7 @@ mod tests {
         let m = LockModel {
             crashes: 1,
             timeouts: 0,
-            persistent: false,
+            restart: Restart::Empty,
             grain_margin: false,
             ..LockModel::shipped()
         };
@@ -584,7 +592,7 @@ mod tests {
         let m = LockModel {
             crashes: 1,
             timeouts: 0,
-            persistent: false,
+            restart: Restart::Empty,
             quarantine: false,
             quorum: |n| quorum_tolerating(n, 1),
             ..LockModel::shipped()
@@ -592,12 +600,51 @@ mod tests {
         safe("lock: an undetected failover, amnesia tolerance 1", m);
     }
 
+    /// A node crashes and comes back with durable settings but without
+    /// the lock's key: wiped, or restored from an old backup.
+    fn durable_but_lost(restart: Restart) -> LockModel {
+        LockModel {
+            crashes: 1,
+            timeouts: 0,
+            restart,
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_lock_safe_when_a_durable_node_comes_back_wiped_or_from_an_old_backup() {
+        // The table finds both losses alike (the backup's marker names the
+        // process before), so the two explore the same states: one run.
+        let q = 4;
+        assert!(restart_seen_as_loss(assess, Restart::OldBackup, q));
+        assert!(restart_seen_as_loss(assess, Restart::Wiped, q));
+        safe(
+            "lock: a durable node comes back wiped (or from an old backup), detected by the table",
+            durable_but_lost(Restart::Wiped),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_durable_settings_are_trusted() {
+        for restart in [Restart::Wiped, Restart::OldBackup] {
+            let m = LockModel {
+                detect: trusts_durable_settings,
+                ..durable_but_lost(restart)
+            };
+            unsafe_(
+                &format!("lock, weakened: durable settings trusted, {restart:?}"),
+                m,
+                EXCLUSION,
+            );
+        }
+    }
+
     #[test]
     fn model_lock_finds_two_holders_without_quarantine() {
         let m = LockModel {
             crashes: 1,
             timeouts: 0,
-            persistent: false,
+            restart: Restart::Empty,
             quarantine: false,
             ..LockModel::shipped()
         };

@@ -11,6 +11,7 @@
 
 mod counter;
 mod counter_state;
+mod detection;
 mod election;
 mod lock;
 mod lock_rules;

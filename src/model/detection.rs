@@ -1,0 +1,82 @@
+//! The detection step the models share: what a node that restarted shows a
+//! client's connection check, handed to the crate's own table
+//! ([`assess`]) or, as a mutant, to the rule it replaced.
+
+use crate::node::amnesia::{assess, Assessment, Memory};
+use crate::node::evidence::{Marker, Probe};
+
+/// How a node comes back from a crash, all with the same settings but
+/// [`Restart::Empty`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Restart {
+    /// AOF with `appendfsync always`: it replays everything it had.
+    Kept,
+    /// No persistence: empty.
+    Empty,
+    /// Durable settings, data directory wiped (a new disk, a container
+    /// recreated without its volume): empty, no marker.
+    Wiped,
+    /// Durable settings, restored from a backup taken after it was marked
+    /// and before the lock was taken: the old process's marker, no key.
+    OldBackup,
+}
+
+impl Restart {
+    /// Whether the node keeps its keys.
+    pub(crate) fn keeps_keys(self) -> bool {
+        self == Restart::Kept
+    }
+
+    /// Whether the marker of the process before survives.
+    fn keeps_marker(self) -> bool {
+        matches!(self, Restart::Kept | Restart::OldBackup)
+    }
+}
+
+/// A detection rule: the crate's [`assess`], or a mutant.
+pub(crate) type Detect = fn(&Probe, &Memory, u64) -> Assessment;
+
+/// Whether the connection check after a restart of `kind` finds a loss,
+/// by `detect`, for a client that saw nothing of the node before (the
+/// client that can tell least), `quarantine` ms after nothing: the probe
+/// comes right after the restart.
+pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u64) -> bool {
+    let marker = kind.keeps_marker().then(|| Marker::Found {
+        run: "before".into(),
+        loss: None,
+        seen: Some(0),
+        repl: Some("h".into()),
+    });
+    let probe = Probe {
+        run_id: "after".into(),
+        uptime: 0,
+        damage: Some(0),
+        promoted: false,
+        replid: "h".into(),
+        durable: Some(kind != Restart::Empty),
+        marker,
+    };
+    detect(&probe, &Memory::default(), quarantine)
+        .loss
+        .is_some()
+}
+
+/// The rule before trust from evidence (a mutant): a durable node that
+/// started within the quarantine, with no marker or another process's
+/// marker recording no loss, was trusted as having replayed everything.
+pub(crate) fn trusts_durable_settings(probe: &Probe, seen: &Memory, q: u64) -> Assessment {
+    let recent = probe.uptime < q;
+    let lossless = match &probe.marker {
+        None => true,
+        Some(Marker::Found { run, loss, .. }) => *run != probe.run_id && loss.is_none(),
+        Some(Marker::Corrupt) => false,
+    };
+    if probe.durable == Some(true) && recent && lossless {
+        return Assessment {
+            loss: None,
+            cause: None,
+            remaining: 0,
+        };
+    }
+    assess(probe, seen, q)
+}
