@@ -203,7 +203,9 @@
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
 //                       model/lock_state.rs, model/lock_rules.rs and
-//                       model/lock.rs (the lock), model/pin.rs (a serial
+//                       model/lock.rs (the lock), model/detection.rs (the
+//                       node-loss table as the models' detection step),
+//                       model/pin.rs (a serial
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs
 //                       (K slots and the move round), model/election.rs

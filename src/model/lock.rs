@@ -35,10 +35,10 @@ use crate::error::NodeErrorKind;
 use crate::lock::config::Config;
 use crate::lock::redlock::validity;
 use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
-use crate::model::lock_state::{representative, Action, Ext, Kind, Mint, Msg, Node, Phase, State};
+use crate::model::lock_state::{representative, send, Action, Ext, Kind, Mint, Node, Phase, State};
 use crate::model::{check, check_symmetric, insert_sorted, take_one};
 use crate::node::amnesia::assess;
-use crate::quorum::tally::{node_bit, quorum, quorum_tolerating, NodeSet, Vote};
+use crate::quorum::tally::{quorum, quorum_tolerating, NodeSet, Vote};
 
 /// The fencing property's name.
 pub(crate) const FENCING: &str = "fenced locks returned carry tokens in acquisition order";
@@ -479,20 +479,6 @@ impl LockModel {
     /// Every node.
     pub(crate) fn all(&self) -> NodeSet {
         (1 << self.nodes) - 1
-    }
-}
-
-/// Sends client `c`'s message of `kind` to the nodes in `to`.
-pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
-    for n in 0..64u8 {
-        if to & node_bit(n.into()) != 0 {
-            let m = Msg {
-                client: c,
-                node: n,
-                kind,
-            };
-            insert_sorted(net, m);
-        }
     }
 }
 

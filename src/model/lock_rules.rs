@@ -2,7 +2,8 @@
 //! it; a client counts the vote of its attempt or of one of its extensions
 //! and, once the round decided, acts by the crate's rules (see `lock.rs`).
 
-use crate::model::lock::{send, LockModel};
+use crate::model::lock::LockModel;
+use crate::model::lock_state::send;
 use crate::model::lock_state::{Hold, Kind, Mint, Msg, Phase, State};
 use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, NodeSet, Vote};

@@ -2,8 +2,8 @@
 //! can happen next, and the symmetry between alike nodes and clients (see
 //! `lock.rs`).
 
-use crate::model::{least_renaming, permutations, renamed_set};
-use crate::quorum::tally::NodeSet;
+use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
+use crate::quorum::tally::{node_bit, NodeSet};
 
 /// A node.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -237,4 +237,18 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
         .collect();
     r.net.sort();
     r
+}
+
+/// Sends client `c`'s message of `kind` to the nodes in `to`.
+pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
+    for n in 0..64u8 {
+        if to & node_bit(n.into()) != 0 {
+            let m = Msg {
+                client: c,
+                node: n,
+                kind,
+            };
+            insert_sorted(net, m);
+        }
+    }
 }
