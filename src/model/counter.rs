@@ -16,7 +16,9 @@ use stateright::{Model, Property};
 
 use crate::counter::{cas_accepts, cas_outcome, counted_finished, Record, Round};
 use crate::model::counter_state::{Action, Client, Msg, Node, Phase, State};
+use crate::model::detection::{restart_seen_as_loss, Detect, Restart};
 use crate::model::{insert_sorted, take_one, tally_of};
+use crate::node::amnesia::assess;
 use crate::quorum::tally::{node_bit, quorum};
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
 
@@ -65,6 +67,12 @@ pub(crate) struct CounterModel {
     /// Whether a node that restarted empty is suspect and counts only once
     /// repaired (as shipped); if not, its acceptance counts at once.
     pub(crate) repair: bool,
+    /// How a node that loses its record comes back (what its connection
+    /// check sees).
+    pub(crate) amnesia_as: Restart,
+    /// The detection step: whether that check finds the loss, and so makes
+    /// the node suspect (the crate's table, as shipped).
+    pub(crate) detect: Detect,
 }
 
 impl CounterModel {
@@ -96,6 +104,8 @@ impl CounterModel {
             quorum,
             any_refusal_is_stale: true,
             repair: true,
+            amnesia_as: Restart::Empty,
+            detect: assess,
         }
     }
 
@@ -235,7 +245,7 @@ impl Model for CounterModel {
                     rec: Record::default(),
                     up: true,
                     epoch: s.nodes[i].epoch + 1,
-                    suspect: self.repair,
+                    suspect: self.repair && restart_seen_as_loss(self.detect, self.amnesia_as, 1),
                     stamp: None,
                 };
             }
@@ -550,6 +560,27 @@ mod tests {
             amnesia_others_up: false,
             timeouts_after_amnesia: true,
             ..quiet_amnesia()
+        }
+    }
+
+    #[test]
+    fn model_counter_finds_overlap_when_durable_settings_are_trusted() {
+        // A durable node comes back wiped, or from a backup taken before
+        // the numbers were issued, while another is down: the rule before
+        // the table trusted it, and a stale proposal got through.
+        for amnesia_as in [Restart::Wiped, Restart::OldBackup] {
+            let m = CounterModel {
+                amnesia_as,
+                detect: crate::model::detection::trusts_durable_settings,
+                ..amnesia_another_down()
+            };
+            unsafe_(
+                &format!("counter, weakened: durable settings trusted, {amnesia_as:?}"),
+                m,
+            );
+            // The table finds both losses, so the shipped model's
+            // suspect node (checked safe above) is what the code decides.
+            assert!(restart_seen_as_loss(assess, amnesia_as, 1));
         }
     }
 
