@@ -162,9 +162,12 @@ fn node_urls_that_cannot_work_are_refused_with_the_reason() {
         let text = refused(&pair);
         assert!(text.contains("is node 0 again"), "{pair:?}: {text}");
     }
-    // Different databases or ports are different nodes.
+    // Two databases of one server are one node, not two independent ones.
+    let text = refused(&["redis://127.0.0.1:7601/0", "redis://127.0.0.1:7601/1"]);
+    assert!(text.contains("is node 0 again"), "{text}");
+    // Different ports are different nodes.
     assert!(Redlock::builder()
-        .nodes(["redis://127.0.0.1:7601/0", "redis://127.0.0.1:7601/1"])
+        .nodes(["redis://127.0.0.1:7601", "redis://127.0.0.1:7602"])
         .build()
         .is_ok());
     for (urls, says) in [

@@ -191,14 +191,16 @@ impl RedlockBuilder {
         self
     }
 
-    /// How long a node that may have lost writes (it restarted without
-    /// durable persistence, or it is not the process we marked before) does
-    /// not count toward a lock quorum; it still receives our commands, so it
-    /// holds the locks taken meanwhile. Set it to **the longest TTL any
-    /// client of these nodes uses**: this client refuses longer TTLs with
-    /// [`Error::InvalidConfig`]. Zero turns the check off and trusts every
-    /// node (only for nodes that run `appendonly yes` with `appendfsync
-    /// always` and never fail over). Whole seconds, rounded up. Defaults to
+    /// How long a node that may have lost writes (it restarted, was
+    /// replaced, flushed or evicted keys, or was just started and not
+    /// declared new) does not count toward a lock quorum; it still receives
+    /// our commands, so it holds the locks taken meanwhile. Set it to **the
+    /// longest TTL any client of these nodes uses**: this client refuses
+    /// longer TTLs with [`Error::InvalidConfig`], and `build()` refuses a
+    /// quarantine above [`MAX_TTL`](crate::MAX_TTL). Zero turns the check
+    /// off and trusts every node, **for counters too** (a node that lost
+    /// its records is never repaired): only for throwaway nodes. Whole
+    /// seconds, rounded up. Defaults to
     /// [`DEFAULT_RESTART_QUARANTINE`](crate::DEFAULT_RESTART_QUARANTINE).
     ///
     /// A node is checked each time a connection to it is made (a restart
@@ -285,6 +287,13 @@ impl RedlockBuilder {
                     "{what} {d:?} exceeds the maximum {MAX_TTL:?} (the longest TTL)"
                 )));
             }
+        }
+        if c.restart_quarantine > MAX_TTL {
+            return Err(Error::InvalidConfig(format!(
+                "restart quarantine {:?} exceeds the maximum {MAX_TTL:?} (the longest TTL); \
+                 set it to the longest TTL any client of these nodes uses",
+                c.restart_quarantine
+            )));
         }
         let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
         for (index, url) in self.urls.iter().enumerate() {
@@ -473,7 +482,8 @@ fn identity(info: &redis::ConnectionInfo) -> String {
         "localhost" | "::1" | "0:0:0:0:0:0:0:1" => "127.0.0.1".to_owned(),
         _ => host,
     };
-    format!("{host}:{port}/{}", info.redis_settings().db())
+    // Not the database index: one server under two indices is one node.
+    format!("{host}:{port}")
 }
 
 /// Removes the userinfo part (`user:password@`) of a URL for messages,
@@ -507,6 +517,23 @@ mod tests {
                 assert!(2 * q - n > f, "n={n} f={f} q={q}");
             }
         }
+    }
+
+    #[test]
+    fn a_quarantine_beyond_the_longest_ttl_is_refused_before_any_node_is_touched() {
+        let build = |q| {
+            Redlock::builder()
+                .nodes(["redis://127.0.0.1:1"])
+                .restart_quarantine(q)
+                .build()
+        };
+        for q in [Duration::MAX, MAX_TTL + Duration::from_millis(1)] {
+            match build(q) {
+                Err(Error::InvalidConfig(text)) => assert!(text.contains("restart quarantine")),
+                other => panic!("{q:?}: {other:?}"),
+            }
+        }
+        assert!(build(MAX_TTL).is_ok());
     }
 
     #[test]
