@@ -253,6 +253,7 @@ pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;
 pub use serial::generator::{
     ClockFn, SerialGenerator, SerialGeneratorBuilder, DEFAULT_CLOCK_TOLERANCE, DEFAULT_WIDTH,
+    MAX_BATCH,
 };
 pub use serial::number::{Serial, MAX_PREFIX_LEN};
 pub use serial::period::ResetPeriod;

@@ -191,7 +191,7 @@ async fn bad_serial_input() {
         ));
     }
     let s = SerialGenerator::builder(r).build().unwrap();
-    for bad in ["ORDER 1", "a/b", &"P".repeat(65)] {
+    for bad in ["ORDER 1", "a/b", &"P".repeat(65), "A1", "9"] {
         assert!(
             matches!(s.next(bad).await, Err(Error::InvalidConfig(_))),
             "{bad}"
@@ -205,7 +205,23 @@ async fn bad_serial_input() {
         s.next_batch("OK", 10_000).await,
         Err(Error::InvalidConfig(_))
     ));
+    // A count the width allows, but too many to hand back at once: refused
+    // before any node is asked (no record, no pin for the prefix).
+    let wide = SerialGenerator::builder(c.redlock())
+        .width(18)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        wide.next_batch("HUGE", redquorum::MAX_BATCH + 1).await,
+        Err(Error::InvalidConfig(_))
+    ));
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*HUGE*")
+        .query(&mut c.nodes[0].conn())
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
     assert_eq!(s.next("").await.unwrap().prefix(), "");
+    assert_eq!(s.next("A1-").await.unwrap().prefix(), "A1-");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

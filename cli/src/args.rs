@@ -230,7 +230,7 @@ fn serial_help() -> String {
 
 #[derive(Args, Debug)]
 pub struct SerialArgs {
-    /// Business prefix: up to 64 of A-Z a-z 0-9 _ - (may be empty: "").
+    /// Business prefix: up to 64 of A-Z a-z 0-9 _ -, not ending in a digit (may be empty: "").
     pub prefix: String,
     /// How many numbers to issue (at least 1).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]

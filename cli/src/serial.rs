@@ -30,7 +30,8 @@ pub async fn serial_next(redlock: Redlock, args: SerialArgs) -> ExitCode {
             return exit::code(exit::for_error(&e));
         }
     };
-    let batch = args.batch.unwrap_or(args.count);
+    // One call returns its numbers in memory: at most MAX_BATCH at once.
+    let batch = args.batch.unwrap_or(args.count.min(redquorum::MAX_BATCH));
     let mut left = args.count;
     let mut out = String::new();
     while left > 0 {

@@ -31,6 +31,11 @@ use crate::serial::pin;
 /// Digits of the counter part by default: `0001` .. `9999` per period.
 pub const DEFAULT_WIDTH: u8 = 4;
 
+/// Most numbers one [`SerialGenerator::next_batch`] call issues: the numbers
+/// come back in memory (a `Vec` of this many takes tens of MB), so a larger
+/// count is refused before any node is asked.
+pub const MAX_BATCH: u64 = 1_000_000;
+
 /// How far the local clock may be behind the latest issued period and still
 /// issue numbers in that period. Instances' clocks differ by a little around
 /// midnight; a clock further behind than this is broken, and issuing would
@@ -271,7 +276,7 @@ impl SerialGenerator {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for a bad prefix (over 64 bytes, or other
-    /// than `A-Z a-z 0-9 _ -`; empty is fine), [`Error::Exhausted`] when the
+    /// than `A-Z a-z 0-9 _ -`, or ending in a digit; empty is fine), [`Error::Exhausted`] when the
     /// period's numbers ran out, [`Error::ClockBehind`] when this clock is
     /// behind the latest issued period by more than the tolerance,
     /// [`Error::NoQuorum`] when too few nodes answer for as long as
@@ -297,13 +302,15 @@ impl SerialGenerator {
     /// # Errors
     ///
     /// As [`SerialGenerator::next`]; also [`Error::InvalidConfig`] for a
-    /// count of zero or above the width's capacity.
+    /// count of zero, above the width's capacity or above [`MAX_BATCH`],
+    /// before any node is asked.
     pub async fn next_batch(&self, prefix: &str, count: u64) -> Result<Vec<Serial>> {
         check_prefix(prefix)?;
-        if count == 0 || count > self.max_number() {
+        let most = self.max_number().min(MAX_BATCH);
+        if count == 0 || count > most {
             return Err(Error::InvalidConfig(format!(
-                "count {count} is outside 1..={}",
-                self.max_number()
+                "count {count} is outside 1..={most} (one call returns its numbers in \
+                 memory: issue more in several calls)"
             )));
         }
         let state = self.state(prefix);

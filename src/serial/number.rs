@@ -27,6 +27,17 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
             "prefix contains {c:?}; only A-Z, a-z, 0-9, '_' and '-' are allowed"
         )));
     }
+    // The stamp and the number are digits: a prefix ending in one would
+    // let two prefixes spell the same string (`A1` + `2026112400…` and
+    // `A12026112400` + `…`). Ending in anything else, the prefix is all up
+    // to the last non-digit, so strings of different prefixes differ.
+    if prefix.ends_with(|c: char| c.is_ascii_digit()) {
+        return Err(Error::InvalidConfig(format!(
+            "prefix {prefix:?} ends in a digit, so its numbers could spell another prefix's; \
+             end it with a letter, '_' or '-' (e.g. {:?})",
+            format!("{prefix}-")
+        )));
+    }
     Ok(())
 }
 
