@@ -169,3 +169,31 @@ async fn a_waiter_that_lacks_nodes_pauses_and_says_so() {
         "{s:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_validity_ran_out_is_lost_and_no_longer_held() {
+    let c = Cluster::start(3);
+    let a = c.redlock();
+    let lock = a.try_lock("ran_out", ms(300)).await.unwrap();
+    let handle = lock.handle();
+    assert_eq!(a.stats().held_locks, 1);
+    assert!(lock.lost_reason().is_none() && handle.is_valid());
+    // Nobody renews or releases it.
+    lock.lost().await;
+    assert!(matches!(
+        lock.lost_reason(),
+        Some(redquorum::Error::Expired { .. })
+    ));
+    assert!(!handle.is_valid());
+    assert!(support::wait_until(ms(2_000), || a.stats().held_locks == 0).await);
+    let s = a.stats();
+    assert_eq!((s.held_locks, s.lost), (0, 1), "{s:?}");
+    // Released late, it is not counted twice.
+    let _ = lock.release().await;
+    assert_eq!(a.stats().lost, 1);
+    // A released lock has no loss to report.
+    let lock = a.try_lock("ran_out_2", ms(5_000)).await.unwrap();
+    let handle = lock.handle();
+    lock.release().await.unwrap();
+    assert!(handle.lost_reason().is_none());
+}

@@ -99,6 +99,26 @@ impl Lock {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.holding = holding;
         }
+        // Watches for validity running out unrenewed, so that the lock is
+        // counted lost then (not held until someone releases it). Ends as
+        // soon as it is released or lost; never keeps the lock alive.
+        let weak = Arc::downgrade(&self.shared);
+        let mut rx = self.shared.state.subscribe();
+        self.runtime.spawn(async move {
+            loop {
+                let st = *rx.borrow_and_update();
+                if st.released || st.lost {
+                    return;
+                }
+                tokio::select! {
+                    changed = rx.changed() => if changed.is_err() { return },
+                    () = tokio::time::sleep_until(st.valid_until) => break,
+                }
+            }
+            if let Some(shared) = weak.upgrade() {
+                shared.expired_unrenewed();
+            }
+        });
         self
     }
 
@@ -152,10 +172,11 @@ impl Lock {
         self.shared.state.deadline()
     }
 
-    /// Why the lock was marked lost (the failed extension's error, or
-    /// [`Error::Expired`] when validity ran out), or `None` while it is not.
+    /// Why the lock is lost (the failed extension's error, or
+    /// [`Error::Expired`] once its validity ran out, renewed or not), or
+    /// `None` while it is valid or after its release.
     pub fn lost_reason(&self) -> Option<Error> {
-        self.shared.state.lost_because()
+        self.shared.lost_reason()
     }
 
     /// True while [`Lock::validity`] is above zero and no extension failed.
@@ -314,7 +335,12 @@ impl LockHandle {
 
     /// See [`Lock::lost_reason`].
     pub fn lost_reason(&self) -> Option<Error> {
-        self.shared.state.lost_because()
+        self.shared.lost_reason()
+    }
+
+    /// See [`Lock::is_valid`].
+    pub fn is_valid(&self) -> bool {
+        !self.validity().is_zero()
     }
 
     /// See [`Lock::ensure_valid`].

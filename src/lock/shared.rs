@@ -78,6 +78,33 @@ impl Shared {
         self.state.mark_lost(because);
     }
 
+    /// Its validity ran out with nobody renewing it: counted lost now,
+    /// unless it was released or lost meanwhile, or an auto-extend task
+    /// (which counts its own losses) renews it.
+    pub(crate) fn expired_unrenewed(&self) {
+        let st = self.state.now();
+        let auto = self.watchdog.load(std::sync::atomic::Ordering::Acquire);
+        if auto || st.released || st.lost || Instant::now() < st.valid_until {
+            return;
+        }
+        self.lose(
+            Error::Expired {
+                resource: self.resource.clone(),
+            },
+            LostReason::ExpiredWhileHeld,
+        );
+    }
+
+    /// See [`Lock::lost_reason`].
+    pub(crate) fn lost_reason(&self) -> Option<Error> {
+        let st = self.state.now();
+        self.state.lost_because().or_else(|| {
+            (!st.released && Instant::now() >= st.valid_until).then(|| Error::Expired {
+                resource: self.resource.clone(),
+            })
+        })
+    }
+
     /// The release round on every node (see [`Redlock::release_round`]).
     pub(crate) async fn release_round(&self) -> crate::quorum::tally::Tally {
         let permit = self.permit.as_ref().map(|(keys, slot)| (&**keys, *slot));

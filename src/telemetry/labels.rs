@@ -92,8 +92,9 @@ pub(crate) enum LostReason {
     /// Its validity ran out while it was renewed automatically (the
     /// renewals came too late).
     ValidityRanOut,
-    /// It was released after its validity had run out (not renewed, or
-    /// renewed too late): the work may have overlapped another holder.
+    /// Its validity ran out while it was held and not renewed (counted when
+    /// it ran out, or at a release after that): the work may have
+    /// overlapped another holder.
     ExpiredWhileHeld,
 }
 
