@@ -203,7 +203,7 @@ impl Error {
     }
 
     /// True when trying again later may succeed: contention, missing quorum,
-    /// timeouts, and counter contention.
+    /// timeouts, and counter contention; not when [`Error::needs_operator`].
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -211,7 +211,28 @@ impl Error {
                 | Error::NoQuorum { .. }
                 | Error::Timeout { .. }
                 | Error::CounterContention { .. }
-        )
+        ) && !self.needs_operator()
+    }
+
+    /// True when nodes refused us in ways only an operator can fix (a
+    /// missing or wrong password, an unknown user, an ACL that refuses a
+    /// command, an endpoint that is not a Redis server) and those nodes
+    /// alone leave too few for a quorum: trying again cannot succeed.
+    /// Waiting calls return such an error at once, never a timeout.
+    pub fn needs_operator(&self) -> bool {
+        match self {
+            Error::NoQuorum {
+                asked,
+                needed,
+                failures,
+                ..
+            } => {
+                let refused = failures.iter().filter(|f| f.kind.needs_operator()).count();
+                asked.saturating_sub(refused) < *needed
+            }
+            Error::Timeout { last, .. } => last.needs_operator(),
+            _ => false,
+        }
     }
 
     /// True when the operation gave up because time ran out: the overall wait

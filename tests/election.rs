@@ -150,3 +150,33 @@ async fn elections_go_on_with_a_minority_down_and_say_when_they_cannot() {
     assert!(err.to_string().contains("nodes"), "{err}");
     assert!(redlock.election("", ms(1)).is_err());
 }
+
+/// A campaign keeps trying through a term it cannot mint (a counter node
+/// away while another is not yet repaired): it wins once the node is back,
+/// where it used to fail with no quorum right after winning the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_goes_on_through_a_term_it_cannot_mint() {
+    let mut c = Cluster::start(3);
+    let redlock = c.builder().restart_quarantine(ms(1_000)).build().unwrap();
+    // Node 1 loses its data: quarantined for locks for about 2 s, and
+    // suspect for counters after that.
+    c.nodes[1].restart_wiped();
+    let deadline = Instant::now() + ms(10_000);
+    loop {
+        let trust = redlock.node_trust().await;
+        if matches!(trust[1], redquorum::NodeTrust::Suspect { .. }) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{trust:?}");
+        tokio::time::sleep(ms(50)).await;
+    }
+    // Node 2 goes away: the lock has its quorum (nodes 0 and 1), the term
+    // does not (node 1's acceptance does not count until repaired).
+    c.nodes[2].stop();
+    let election = redlock.election("mint_outage", ms(1_000)).unwrap();
+    let campaign = tokio::spawn(async move { election.campaign_timeout("a", ms(20_000)).await });
+    tokio::time::sleep(ms(1_000)).await;
+    c.nodes[2].restart(support::Persistence::Aof);
+    let leadership = campaign.await.unwrap().unwrap();
+    assert!(leadership.term() >= 1);
+}

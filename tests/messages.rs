@@ -65,6 +65,27 @@ async fn a_missing_or_wrong_password_is_said_plainly() {
     let text = one_line(&wrong);
     assert!(text.contains("authentication failed"), "{text}");
     assert!(!text.contains("wrong-pw") && !format!("{wrong:?}").contains("wrong-pw"));
+    // No wait fixes a wrong password: a waiting call and serial numbers
+    // fail at once with the cause, not with a timeout after the wait.
+    let client = Redlock::builder()
+        .nodes([format!("redis://:wrong-pw@127.0.0.1:{port}")])
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let waited = client
+        .lock_timeout("auth", ms(5000), ms(30_000))
+        .await
+        .unwrap_err();
+    assert!(waited.needs_operator() && !waited.is_timeout(), "{waited}");
+    assert!(!waited.is_retryable());
+    let serial = redquorum::SerialGenerator::builder(client).build().unwrap();
+    let issued = serial.next("AUTH").await.unwrap_err();
+    assert!(issued.needs_operator(), "{issued}");
+    assert!(
+        started.elapsed() < ms(15_000),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -159,7 +159,22 @@ impl Election {
         let what = KeyAttempt::new(redlock, &self.name, key, self.ttl, ttl_ms)
             .standing_for(Primitive::Election);
         loop {
-            let lock = redlock.fenced_with(&what, &self.terms, patience).await?;
+            let lock = match redlock.fenced_with(&what, &self.terms, patience).await {
+                Ok(lock) => lock,
+                // A term that could not be minted (counter nodes away or
+                // not yet repaired): time can fix that, as it fixes an
+                // outage, so the campaign goes on while its patience lasts.
+                Err(e) if e.is_retryable() && !patience.run_out() => {
+                    let pause = redlock.retry_pause();
+                    if !patience.allows_pause(pause) {
+                        return Err(e);
+                    }
+                    debug!(error = %e, "no leadership this round; campaigning again");
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let term = lock.fencing_token().unwrap_or_default();
             let error = match self.publish(&lock, term, value).await {
                 Ok(()) => {

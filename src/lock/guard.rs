@@ -81,7 +81,7 @@ impl Lock {
                 permit: None,
                 value,
                 ttl,
-                fencing_token: None,
+                fencing_token: std::sync::OnceLock::new(),
                 contended,
                 state: Standing::new(valid_until),
                 watchdog: AtomicBool::new(false),
@@ -132,11 +132,9 @@ impl Lock {
         self
     }
 
-    /// Attaches the fencing token (right after acquisition, before sharing).
-    pub(crate) fn with_fencing_token(mut self, token: u64) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.fencing_token = Some(token);
-        }
+    /// Attaches the fencing token (right after acquisition).
+    pub(crate) fn with_fencing_token(self, token: u64) -> Self {
+        let _ = self.shared.fencing_token.set(token);
         self
     }
 
@@ -200,7 +198,7 @@ impl Lock {
     /// greater than every token handed to earlier holders of this resource.
     /// Pass it to the storage you write to and have it reject smaller tokens.
     pub fn fencing_token(&self) -> Option<u64> {
-        self.shared.fencing_token
+        self.shared.fencing_token.get().copied()
     }
 
     /// Resets the lock's TTL to `ttl` from now on a quorum of nodes.
@@ -356,7 +354,7 @@ impl LockHandle {
 
     /// See [`Lock::fencing_token`].
     pub fn fencing_token(&self) -> Option<u64> {
-        self.shared.fencing_token
+        self.shared.fencing_token.get().copied()
     }
 
     /// See [`Lock::lost`].

@@ -46,7 +46,9 @@ pub(crate) struct Shared {
     /// The TTL the lock was taken with; auto-extension renews to it.
     pub(crate) ttl: Duration,
     /// Fencing token minted right after acquisition, if asked for.
-    pub(crate) fencing_token: Option<u64>,
+    /// Set once, after the lock is counted (its expiry watch then holds a
+    /// weak reference, so the lock can no longer be changed in place).
+    pub(crate) fencing_token: std::sync::OnceLock<u64>,
     /// Taken after waiting: its release asks whether others wait.
     pub(crate) contended: bool,
     /// Validity and status, observable by `lost()` waiters.

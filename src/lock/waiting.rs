@@ -103,6 +103,11 @@ impl Redlock {
         }
         loop {
             if let Some(error) = last.take() {
+                if error.needs_operator() {
+                    // A wrong password or an ACL refusal on too many nodes:
+                    // no wait fixes it, so say so now, not as a timeout.
+                    return Err(error);
+                }
                 if patience.run_out() {
                     return Err(give_up(error));
                 }

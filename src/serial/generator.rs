@@ -418,7 +418,7 @@ async fn allocate_patiently(inner: &GenInner, state: &CounterState, k: u64) -> R
     let patience = Patience::default_for(&inner.redlock);
     loop {
         match allocate(inner, state, k).await {
-            Err(e @ Error::NoQuorum { .. }) => {
+            Err(e @ Error::NoQuorum { .. }) if !e.needs_operator() => {
                 let pause = inner.redlock.retry_pause();
                 if !patience.allows_pause(pause) {
                     return Err(e);
