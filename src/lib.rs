@@ -128,6 +128,7 @@
 // every file is named here). Bottom to top:
 //
 // 1 error.rs            Error, Result, per-node NodeError.
+//   predicates.rs       What callers ask of an Error (retry? operator?).
 //   scripts.rs          The Lua sources, each run atomically on one node.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   extensions.rs       A held lock's extensions in flight: the rule that
@@ -222,6 +223,7 @@ mod lock;
 #[cfg(test)]
 mod model;
 mod node;
+mod predicates;
 mod quorum;
 #[cfg(test)]
 mod scratch;

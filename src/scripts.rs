@@ -524,6 +524,7 @@ mod tests {
             &super::LEADER_PUBLISH,
             &super::LEADER_READ,
             &crate::trust::INIT_NEW,
+            &crate::node::evidence::MARKER_CAS,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

@@ -180,3 +180,45 @@ async fn a_campaign_goes_on_through_a_term_it_cannot_mint() {
     let leadership = campaign.await.unwrap().unwrap();
     assert!(leadership.term() >= 1);
 }
+
+/// A candidate whose round trip is a fifth of the TTL (100 ms each way,
+/// TTL 1 s) keeps its leadership, and a client whose round trip is 27 %
+/// of the TTL (200 ms each way, TTL 1.5 s) keeps a fenced lock it renews
+/// (its first renewal lands 285 ms before the validity ends, where one
+/// sent a third of the TTL after the call lands 215 ms too late):
+/// renewals start from the
+/// validity left, not a fixed interval after the call returned
+/// (leaderships were lost about 0.38 s in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_candidate_keeps_its_leadership() {
+    let c = Cluster::start(3);
+    // Two clients, each behind proxies of its own (a proxy delays what it
+    // forwards one read at a time: one client's traffic never waits on the
+    // other's).
+    let (_proxies_a, builder_a) = c.far_builder(100);
+    let (_proxies_b, builder_b) = c.far_builder(200);
+    let (a, b) = (builder_a.build().unwrap(), builder_b.build().unwrap());
+    // Connections made first: a new one takes two more round trips (its
+    // handshake and check), which would leave a 1 s lock no validity.
+    let _ = futures::join!(a.node_trust(), b.node_trust());
+    let election = a.election("far_leader", ms(1_000)).unwrap();
+    let leadership = election.campaign("far").await.unwrap();
+    let fenced = b.lock_fenced("far_lock", ms(1_500)).await.unwrap();
+    fenced.auto_extend();
+    // Kept for three TTLs: neither is lost meanwhile.
+    let kept = tokio::time::timeout(ms(3_000), async {
+        tokio::select! {
+            () = leadership.lost() => "leadership",
+            () = fenced.lost() => "fenced lock",
+        }
+    })
+    .await;
+    assert!(
+        kept.is_err(),
+        "lost the {}: {:?} {:?}",
+        kept.unwrap_or_default(),
+        leadership.lost_reason(),
+        fenced.lost_reason()
+    );
+    assert!(leadership.is_valid() && fenced.is_valid());
+}

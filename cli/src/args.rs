@@ -82,7 +82,7 @@ fn lock_help() -> String {
          The command's environment also has:\n  \
          REDQUORUM_RESOURCE        the resource name\n  \
          REDQUORUM_KEY             the lock's Redis key (with --key-prefix)\n  \
-         REDQUORUM_TTL_MS          the TTL, renewed in the background every ttl/3\n  \
+         REDQUORUM_TTL_MS          the TTL, renewed in the background every ttl/3 (sooner when validity runs short)\n  \
          REDQUORUM_VALID_UNTIL_MS  when the lock's first validity ends (Unix time, ms;\n                            \
          renewals push it later)\n  \
          REDQUORUM_FENCING_TOKEN   with --fenced: a number larger than every earlier\n                            \
@@ -141,7 +141,7 @@ fn status_help() -> String {
 pub struct LockArgs {
     /// Resource (lock) name, shared by everyone who must exclude each other.
     pub resource: String,
-    /// Lock TTL; it is renewed in the background every ttl/3 while the command runs.
+    /// Lock TTL; it is renewed in the background every ttl/3 (sooner when validity runs short) while the command runs.
     #[arg(long, value_parser = parse_duration, default_value = "30s", allow_hyphen_values = true)]
     pub ttl: Duration,
     /// How long to wait for the lock before giving up with exit code 75.

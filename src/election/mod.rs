@@ -88,7 +88,8 @@ pub struct Election {
 
 impl Redlock {
     /// An election named `name` whose leaders hold it for `ttl` at a time,
-    /// renewed in the background (every `ttl × auto_extend_fraction`). A
+    /// renewed in the background (every `ttl × auto_extend_fraction`, sooner
+    /// where the validity left calls for it). A
     /// leader that dies is replaced within `ttl`. Its keys live in
     /// redquorum's reserved namespace.
     ///
@@ -175,10 +176,14 @@ impl Election {
                 }
                 Err(e) => return Err(e),
             };
+            // Renewed from now: the lock and the term took a round each,
+            // and the record takes another; a far candidate (a round trip a
+            // fifth of the TTL) renewing only after all that lost every
+            // leadership. A release below stops it.
+            lock.auto_extend();
             let term = lock.fencing_token().unwrap_or_default();
             let error = match self.publish(&lock, term, value).await {
                 Ok(()) => {
-                    lock.auto_extend();
                     debug!(term, "leading");
                     return Ok(Leadership::new(lock, term, value));
                 }

@@ -7,7 +7,7 @@
 //! deadline, lost or released) is in `standing.rs`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use tracing::{debug, instrument};
 
 use crate::error::{Error, Result};
 use crate::lock::redlock::Redlock;
-use crate::lock::shared::{watchdog, Shared};
+use crate::lock::shared::{nanos, watchdog, Shared};
 use crate::quorum::background::Background;
 use crate::standing::Standing;
 use crate::telemetry::Holding;
@@ -85,6 +85,11 @@ impl Lock {
                 contended,
                 state: Standing::new(valid_until),
                 watchdog: AtomicBool::new(false),
+                // The acquisition's round, with the drift: what the TTL
+                // lost before the validity began.
+                round_ns: AtomicU64::new(nanos(
+                    ttl.saturating_sub(valid_until.saturating_duration_since(Instant::now())),
+                )),
                 extensions: Mutex::default(),
                 holding: Holding::untracked(),
             }),
@@ -264,7 +269,10 @@ impl Lock {
     }
 
     /// Starts renewing the lock in the background every
-    /// `ttl × auto_extend_fraction` until it is released or dropped. If a
+    /// `ttl × auto_extend_fraction`, or sooner where the validity left
+    /// calls for it (a renewal starts at least twice the latest round's
+    /// duration before the validity ends), until it is released or
+    /// dropped. If a
     /// renewal fails, the lock is marked lost and [`Lock::lost`] resolves.
     /// Calling it again starts nothing new.
     pub fn auto_extend(&self) {

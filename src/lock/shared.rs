@@ -6,7 +6,7 @@
 //! [`LockHandle`]: crate::LockHandle
 
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -55,6 +55,11 @@ pub(crate) struct Shared {
     pub(crate) state: Standing,
     /// Set once an auto-extend task was started, so there is only one.
     pub(crate) watchdog: AtomicBool,
+    /// How long the latest round on the nodes took (the acquisition, then
+    /// each confirmed extension), in ns, with the drift allowance: the
+    /// auto-extend task starts a renewal at least twice that before the
+    /// validity ends, so the renewal lands while the lock is still ours.
+    pub(crate) round_ns: AtomicU64,
     /// Extensions sent and not yet overtaken by a confirmed later one: what
     /// bounds the validity (see `extensions.rs`).
     pub(crate) extensions: Mutex<Extensions>,
@@ -174,6 +179,8 @@ impl Shared {
                 if let Some(until) = ext.confirm(seq, until) {
                     self.state.set_until(until);
                 }
+                let took = now.saturating_duration_since(start) + drift;
+                self.round_ns.store(nanos(took), Ordering::Relaxed);
                 debug!(validity = ?self.validity(), "extended");
                 Ok(())
             }
@@ -216,26 +223,40 @@ impl Shared {
 
 /// The auto-extend loop. Holds only a `Weak`, so it stops by itself once the
 /// lock is released or every holder dropped it.
+///
+/// A renewal starts `interval` after the previous one (or after the loop
+/// started), or earlier where the validity left demands it: at least twice
+/// the latest round's duration before the validity ends, so that a holder
+/// whose round trip is a large part of its TTL (or whose acquisition took
+/// several rounds, as a campaign's does) renews in time.
 pub(crate) async fn watchdog(
     weak: Weak<Shared>,
     mut rx: watch::Receiver<State>,
     interval: Duration,
 ) {
+    let mut last = Instant::now();
     loop {
-        let sleep = tokio::time::sleep(interval);
-        tokio::pin!(sleep);
-        // Wake early if the lock is released, so the task does not linger.
+        // Wake early if the lock is released, so the task does not linger,
+        // and when its validity moves (another extension), to reschedule.
         loop {
+            let st = *rx.borrow_and_update();
+            if st.released || st.lost {
+                return;
+            }
+            let Some(shared) = weak.upgrade() else { return };
+            let lead = Duration::from_nanos(shared.round_ns.load(Ordering::Relaxed)) * 2;
+            drop(shared);
+            let at = (last + interval).min(st.valid_until.checked_sub(lead).unwrap_or(last));
             tokio::select! {
-                () = &mut sleep => break,
+                () = tokio::time::sleep_until(at) => break,
                 changed = rx.changed() => {
-                    let st = *rx.borrow_and_update();
-                    if changed.is_err() || st.released || st.lost {
+                    if changed.is_err() {
                         return;
                     }
                 }
             }
         }
+        last = Instant::now();
         let Some(shared) = weak.upgrade() else { return };
         let st = shared.state.now();
         if st.released || st.lost {
@@ -262,4 +283,9 @@ pub(crate) async fn watchdog(
             return;
         }
     }
+}
+
+/// A duration in whole nanoseconds, saturating.
+pub(crate) fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
 }

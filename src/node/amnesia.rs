@@ -47,7 +47,7 @@
 //! a `FLUSHALL` erases the evidence: nothing on the node tells that apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -108,7 +108,7 @@ impl Cause {
             }
             Cause::Unmarked => {
                 "started recently with none of our marks: new, or restarted without its data \
-                 (run `redquorum init` once on nodes that are really new)"
+                 (for nodes you know are new, not wiped: `redquorum init`)"
             }
             Cause::Marked => "may have lost writes (found by another client)",
         }
@@ -273,6 +273,15 @@ impl Trust {
         }
     }
 
+    /// Our marker now names `run_id`, if that is still the process this
+    /// client knows there.
+    pub(crate) fn marker_written(&self, run_id: &str) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.run_id == run_id {
+            st.marked = true;
+        }
+    }
+
     /// An operator declared the node new and our marker now names
     /// `run_id` with no loss: trusted from now, if that is still the
     /// process this client knows there.
@@ -325,16 +334,17 @@ impl Trust {
     }
 }
 
-/// Probes a new connection (see [`probe`]) and takes in what it found;
-/// logs a quarantine it starts, once. An error if the node did not answer.
+/// Probes a new connection and takes in what it found; logs a quarantine
+/// it starts, once, and brings our marker up to date. An error if the node
+/// did not answer.
 pub(crate) async fn check(
     conn: &mut MultiplexedConnection,
     check: &AmnesiaCheck,
-    trust: &Trust,
+    trust: &Arc<Trust>,
     (index, addr): (usize, &str),
     timeout: Duration,
 ) -> RedisResult<()> {
-    let Some((probe, verdict, at, marked)) =
+    let Some((probe, verdict, at)) =
         probe(conn, &trust.memory(), check.quarantine_secs, timeout).await
     else {
         return Err(RedisError::from((
@@ -342,6 +352,7 @@ pub(crate) async fn check(
             "no reply to the connection's check (INFO, CONFIG GET)",
         )));
     };
+    let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
     if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
             node = index,
@@ -351,19 +362,35 @@ pub(crate) async fn check(
             remaining.as_secs()
         );
     }
+    if !probe.run_id.is_empty() && !marked {
+        // Not waited for: the verdict is ours already, and the first
+        // requests need not wait another round trip. Written only over the
+        // marker as found (another client or an operator may have written
+        // one meanwhile). The client remembers the process as marked once
+        // the node said so, so that a marker that vanishes later is
+        // evidence.
+        let why = verdict.cause.map_or("kept", Cause::tag);
+        let set = evidence::marker_update(&probe, verdict.loss, why);
+        let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
+        tokio::spawn(async move {
+            let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+            if matches!(wrote, Ok(Ok(Value::Int(1)))) {
+                trust.marker_written(&probe.run_id);
+            }
+        });
+    }
     Ok(())
 }
 
-/// Probes a freshly made connection and brings our marker up to date.
-/// Returns the probe, its assessment, when it was taken, and whether our
-/// marker names the process now; `None` if the node did not answer (the
-/// connection is then of no use anyway).
+/// Probes a freshly made connection: the probe, its assessment and when
+/// it was taken; `None` if the node did not answer (the connection is then
+/// of no use anyway).
 pub(crate) async fn probe(
     conn: &mut MultiplexedConnection,
     seen: &Memory,
     quarantine: u64,
     timeout: Duration,
-) -> Option<(Probe, Assessment, Instant, bool)> {
+) -> Option<(Probe, Assessment, Instant)> {
     let pipe = evidence::probe_pipeline();
     // Errors (a renamed or forbidden command) come back as values.
     let replies: Vec<Value> = tokio::time::timeout(
@@ -376,20 +403,7 @@ pub(crate) async fn probe(
     let at = Instant::now();
     let probe = evidence::read_probe(&replies);
     let verdict = assess(&probe, seen, quarantine);
-    let mut marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
-    if !probe.run_id.is_empty() && !marked {
-        let why = verdict.cause.map_or("kept", Cause::tag);
-        // Waited for (one more round trip, on new connections only): the
-        // client remembers a process as marked only if it is, so a marker
-        // that vanishes later is evidence.
-        let set = redis::cmd("HSET")
-            .arg(evidence::MARKER_KEY)
-            .arg(&evidence::marker_fields(&probe, verdict.loss, why)[..])
-            .to_owned();
-        let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
-        marked = matches!(wrote, Ok(Ok(Value::Int(_))));
-    }
-    Some((probe, verdict, at, marked))
+    Some((probe, verdict, at))
 }
 
 #[cfg(test)]

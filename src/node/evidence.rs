@@ -23,6 +23,8 @@
 
 use redis::Value;
 
+use crate::scripts::Lua;
+
 /// Our marker's key on every node.
 pub(crate) const MARKER_KEY: &str = "redquorum:node";
 
@@ -201,21 +203,40 @@ fn config_value(v: &Value) -> Option<String> {
     }
 }
 
-/// The marker `probe` calls for, with the loss moment `loss` found for
-/// reason `why`, as `HSET` arguments (every field, so a marker of an
-/// earlier version is completed).
-pub(crate) fn marker_fields(
-    probe: &Probe,
-    loss: Option<u64>,
-    why: &str,
-) -> [(&'static str, String); 5] {
-    [
-        ("run", probe.run_id.clone()),
-        ("loss", loss.map_or("-".to_owned(), |l| l.to_string())),
-        ("seen", probe.damage.unwrap_or(0).to_string()),
-        ("repl", probe.replid.clone()),
-        ("why", why.to_owned()),
-    ]
+/// Writes our marker only if it is still as the probe found it (`run` and
+/// `loss`, empty for none), so that a marker another client or an
+/// operator's `init` wrote meanwhile is never overwritten with an older
+/// verdict. KEYS: marker. ARGV: found run, found loss, then the new `run`,
+/// `loss`, `seen`, `repl`, `why`. Returns 1 if written.
+pub(crate) static MARKER_CAS: Lua = Lua::new(
+    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss")
+if (m[1] or "") ~= ARGV[1] or (m[2] or "") ~= ARGV[2] then return 0 end
+redis.call("HSET", KEYS[1], "run", ARGV[3], "loss", ARGV[4], "seen", ARGV[5], "repl", ARGV[6],
+  "why", ARGV[7])
+return 1"#,
+);
+
+/// The command that replaces the marker `probe` found with the one it
+/// calls for: loss moment `loss`, found for reason `why`.
+pub(crate) fn marker_update(probe: &Probe, loss: Option<u64>, why: &str) -> redis::Cmd {
+    let (run, found_loss) = match &probe.marker {
+        Some(Marker::Found { run, loss, .. }) => {
+            (run.clone(), loss.map_or("-".to_owned(), |l| l.to_string()))
+        }
+        _ => (String::new(), String::new()),
+    };
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(MARKER_CAS.src)
+        .arg(1)
+        .arg(MARKER_KEY)
+        .arg(run)
+        .arg(found_loss)
+        .arg(&probe.run_id)
+        .arg(loss.map_or("-".to_owned(), |l| l.to_string()))
+        .arg(probe.damage.unwrap_or(0))
+        .arg(&probe.replid)
+        .arg(why);
+    cmd
 }
 
 /// Whether `found` is already the marker `probe` calls for.

@@ -55,7 +55,7 @@ pub(crate) struct Link {
     /// How each new connection is checked for lost writes (`None`: never).
     amnesia: Option<AmnesiaCheck>,
     /// What those checks found.
-    pub(crate) trust: Trust,
+    pub(crate) trust: Arc<Trust>,
 }
 
 /// A request in flight: sent, waiting in a queue, or already done.
@@ -118,7 +118,7 @@ impl Link {
     ) -> Self {
         Self {
             amnesia,
-            trust: Trust::default(),
+            trust: Arc::default(),
             index,
             healthy: AtomicBool::new(true),
             connected_at: AtomicU64::new(0),

@@ -2,6 +2,7 @@
 //! and the check for lost writes that runs on it before anything of ours
 //! goes out.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -20,7 +21,7 @@ pub(crate) struct Opener<'a> {
     pub(crate) timeout: Duration,
     /// How the new connection is checked for lost writes (`None`: never),
     /// and where what the check finds goes.
-    pub(crate) amnesia: Option<(&'a AmnesiaCheck, &'a Trust)>,
+    pub(crate) amnesia: Option<(&'a AmnesiaCheck, &'a Arc<Trust>)>,
 }
 
 impl Opener<'_> {
