@@ -813,6 +813,22 @@ async fn a_release_wakes_only_the_waiter_it_lets_in() {
     c_permit.release().await.unwrap();
 }
 
+/// A channel nobody waits on any more is given up after 30 s idle, though
+/// no message arrives on it (it stayed subscribed for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_wake_channel_is_given_up() {
+    let c = Cluster::start(5);
+    let line = "redquorum:semaphore:{idle}:idle";
+    let (held, _b, waiter) = b_waits_on_every_node(&c, "idle", || subscribers(&c, line) == 1).await;
+    let permit = handed_over(held, waiter).await;
+    permit.release().await.unwrap();
+    assert!(
+        wait_until(ms(45_000), || subscribers(&c, line) == 0).await,
+        "still subscribed: {}",
+        subscribers(&c, line)
+    );
+}
+
 /// A waiter whose notification connection is cut hears the channel again
 /// on a new one, and the next release still wakes it at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

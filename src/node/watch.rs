@@ -330,8 +330,42 @@ impl Watch {
             let channels = channels.of(generation);
             channels.heard.remove(channel);
             channels.refused |= crate::error::is_denied(e);
+        } else {
+            self.forget_when_idle(channel.to_owned(), generation);
         }
         result.map(|()| true)
+    }
+
+    /// Unsubscribes `channel` once it went [`CHANNEL_IDLE`] without a
+    /// waiter asking for it, whether or not a message arrives (a semaphore
+    /// nobody waits on any more publishes nothing). Ends when the channel
+    /// is forgotten or its connection replaced; holds only a `Weak`.
+    fn forget_when_idle(&self, channel: String, generation: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (index, weak) = (self.index, Arc::downgrade(&self.inner));
+        runtime.spawn(async move {
+            loop {
+                let due = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let channels = inner.channels();
+                    if channels.generation != generation {
+                        return;
+                    }
+                    match channels.heard.get(&channel) {
+                        Some(asked) => *asked + CHANNEL_IDLE,
+                        None => return,
+                    }
+                };
+                tokio::time::sleep_until(due).await;
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.idle(channel.as_bytes(), generation) {
+                    Watch { index, inner }.forget(channel, generation).await;
+                    return;
+                }
+            }
+        });
     }
 
     /// `request`'s reply, or an error if it takes longer than the read
