@@ -129,6 +129,7 @@
 //
 // 1 error.rs            Error, Result, per-node NodeError.
 //   predicates.rs       What callers ask of an Error (retry? operator?).
+//   lua.rs              Lua: how a script is sent; the commands it runs.
 //   scripts.rs          The Lua sources, each run atomically on one node.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   extensions.rs       A held lock's extensions in flight: the rule that
@@ -154,6 +155,8 @@
 //   node/slot.rs        A directly sent request's place on its connection,
 //                       given up when its reply arrives, polled or not.
 //   node/call.rs        Follows one request to its reply, for a round.
+//   node/push.rs        What a node's pushes say (the keys invalidated).
+//   node/channels.rs    The channels one notification connection hears.
 //   node/watch.rs       A node's notification connection (client tracking,
 //                       channels): tells waiters when a lock key changes.
 //   node/mod.rs         Node: one Redis node.
@@ -220,6 +223,7 @@ mod error;
 mod extensions;
 mod keys;
 mod lock;
+mod lua;
 #[cfg(test)]
 mod model;
 mod node;

@@ -1,52 +1,11 @@
-//! The Lua scripts, each run atomically on one node (the operator's `INIT_NEW`
-//! lives beside its caller, in `trust.rs`).
+//! The Lua scripts, each run atomically on one node (the operator's
+//! `INIT_NEW` lives beside its caller, in `trust.rs`, and the marker's
+//! `MARKER_CAS` in `node/evidence.rs`).
 //!
 //! The lock scripts are the ones every Redlock client uses (redsync,
 //! node-redlock, redlock-py), so their keys interoperate with ours.
 
-/// A Lua script, always sent in full (`EVAL` with its source), never as
-/// `EVALSHA`: a node with an empty script cache (first use, a restart,
-/// `SCRIPT FLUSH`) would answer `NOSCRIPT`, and the fallback `EVAL` would go
-/// out a round trip late, after whatever was sent behind it. A release then
-/// landed before the `SET` it undoes, and two extensions of one lock could
-/// land in the wrong order. The sources are a few hundred bytes; a node
-/// compiles each once and caches it.
-#[derive(Debug)]
-pub(crate) struct Lua {
-    /// The source.
-    pub(crate) src: &'static str,
-    /// A cleanup (a release): sent even after the round stopped waiting
-    /// for it.
-    pub(crate) cleanup: bool,
-}
-
-impl Lua {
-    /// Wraps a script.
-    pub(crate) const fn new(src: &'static str) -> Self {
-        Self {
-            src,
-            cleanup: false,
-        }
-    }
-
-    /// Wraps a cleanup script (see [`Lua::cleanup`]).
-    const fn cleanup(src: &'static str) -> Self {
-        Self { src, cleanup: true }
-    }
-
-    /// The commands the script runs (`redis.call` and `redis.pcall`),
-    /// `EVAL` first, each once, as an ACL must allow them: `EVAL GET DEL`.
-    pub(crate) fn commands(&self) -> String {
-        let mut out = vec!["EVAL"];
-        for part in self.src.split("call(\"").skip(1) {
-            let name = part.split('"').next().unwrap_or("");
-            if !name.is_empty() && !out.contains(&name) {
-                out.push(name);
-            }
-        }
-        out.join(" ")
-    }
-}
+use crate::lua::Lua;
 
 /// Compare-and-delete: delete the key only while it still holds our value, so
 /// we never release a lock that expired and was taken by someone else.
@@ -323,6 +282,9 @@ return 0"#,
 /// in: the one ahead takes the first free slot and leaves, the one behind
 /// is then first and takes the next. (A waiter that took a slot but lost
 /// the round joins again with its first ticket on its next attempt.)
+/// A slot that already holds our value is ours: the same attempt sent
+/// again (its reply lost, the connection remade) gets it back, not a
+/// second slot that would outlive the release by a whole TTL.
 /// Returns {slot number from 1, spare, 0} when a slot was taken, `spare`
 /// the free slots left beyond those of the waiters ahead (more than 0: the
 /// next waiter may take one at once); else {0, -2, 1} if a slot is free but
@@ -333,11 +295,21 @@ pub(crate) static SEMAPHORE_TAKE: Lua = Lua::new(concat!(
     join_waiting_list!(),
     r#"local free, soonest = {}, -1
 for i = 3, #KEYS do
-  local pttl = redis.call("PTTL", KEYS[i])
-  if pttl == -2 then
+  local held = redis.call("GET", KEYS[i])
+  if held == ARGV[1] then
+    if id ~= "" then
+      redis.call("ZREM", Q, id)
+      redis.call("ZREM", L, id)
+    end
+    return {i - 2, 0, 0}
+  end
+  if not held then
     free[#free + 1] = i
-  elseif pttl >= 0 and (soonest < 0 or pttl < soonest) then
-    soonest = pttl
+  else
+    local pttl = redis.call("PTTL", KEYS[i])
+    if pttl >= 0 and (soonest < 0 or pttl < soonest) then
+      soonest = pttl
+    end
   end
 end
 local ahead
@@ -536,13 +508,42 @@ mod tests {
     /// `SEMAPHORE_TAKE` over slots s1..s3 for waiter `id` (empty: a plain
     /// attempt) with `ticket`.
     fn take(conn: &mut redis::Connection, id: &str, ticket: u64) -> Vec<i64> {
+        // Each attempt has a value of its own, as the client's do.
+        static ATTEMPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        take_as(conn, &format!("v{n}"), id, ticket)
+    }
+
+    /// `SEMAPHORE_TAKE` as [`take`] does, with the attempt's value `value`.
+    fn take_as(conn: &mut redis::Connection, value: &str, id: &str, ticket: u64) -> Vec<i64> {
         redis::cmd("EVAL")
             .arg(super::SEMAPHORE_TAKE.src)
             .arg(5)
             .arg(&["q", "l", "s1", "s2", "s3"])
-            .arg(&["v", "1000", id, &ticket.to_string(), "5000"])
+            .arg(&[value, "1000", id, &ticket.to_string(), "5000"])
             .query(conn)
             .expect("EVAL")
+    }
+
+    /// A take sent again (its reply lost) gets the slot it took, not a
+    /// second one; the waiter stays off the list.
+    #[test]
+    fn a_semaphore_take_sent_again_takes_no_second_slot() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        for id in ["", "w"] {
+            run(c, &["DEL", "q", "l", "s1", "s2", "s3"]);
+            let first = take_as(c, "mine", id, 1);
+            assert_eq!(first[0], 1, "{first:?}");
+            assert_eq!(take_as(c, "mine", id, 1)[0], 1);
+            let held: i64 = redis::cmd("EXISTS")
+                .arg(&["s1", "s2", "s3"])
+                .query(c)
+                .unwrap();
+            assert_eq!(held, 1, "one slot taken");
+            let listed: i64 = redis::cmd("ZCARD").arg("q").query(c).unwrap();
+            assert_eq!(listed, 0);
+        }
     }
 
     /// Runs one command.

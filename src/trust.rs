@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::lock::redlock::Redlock;
+use crate::lua::Lua;
 use crate::node::evidence::MARKER_KEY;
 use crate::node::request::Request;
 use crate::quorum::tally::node_bit;
-use crate::scripts::Lua;
 
 /// One node's standing with this client (see
 /// [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine)).

@@ -23,7 +23,7 @@
 
 use redis::Value;
 
-use crate::scripts::Lua;
+use crate::lua::Lua;
 
 /// Our marker's key on every node.
 pub(crate) const MARKER_KEY: &str = "redquorum:node";

@@ -11,9 +11,11 @@
 
 pub(crate) mod amnesia;
 pub(crate) mod call;
+pub(crate) mod channels;
 pub(crate) mod evidence;
 pub(crate) mod link;
 pub(crate) mod open;
+pub(crate) mod push;
 pub(crate) mod queue;
 pub(crate) mod request;
 pub(crate) mod slot;

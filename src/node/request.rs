@@ -6,7 +6,7 @@ use std::sync::Arc;
 use redis::Cmd;
 
 use crate::error::{is_denied, NodeErrorKind};
-use crate::scripts::Lua;
+use crate::lua::Lua;
 
 /// A request ready to go to every node: built once per round and shared, so a
 /// five-node round encodes its arguments once, not five times.

@@ -20,7 +20,7 @@
 //! connection), and dropped once no waiter of ours asked for it for a
 //! while and a message comes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -29,6 +29,9 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::time::Instant;
+
+use crate::node::channels::Channels;
+use crate::node::push::invalidated_keys;
 
 /// How long a node whose notification connection failed is left alone
 /// before the next waiter tries again (it waits with timed retries
@@ -94,33 +97,6 @@ struct WatchInner {
     channels: Mutex<Channels>,
 }
 
-/// The channels one connection hears.
-#[derive(Debug, Default)]
-struct Channels {
-    /// The connection's generation.
-    generation: u64,
-    /// Channels subscribed (or being subscribed), with when a waiter last
-    /// asked for each.
-    heard: HashMap<String, Instant>,
-    /// The node refused a subscription on this connection (an ACL without
-    /// the channel): not asked again on it.
-    refused: bool,
-}
-
-impl Channels {
-    /// The channels of the connection of `generation` (a new connection
-    /// hears none yet).
-    fn of(&mut self, generation: u64) -> &mut Self {
-        if self.generation != generation {
-            *self = Self {
-                generation,
-                ..Self::default()
-            };
-        }
-        self
-    }
-}
-
 impl WatchInner {
     /// Marks `key` as tracked on the connection of `generation`; false if
     /// it already was. Marked before the read is sent, so news that
@@ -144,21 +120,7 @@ impl WatchInner {
     /// unasked for [`CHANNEL_IDLE`]; if so it is taken off the list (the
     /// caller unsubscribes).
     fn idle(&self, channel: &[u8], generation: u64) -> bool {
-        let mut channels = self.channels();
-        let Ok(name) = std::str::from_utf8(channel) else {
-            return false;
-        };
-        if channels.generation != generation {
-            return false;
-        }
-        let idle = channels
-            .heard
-            .get(name)
-            .is_some_and(|asked| asked.elapsed() >= CHANNEL_IDLE);
-        if idle {
-            channels.heard.remove(name);
-        }
-        idle
+        self.channels().take_idle(channel, generation, CHANNEL_IDLE)
     }
 
     /// `keys` are no longer tracked (`None`: no key is).
@@ -508,27 +470,6 @@ impl Watch {
     }
 }
 
-/// The keys of an `invalidate` push, or `None` for "everything" (the node
-/// sends a null list after a flush).
-fn invalidated_keys(data: &[Value]) -> Option<Vec<Vec<u8>>> {
-    let mut keys = Vec::new();
-    for v in data {
-        match v {
-            Value::Array(items) | Value::Set(items) => {
-                for item in items {
-                    if let Value::BulkString(k) = item {
-                        keys.push(k.clone());
-                    }
-                }
-            }
-            Value::BulkString(k) => keys.push(k.clone()),
-            Value::Nil => return None,
-            _ => {}
-        }
-    }
-    Some(keys)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,18 +495,5 @@ mod tests {
         watch.inner.slot.lock().await.retry_at = None;
         assert!(watch.arm("k").await.is_err(), "retried, and failed again");
         assert_eq!(told.load(Ordering::SeqCst), 1, "told once");
-    }
-
-    #[test]
-    fn reads_invalidation_pushes() {
-        let data = vec![Value::Array(vec![
-            Value::BulkString(b"a".to_vec()),
-            Value::BulkString(b"b".to_vec()),
-        ])];
-        assert_eq!(
-            invalidated_keys(&data),
-            Some(vec![b"a".to_vec(), b"b".to_vec()])
-        );
-        assert_eq!(invalidated_keys(&[Value::Nil]), None);
     }
 }

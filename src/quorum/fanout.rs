@@ -13,12 +13,12 @@ use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::NodeErrorKind;
+use crate::lua::Lua;
 use crate::node::call::Call;
 use crate::node::request::{failure_of, Request};
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::tally::{node_bit, NodeSet};
-use crate::scripts::Lua;
 use crate::telemetry::Telemetry;
 
 /// One request in flight to a set of nodes.
