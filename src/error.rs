@@ -160,6 +160,21 @@ pub enum Error {
         key: String,
     },
 
+    /// The nodes hold another number of permits for this semaphore than
+    /// this client gives it: using both would admit more holders than the
+    /// smaller number.
+    #[error("semaphore {semaphore:?} has {pinned} permits on the nodes, this client gives it {asked}: use the same number everywhere (to change it, stop every user and delete the key {key:?} on every node)")]
+    SemaphoreConflict {
+        /// The semaphore's name.
+        semaphore: String,
+        /// The number of permits a node holds.
+        pinned: String,
+        /// This client's.
+        asked: usize,
+        /// The key holding the pin on each node.
+        key: String,
+    },
+
     /// The runtime is shutting down: a background round was dropped before
     /// it could answer.
     #[error("runtime shut down before the operation completed")]

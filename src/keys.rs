@@ -40,6 +40,8 @@ pub(crate) enum Kind {
     Semaphore,
     /// A semaphore's slot, a lock key: `permit:{tag}:<name>:<slot>`.
     Permit,
+    /// A semaphore's number of permits, pinned.
+    SemaphorePin,
     /// A semaphore's channel (not a key): its releases name there the
     /// waiters they let in.
     Wake,
@@ -61,6 +63,7 @@ impl Kind {
             Kind::SerialPin => "serial-pin",
             Kind::Semaphore => "semaphore",
             Kind::Permit => "permit",
+            Kind::SemaphorePin => "semaphore-pin",
             Kind::Wake => "wake",
             Kind::Election => "election",
             Kind::Leader => "leader",

@@ -166,6 +166,8 @@
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
 // 4 counter.rs          The quorum compare-and-set counter (serials, fencing,
 //                       terms).
+//   pin.rs              A configuration pinned on the nodes once (a serial
+//                       prefix's period and width, a semaphore's permits).
 //   wait/list.rs        Where a resource's waiting list lives on the nodes.
 //   wait/named.rs       Named wake-ups: a semaphore's release names the
 //                       waiters it lets in; its keys and channel.
@@ -199,7 +201,6 @@
 //   election/observe.rs Observer: each change of leader, woken by the nodes.
 // 7 serial/period.rs   Reset periods, stamps, the plan step of allocation.
 //   serial/number.rs    Serial, one issued number.
-//   serial/pin.rs       A prefix's period and width, pinned on the nodes.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
 // 8 scratch.rs        (tests only) A throwaway redis-server for script tests.
@@ -227,6 +228,7 @@ mod lua;
 #[cfg(test)]
 mod model;
 mod node;
+mod pin;
 mod predicates;
 mod quorum;
 #[cfg(test)]
@@ -259,9 +261,8 @@ pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;
 pub use serial::generator::{
     ClockFn, SerialGenerator, SerialGeneratorBuilder, DEFAULT_CLOCK_TOLERANCE, DEFAULT_WIDTH,
-    MAX_BATCH,
 };
-pub use serial::number::{Serial, MAX_PREFIX_LEN};
+pub use serial::number::{Serial, MAX_BATCH, MAX_PREFIX_LEN};
 pub use serial::period::ResetPeriod;
 pub use telemetry::stats::{NodeStats, Stats};
 pub use telemetry::ClassFn;

@@ -553,13 +553,7 @@ async fn a_split_attempt_wins_by_moving_to_one_slot() {
     let c = Cluster::start(3);
     let line = "redquorum:semaphore:{split}:split";
     let slot = |i: usize| format!("redquorum:permit:{{split}}:split:{i}");
-    // Node 0: one waiter ahead, so we take its second free slot (1); node
-    // 1: none, slot 0; node 2: two ahead, so it refuses.
-    ghosts_on(&c, 0, line, &["ghost"]);
-    ghosts_on(&c, 2, line, &["ghost", "ghost2"]);
-    // Node 1's replies are slow: the first round takes 300 ms or more.
     let slow = support::Proxy::start(c.nodes[1].port);
-    slow.set_mode(support::ProxyMode::Delay(150));
     let urls = vec![c.nodes[0].url(), slow.url(), c.nodes[2].url()];
     let redlock = Redlock::builder()
         .nodes(&urls)
@@ -569,6 +563,14 @@ async fn a_split_attempt_wins_by_moving_to_one_slot() {
         .unwrap();
     let sem = redlock.semaphore("split", 2).unwrap();
     let ttl = ms(5_000);
+    // Connections made and the number of permits pinned first.
+    sem.try_acquire(ttl).await.unwrap().release().await.unwrap();
+    // Node 0: one waiter ahead, so we take its second free slot (1); node
+    // 1: none, slot 0; node 2: two ahead, so it refuses.
+    ghosts_on(&c, 0, line, &["ghost"]);
+    ghosts_on(&c, 2, line, &["ghost", "ghost2"]);
+    // Node 1's replies are slow: the first round takes 300 ms or more.
+    slow.set_mode(support::ProxyMode::Delay(150));
     let before = tokio::time::Instant::now();
     let permit = sem.try_acquire(ttl).await.unwrap();
     let ours = c.nodes[0].get(&slot(0)).expect("slot 0 on node 0");
@@ -811,6 +813,36 @@ async fn a_release_wakes_only_the_waiter_it_lets_in() {
         "each heard only the release that let it in"
     );
     c_permit.release().await.unwrap();
+}
+
+/// Two clients that give one semaphore different numbers of permits: the
+/// first pins its number on the nodes, the second is refused with the
+/// conflict before it takes a slot (it took slot 3, which a client with
+/// K = 2 never looks at, and both admitted their own K).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_another_number_of_permits_is_refused() {
+    let c = Cluster::start(3);
+    let two = c.redlock().semaphore("sized", 2).unwrap();
+    let a = two.try_acquire(ms(5_000)).await.unwrap();
+    let b = two.try_acquire(ms(5_000)).await.unwrap();
+    let three = c.redlock().semaphore("sized", 3).unwrap();
+    match three.try_acquire(ms(5_000)).await {
+        Err(redquorum::Error::SemaphoreConflict { pinned, asked, .. }) => {
+            assert_eq!((pinned.as_str(), asked), ("2", 3));
+        }
+        other => panic!("{other:?}"),
+    }
+    let slot3 = "redquorum:permit:{sized}:sized:2";
+    assert_eq!(c.set_on(slot3), 0, "no third slot was taken");
+    // The same number from another client is fine.
+    let again = c.redlock().semaphore("sized", 2).unwrap();
+    assert!(again
+        .try_acquire(ms(5_000))
+        .await
+        .unwrap_err()
+        .is_contended());
+    a.release().await.unwrap();
+    b.release().await.unwrap();
 }
 
 /// A channel nobody waits on any more is given up after 30 s idle, though

@@ -92,7 +92,8 @@ pub fn for_error(e: &Error) -> u8 {
         | Error::InvalidUrl { .. }
         | Error::WrongType { .. }
         | Error::TtlTooShort { .. }
-        | Error::SerialConfigConflict { .. } => CONFIG,
+        | Error::SerialConfigConflict { .. }
+        | Error::SemaphoreConflict { .. } => CONFIG,
         Error::Exhausted { .. } | Error::ClockBehind { .. } => CANNOT_ISSUE,
         Error::Timeout { last, .. } => for_error(last),
         Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,

@@ -3,7 +3,7 @@
 //! Nodes apply [`node_pins`] (keep a pin forever once set); clients, each
 //! with a configuration, ask every node, count votes in a real [`Tally`],
 //! stop with [`cas_finished`] and decide with [`pin_outcome`], as
-//! `serial::pin::pin` does, and retry once after a round that did not
+//! `pin::pin` does, and retry once after a round that did not
 //! decide. The network delivers in any order and may lose a message; a
 //! client may stop waiting for a node that has not answered; a node may
 //! restart empty (amnesia). Every fault is bounded per run.
@@ -15,8 +15,8 @@ use stateright::{Model, Property};
 
 use crate::counter::cas_finished;
 use crate::model::{insert_sorted, take_one, tally_of};
+use crate::pin::{node_pins, pin_outcome};
 use crate::quorum::tally::{node_bit, quorum, NodeSet};
-use crate::serial::pin::{node_pins, pin_outcome};
 
 /// A configuration, by index into [`CONFIGS`].
 type Config = usize;

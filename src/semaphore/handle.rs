@@ -2,6 +2,7 @@
 //! by [`Redlock::semaphore`](crate::Redlock::semaphore)). Taking permits is in `attempt.rs` and
 //! `mod.rs`.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::counter::CounterKeys;
@@ -46,12 +47,21 @@ pub struct Semaphore {
     pub(crate) keys: Arc<SlotKeys>,
     /// Where its fencing tokens are counted.
     pub(crate) fence: CounterKeys,
+    /// Where its number of permits is pinned on the nodes.
+    pub(crate) pin_key: String,
+    /// Whether this handle (or a clone) pinned it already.
+    pub(crate) pinned: Arc<AtomicBool>,
 }
 
 impl Redlock {
     /// A semaphore named `name` with `permits` permits (1 to
     /// [`MAX_PERMITS`]). Its keys live in redquorum's reserved namespace,
-    /// so it never collides with a lock of the same name.
+    /// so it never collides with a lock of the same name (the CLI's
+    /// `lock -n 1` is a plain lock). The number of permits is pinned on
+    /// the nodes by the first acquisition: a client that gives the same
+    /// name another number gets
+    /// [`Error::SemaphoreConflict`](crate::Error::SemaphoreConflict)
+    /// before it takes anything.
     ///
     /// # Errors
     ///
@@ -71,6 +81,7 @@ impl Redlock {
         let anchor = self.key_for(name);
         let line = keys::internal(prefix, Kind::Semaphore, &anchor);
         let fence = keys::internal(prefix, Kind::Fence, &line);
+        let pin_key = keys::internal(prefix, Kind::SemaphorePin, &line);
         let slots = (0..permits)
             .map(|i| keys::permit(prefix, &anchor, i))
             .collect();
@@ -83,6 +94,8 @@ impl Redlock {
                 key: fence,
             },
             line,
+            pin_key,
+            pinned: Arc::default(),
         })
     }
 }

@@ -31,14 +31,16 @@ pub(crate) mod permit;
 pub(crate) mod slots;
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tracing::instrument;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lock::acquire::run_holding;
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::patience::Patience;
+use crate::pin;
 use crate::semaphore::attempt::SlotAttempt;
 use crate::semaphore::handle::Semaphore;
 use crate::semaphore::permit::Permit;
@@ -55,6 +57,7 @@ impl Semaphore {
     #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
     pub async fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
         let what = self.slots_for(ttl)?;
+        self.pin().await?;
         let lock = self.redlock.try_once(&what).await?;
         Ok(self.permit(lock))
     }
@@ -109,6 +112,7 @@ impl Semaphore {
     /// The fenced waiting loop for a permit.
     async fn fenced(&self, ttl: Duration, patience: Patience) -> Result<Permit> {
         let what = self.slots_for(ttl)?;
+        self.pin().await?;
         let lock = self
             .redlock
             .fenced_with(&what, &self.fence, patience)
@@ -136,8 +140,29 @@ impl Semaphore {
     /// The waiting loop for a permit.
     async fn wait(&self, ttl: Duration, patience: Patience) -> Result<Permit> {
         let what = self.slots_for(ttl)?;
+        self.pin().await?;
         let lock = self.redlock.wait_for(&what, patience).await?;
         Ok(self.permit(lock))
+    }
+
+    /// Pins the number of permits on the nodes (see `pin.rs`), once per
+    /// handle and its clones: a client with another number is refused
+    /// before it takes a slot.
+    async fn pin(&self) -> Result<()> {
+        if self.pinned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let k = self.permits();
+        let conflict = |pinned| Error::SemaphoreConflict {
+            semaphore: self.name.clone(),
+            pinned,
+            asked: k,
+            key: self.pin_key.clone(),
+        };
+        let at = (self.name.as_str(), self.pin_key.as_str());
+        pin::pin(self.redlock.nodes(), at, &k.to_string(), conflict).await?;
+        self.pinned.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// This semaphore's slots, to be attempted for `ttl`.

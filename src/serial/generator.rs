@@ -24,17 +24,12 @@ use crate::error::{Error, Result};
 use crate::keys::Kind;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
-use crate::serial::number::{check_prefix, Serial};
+use crate::pin;
+use crate::serial::number::{check_prefix, Serial, MAX_BATCH};
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
-use crate::serial::pin;
 
 /// Digits of the counter part by default: `0001` .. `9999` per period.
 pub const DEFAULT_WIDTH: u8 = 4;
-
-/// Most numbers one [`SerialGenerator::next_batch`] call issues: the numbers
-/// come back in memory (a `Vec` of this many takes tens of MB), so a larger
-/// count is refused before any node is asked.
-pub const MAX_BATCH: u64 = 1_000_000;
 
 /// How far the local clock may be behind the latest issued period and still
 /// issue numbers in that period. Instances' clocks differ by a little around
@@ -436,8 +431,15 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
     let settings = &inner.settings;
     let (prefix, name, key) = (state.prefix.as_str(), &state.name, &state.key);
     if !state.pinned.load(Ordering::Acquire) {
-        let config = pin::config_of(settings.period, settings.width);
-        pin::pin(inner.redlock.nodes(), prefix, &state.pin_key, &config).await?;
+        let config = format!("{}/{}", settings.period.name(), settings.width);
+        let conflict = |pinned| Error::SerialConfigConflict {
+            counter: prefix.to_owned(),
+            pinned,
+            asked: config.clone(),
+            key: state.pin_key.clone(),
+        };
+        let pinned = (prefix, state.pin_key.as_str());
+        pin::pin(inner.redlock.nodes(), pinned, &config, conflict).await?;
         state.pinned.store(true, Ordering::Release);
     }
     let now = (settings.clock)();

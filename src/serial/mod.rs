@@ -4,10 +4,9 @@
 //!
 //! Bottom to top: [`period`] (reset periods, stamps in a time zone, and the
 //! plan step of an allocation), [`number`] (the [`Serial`](number::Serial)
-//! type), [`pin`] (a prefix's period and width, pinned on the nodes),
-//! [`generator`] (the generator, its builder and group commit).
+//! type), [`generator`] (the generator, its builder and group commit; a
+//! prefix's period and width are pinned on the nodes with `pin.rs`).
 
 pub(crate) mod generator;
 pub(crate) mod number;
 pub(crate) mod period;
-pub(crate) mod pin;

@@ -11,6 +11,11 @@ use crate::error::{Error, Result};
 /// Longest accepted prefix, in bytes.
 pub const MAX_PREFIX_LEN: usize = 64;
 
+/// Most numbers one [`SerialGenerator::next_batch`](crate::SerialGenerator::next_batch) call issues: the numbers
+/// come back in memory (a `Vec` of this many takes tens of MB), so a larger
+/// count is refused before any node is asked.
+pub const MAX_BATCH: u64 = 1_000_000;
+
 /// Rejects prefixes that would make numbers ambiguous or unsafe to print.
 pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
     if prefix.len() > MAX_PREFIX_LEN {

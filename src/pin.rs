@@ -1,7 +1,7 @@
-//! A prefix's configuration, pinned on the nodes: the reset period and the
-//! width its numbers are issued with.
+//! A configuration pinned on the nodes, once, for everyone: a serial
+//! prefix's reset period and width, and a semaphore's number of permits.
 //!
-//! Why: one prefix issued with two configurations can print the same string
+//! Why, for serials: one prefix issued with two configurations can print the same string
 //! twice. `COL` by day with width 4 issues `COL20261123` + `0201`; by hour
 //! with width 2 it issues `COL2026112302` + `01`: both `COL202611230201`,
 //! from two counters that know nothing of each other. So before a generator
@@ -21,6 +21,10 @@
 //! generators with different configurations start on a fresh prefix at the
 //! same moment, each may pin some nodes and both are then refused until an
 //! operator deletes the wrong pins (the error names the key).
+//!
+//! For semaphores: two clients that give one semaphore different numbers of
+//! permits would each admit up to their own K (a client with K = 3 takes
+//! slot 3, which a client with K = 2 never looks at). The same rule pins K.
 
 use std::sync::Arc;
 
@@ -33,12 +37,6 @@ use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::{Counts, Quorum};
 use crate::scripts;
-use crate::serial::period::ResetPeriod;
-
-/// A configuration as it is pinned: `day/4`.
-pub(crate) fn config_of(period: ResetPeriod, width: u8) -> String {
-    format!("{}/{width}", period.name())
-}
 
 /// The rule every node applies (the `SERIAL_PIN` script): what the node
 /// holds after a pin request for `proposed`. A test runs the script on a
@@ -62,15 +60,20 @@ pub(crate) fn pin_outcome(tally: &Tally, others: usize) -> Option<bool> {
     }
 }
 
-/// Pins `config` for `counter` at `key`, or says which configuration the
+/// Pins `config` for `name` at `key`, or says which configuration the
 /// nodes hold instead.
 ///
 /// # Errors
 ///
-/// [`Error::SerialConfigConflict`] when a node holds another configuration,
+/// `conflict(pinned)` when a node holds another configuration `pinned`,
 /// [`Error::NoQuorum`] when too few nodes answer, [`Error::WrongType`] for
 /// foreign data at the key.
-pub(crate) async fn pin(quorum: &Quorum, counter: &str, key: &str, config: &str) -> Result<()> {
+pub(crate) async fn pin(
+    quorum: &Quorum,
+    (name, key): (&str, &str),
+    config: &str,
+    conflict: impl FnOnce(String) -> Error,
+) -> Result<()> {
     let req: Arc<Request> = Request::script(&scripts::SERIAL_PIN, |cmd| {
         cmd.arg(1).arg(key).arg(config);
     });
@@ -97,13 +100,8 @@ pub(crate) async fn pin(quorum: &Quorum, counter: &str, key: &str, config: &str)
             fan.finish_in_background();
             Ok(())
         }
-        Some(false) => Err(Error::SerialConfigConflict {
-            counter: counter.to_owned(),
-            pinned: others.swap_remove(0),
-            asked: config.to_owned(),
-            key: key.to_owned(),
-        }),
-        None => Err(tally.into_error(counter, key)),
+        Some(false) => Err(conflict(others.swap_remove(0))),
+        None => Err(tally.into_error(name, key)),
     }
 }
 
@@ -138,11 +136,5 @@ mod tests {
                 assert_eq!(after, rule, "stored {stored:?}, proposed {proposed}");
             }
         }
-    }
-
-    #[test]
-    fn configs_read_as_period_and_width() {
-        assert_eq!(config_of(ResetPeriod::Day, 4), "day/4");
-        assert_eq!(config_of(ResetPeriod::Never, 9), "never/9");
     }
 }
