@@ -127,7 +127,9 @@ impl Redlock {
     ///
     /// ```no_run
     /// # async fn f() -> redquorum::Result<()> {
-    /// let redlock = redquorum::Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let redlock = redquorum::Redlock::builder()
+    ///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .build()?;
     /// for (i, done) in redlock.init_new_nodes().await.iter().enumerate() {
     ///     println!("node {i}: {done:?}");
     /// }
