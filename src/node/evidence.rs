@@ -28,7 +28,8 @@ use crate::lua::Lua;
 /// Our marker's key on every node.
 pub(crate) const MARKER_KEY: &str = "redquorum:node";
 
-/// The run id Redis reports before a process has one we can read.
+/// What `master_replid2` reads on a node with no earlier replication
+/// history (never promoted).
 const NO_REPLID: &str = "0000000000000000000000000000000000000000";
 
 /// Our marker, as found on a node.
