@@ -81,12 +81,18 @@ impl Ord for Record {
 /// Where a counter's record lives on every node.
 #[derive(Clone, Debug)]
 pub(crate) struct CounterKeys {
+    /// The counter's name, for errors and logs (a fencing counter's is the
+    /// resource's, the shared counter's or the election's name).
+    pub(crate) name: String,
     /// Its key, in our reserved namespace (see `keys.rs`).
     pub(crate) key: String,
     /// Where versions before the reserved namespace kept it, in the same
     /// hash slot: read (if it is a hash) while `key` does not exist yet, so
     /// numbering goes on from there after an upgrade; never written.
     pub(crate) legacy: String,
+    /// The key of the lock this process's allocations take for a while
+    /// after a lost round, so contending processes take turns.
+    pub(crate) turns: String,
 }
 
 /// Outcome of one compare-and-set round.

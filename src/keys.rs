@@ -29,6 +29,8 @@ pub(crate) enum Kind {
     Leases,
     /// A fencing counter.
     Fence,
+    /// The lock that minters of one fencing counter take turns with.
+    FenceLock,
     /// A serial-number counter.
     Serial,
     /// The lock that serial allocators take turns with.
@@ -58,6 +60,7 @@ impl Kind {
             Kind::Waiters => "waiters",
             Kind::Leases => "leases",
             Kind::Fence => "fence",
+            Kind::FenceLock => "fence-lock",
             Kind::Serial => "serial",
             Kind::SerialLock => "serial-lock",
             Kind::SerialPin => "serial-pin",

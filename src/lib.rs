@@ -166,6 +166,8 @@
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
 // 4 counter.rs          The quorum compare-and-set counter (serials, fencing,
 //                       terms).
+//   batch.rs            Group commit: a counter's queue of callers, and what
+//                       this process knows of the counter (Turns).
 //   pin.rs              A configuration pinned on the nodes once (a serial
 //                       prefix's period and width, a semaphore's permits).
 //   wait/list.rs        Where a resource's waiting list lives on the nodes.
@@ -185,6 +187,10 @@
 //                       Attempts, what the waiting loop attempts.
 //   lock/waiting.rs     The waiting loop around attempts (locks, permits,
 //                       leaderships): line up, try, listen, sleep.
+//   lock/turns.rs       Counter allocation in turns: the counter's lock
+//                       while other processes allocate too.
+//   lock/mint.rs        Fencing tokens, terms, permit tokens: group-committed
+//                       mints.
 //   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
 //                       fenced acquisition.
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
@@ -218,6 +224,7 @@
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 
+mod batch;
 mod counter;
 mod election;
 mod error;

@@ -106,15 +106,12 @@ impl Redlock {
         let prefix = &self.config().key_prefix;
         let anchor = self.key_for(name);
         let key = keys::internal(prefix, Kind::Election, &anchor);
-        let terms = keys::internal(prefix, Kind::Fence, &key);
+        let terms = self.fence_keys_at(name, &key);
         Ok(Election {
             redlock: self.clone(),
             name: name.to_owned(),
             keys: [key, keys::internal(prefix, Kind::Leader, &anchor)],
-            terms: CounterKeys {
-                legacy: terms.clone(),
-                key: terms,
-            },
+            terms,
             ttl,
         })
     }

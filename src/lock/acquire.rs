@@ -14,7 +14,6 @@ use std::time::Duration;
 use tracing::{debug, instrument, warn};
 
 use crate::counter::CounterKeys;
-use crate::counter::{self, Record};
 use crate::error::{Error, Result};
 use crate::lock::attempt::{Ask, Attempts, KeyAttempt};
 use crate::lock::guard::{Lock, LockHandle};
@@ -237,7 +236,7 @@ impl Redlock {
         let resource = what.resource();
         loop {
             let lock = self.wait_loop(what, patience, rec).await?;
-            let minted = self.mint(resource, fence).await;
+            let minted = self.mint(fence).await;
             // Valid now means valid when the compare-and-set was decided,
             // which was earlier.
             let error = match minted {
@@ -260,25 +259,6 @@ impl Redlock {
                 return Err(error);
             }
         }
-    }
-
-    /// Mints the next number of the counter at `keys` (for `resource`, in
-    /// errors).
-    async fn mint(&self, resource: &str, keys: &CounterKeys) -> Result<u64> {
-        let mut next = |e: &Record| -> Result<Record> {
-            let n =
-                e.n.checked_add(1)
-                    .ok_or_else(|| Error::InvalidConfig("fencing counter is at u64::MAX".into()))?;
-            Ok(Record {
-                period: String::new(),
-                n,
-            })
-        };
-        let guess = self.mint_guess(&keys.key);
-        let (_, new) = counter::allocate(self.nodes(), resource, keys, guess, &mut next).await?;
-        let n = new.n;
-        self.minted(&keys.key, new);
-        Ok(n)
     }
 
     /// Runs `f` while holding the lock, extending it in the background. `f`

@@ -9,14 +9,14 @@
 //! loop in `waiting.rs`), holding (extend, release, auto-extend) in
 //! `guard.rs`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
 
-use crate::counter::{CounterKeys, Record};
+use crate::batch::Batches;
+use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::lock::config::Config;
@@ -52,6 +52,9 @@ pub struct Redlock {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// Where a holder waiting for a fencing token gets it (see `mint.rs`).
+pub(crate) type MintWaiter = tokio::sync::oneshot::Sender<Result<u64>>;
+
 /// What all clones of one [`Redlock`] share.
 #[derive(Debug)]
 pub(crate) struct Inner {
@@ -61,15 +64,10 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     /// This client's waiters and notification connections.
     pub(crate) waiting: Waiting,
-    /// The last number this client minted from each fencing counter (by
-    /// key): the next mint's guess of the counter, so that it wins its
-    /// compare-and-set in one round unless another client minted since.
-    minted: Mutex<HashMap<String, Record>>,
+    /// Fencing counters' group-commit queues and what this client knows of
+    /// each counter.
+    pub(crate) mints: Batches<MintWaiter>,
 }
-
-/// The most counters [`Inner::minted`] remembers; when full it starts over
-/// (a forgotten guess costs one compare-and-set round, nothing else).
-const MAX_MINT_GUESSES: usize = 4096;
 
 impl Redlock {
     /// Made by the builder after validation.
@@ -79,7 +77,7 @@ impl Redlock {
                 quorum,
                 config,
                 waiting,
-                minted: Mutex::default(),
+                mints: Batches::default(),
             }),
         }
     }
@@ -128,22 +126,6 @@ impl Redlock {
         stats
     }
 
-    /// The number last minted by this client from the counter at `key`.
-    pub(crate) fn mint_guess(&self, key: &str) -> Option<Record> {
-        let minted = self.inner.minted.lock().ok()?;
-        minted.get(key).cloned()
-    }
-
-    /// Remembers `record` as the number last minted from `key`.
-    pub(crate) fn minted(&self, key: &str, record: Record) {
-        if let Ok(mut minted) = self.inner.minted.lock() {
-            if minted.len() >= MAX_MINT_GUESSES {
-                minted.clear();
-            }
-            minted.insert(key.to_owned(), record);
-        }
-    }
-
     /// Number of configured nodes.
     pub fn node_count(&self) -> usize {
         self.inner.quorum.nodes.len()
@@ -169,16 +151,40 @@ impl Redlock {
     /// kept it (read once, when ours does not exist yet).
     pub(crate) fn fence_keys(&self, resource: &str) -> CounterKeys {
         let name = self.config().fencing_counter.as_deref().unwrap_or(resource);
-        self.counter_keys(Kind::Fence, &format!("fence:{name}"))
+        CounterKeys {
+            name: name.to_owned(),
+            ..self.counter_keys(Kind::Fence, &format!("fence:{name}"))
+        }
     }
 
-    /// The keys of a counter of `kind` whose keys were named `name` before
-    /// the reserved namespace (see [`CounterKeys`]).
+    /// The keys of a counter of `kind` (serial numbers or fencing tokens)
+    /// whose keys were named `name` before the reserved namespace (see
+    /// [`CounterKeys`]).
     pub(crate) fn counter_keys(&self, kind: Kind, name: &str) -> CounterKeys {
         let legacy = self.key_for(name);
+        let prefix = &self.config().key_prefix;
+        let turns = match kind {
+            Kind::Serial => Kind::SerialLock,
+            _ => Kind::FenceLock,
+        };
         CounterKeys {
-            key: keys::internal(&self.config().key_prefix, kind, &legacy),
+            name: name.to_owned(),
+            key: keys::internal(prefix, kind, &legacy),
+            turns: keys::internal(prefix, turns, &legacy),
             legacy,
+        }
+    }
+
+    /// The keys of the fencing counter named `name` that a semaphore or an
+    /// election keeps beside its key `anchor` (it never had a legacy key).
+    pub(crate) fn fence_keys_at(&self, name: &str, anchor: &str) -> CounterKeys {
+        let prefix = &self.config().key_prefix;
+        let key = keys::internal(prefix, Kind::Fence, anchor);
+        CounterKeys {
+            name: name.to_owned(),
+            legacy: key.clone(),
+            key,
+            turns: keys::internal(prefix, Kind::FenceLock, anchor),
         }
     }
 

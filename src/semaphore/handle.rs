@@ -80,7 +80,6 @@ impl Redlock {
         let prefix = &self.config().key_prefix;
         let anchor = self.key_for(name);
         let line = keys::internal(prefix, Kind::Semaphore, &anchor);
-        let fence = keys::internal(prefix, Kind::Fence, &line);
         let pin_key = keys::internal(prefix, Kind::SemaphorePin, &line);
         let slots = (0..permits)
             .map(|i| keys::permit(prefix, &anchor, i))
@@ -89,10 +88,7 @@ impl Redlock {
             redlock: self.clone(),
             name: name.to_owned(),
             keys: Arc::new(SlotKeys::new(prefix, &line, slots)),
-            fence: CounterKeys {
-                legacy: fence.clone(),
-                key: fence,
-            },
+            fence: self.fence_keys_at(name, &line),
             line,
             pin_key,
             pinned: Arc::default(),

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
-use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
-use crate::counter::{self, CounterKeys, Record};
+use crate::batch::{lock, Batch};
+use crate::counter::{CounterKeys, Record};
 use crate::error::{Error, Result};
 use crate::keys::Kind;
 use crate::lock::patience::Patience;
@@ -36,15 +36,6 @@ pub const DEFAULT_WIDTH: u8 = 4;
 /// midnight; a clock further behind than this is broken, and issuing would
 /// either go back in time or silently use somebody else's date.
 pub const DEFAULT_CLOCK_TOLERANCE: Duration = Duration::from_secs(5);
-
-/// After a lost compare-and-set, allocations take the counter's Redlock for
-/// this long, so instances contending on one counter take turns instead of
-/// invalidating each other's rounds.
-const CONTENDED_FOR: Duration = Duration::from_secs(1);
-
-/// TTL of the counter's Redlock while contended: an allocation is a round
-/// trip or two, far below this.
-const COUNTER_LOCK_TTL: Duration = Duration::from_secs(5);
 
 /// A clock hook (tests inject one to cross midnight at will).
 pub type ClockFn = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -129,23 +120,16 @@ impl Settings {
     }
 }
 
-/// One prefix's group-commit queue and cached high-water mark.
+/// One prefix's group-commit queue and what this process knows of its
+/// counter.
 struct CounterState {
     /// The business prefix this counter serves.
     prefix: String,
-    /// Counter name (`serial:<period>:<prefix>`), for errors and logs.
-    name: String,
-    /// The Redis keys of the counter record.
+    /// The Redis keys of the counter record (of `serial:<period>:<prefix>`;
+    /// named after the prefix in errors and logs).
     key: CounterKeys,
-    /// The key of the lock allocators take turns with after contention.
-    lock_key: String,
-    /// Callers waiting for numbers, and whether a round is running.
-    queue: Mutex<Queue>,
-    /// The record our last allocation wrote: the next proposal starts here,
-    /// saving a round trip while we are the only allocator.
-    hint: Mutex<Option<Record>>,
-    /// Until when allocations take the counter's Redlock (after contention).
-    contended_until: Mutex<Option<Instant>>,
+    /// Callers waiting for numbers, and the counter's turns.
+    batch: Batch<Waiter>,
     /// The key of the prefix's pinned configuration (`pin.rs`).
     pin_key: String,
     /// Set once our configuration was pinned (or found pinned) on a quorum.
@@ -155,14 +139,8 @@ struct CounterState {
 /// What one caller gets from a round: the period stamp and its first number.
 type Grant = (Arc<str>, u64);
 
-/// Callers waiting for the next round.
-#[derive(Default)]
-struct Queue {
-    /// Each waiter's count and where to send its first number.
-    waiters: Vec<(u64, oneshot::Sender<Result<Grant>>)>,
-    /// A round task is running and will pick up `waiters`.
-    running: bool,
-}
+/// A caller waiting for a round: its count and where its first number goes.
+type Waiter = (u64, oneshot::Sender<Result<Grant>>);
 
 /// Builds a [`SerialGenerator`]. Get one with [`SerialGenerator::builder`].
 #[must_use]
@@ -310,12 +288,7 @@ impl SerialGenerator {
         }
         let state = self.state(prefix);
         let (tx, rx) = oneshot::channel();
-        let start_round = {
-            let mut q = lock(&state.queue);
-            q.waiters.push((count, tx));
-            !std::mem::replace(&mut q.running, true)
-        };
-        if start_round {
+        if lock(&state.batch.queue).join((count, tx)) {
             // The round runs in its own task, so a caller that gives up
             // (drops its future) never strands the others.
             tokio::spawn(run_rounds(Arc::clone(&self.inner), state));
@@ -342,12 +315,11 @@ impl SerialGenerator {
             let redlock = &self.inner.redlock;
             Arc::new(CounterState {
                 prefix: prefix.to_owned(),
-                key: redlock.counter_keys(Kind::Serial, &name),
-                lock_key: redlock.counter_keys(Kind::SerialLock, &name).key,
-                name,
-                queue: Mutex::default(),
-                hint: Mutex::default(),
-                contended_until: Mutex::default(),
+                key: CounterKeys {
+                    name: prefix.to_owned(),
+                    ..redlock.counter_keys(Kind::Serial, &name)
+                },
+                batch: Batch::default(),
                 pin_key: redlock
                     .counter_keys(Kind::SerialPin, &format!("serial:{prefix}"))
                     .key,
@@ -358,12 +330,6 @@ impl SerialGenerator {
     }
 }
 
-/// Locks a std mutex, recovering from poisoning (the data stays consistent:
-/// every critical section here is a few assignments).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Serves the queue of one prefix until it is empty: each round allocates
 /// for every caller waiting when it starts.
 async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
@@ -371,13 +337,8 @@ async fn run_rounds(inner: Arc<GenInner>, state: Arc<CounterState>) {
         // Let callers that were just woken (and callers on other workers)
         // queue up first: a bigger batch costs the same one round trip.
         tokio::task::yield_now().await;
-        let waiters = {
-            let mut q = lock(&state.queue);
-            if q.waiters.is_empty() {
-                q.running = false;
-                return;
-            }
-            std::mem::take(&mut q.waiters)
+        let Some(waiters) = lock(&state.batch.queue).next_round() else {
+            return;
         };
         let total: u64 = waiters.iter().map(|(k, _)| *k).sum();
         match allocate_patiently(&inner, &state, total).await {
@@ -429,7 +390,7 @@ async fn allocate_patiently(inner: &GenInner, state: &CounterState, k: u64) -> R
 /// One allocation of `k` numbers: the stamp and the first number.
 async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Grant> {
     let settings = &inner.settings;
-    let (prefix, name, key) = (state.prefix.as_str(), &state.name, &state.key);
+    let prefix = state.prefix.as_str();
     if !state.pinned.load(Ordering::Acquire) {
         let config = format!("{}/{}", settings.period.name(), settings.width);
         let conflict = |pinned| Error::SerialConfigConflict {
@@ -446,52 +407,11 @@ async fn allocate(inner: &GenInner, state: &CounterState, k: u64) -> Result<Gran
     let rules = settings.rules();
     let today = rules.stamp(now);
     let mut plan = |expected: &Record| rules.plan(prefix, now, &today, expected, k);
-    let hint = lock(&state.hint).clone();
-    let contended = lock(&state.contended_until).is_some_and(|t| Instant::now() < t);
-    // The lock only spaces allocators out: skip it while quarantined nodes
-    // (which the counter does not need) leave too few for a lock quorum.
-    let result = if contended && inner.redlock.nodes().lock_quorum_possible() {
-        // Take turns with the other instances through the counter's lock.
-        // It only spaces allocators out (the compare-and-set keeps numbers
-        // unique without it): if it cannot be had for want of nodes (some
-        // may be in quarantine, which the counter does not need), go on
-        // without it.
-        let guard = match inner
-            .redlock
-            .lock_internal(name, &state.lock_key, COUNTER_LOCK_TTL)
-            .await
-        {
-            Ok(guard) => Some(guard),
-            Err(e) if e.is_contended() || matches!(e, Error::InvalidConfig(_)) => return Err(e),
-            Err(e) => {
-                debug!(counter = prefix, error = %e, "allocating without the counter lock");
-                None
-            }
-        };
-        let r =
-            counter::allocate(inner.redlock.nodes(), prefix, key, hint.clone(), &mut plan).await;
-        let released = match guard {
-            Some(g) => g.release().await,
-            None => Ok(()),
-        };
-        if let Err(e) = released {
-            warn!(error = %e, "releasing the counter lock failed; it expires by itself");
-        }
-        r
-    } else {
-        counter::allocate(inner.redlock.nodes(), prefix, key, hint.clone(), &mut plan).await
-    };
-    let (expected, new) = result?;
-    if hint.is_some_and(|h| h != expected) {
-        // Somebody else allocated since our last round: serialise for a while.
-        debug!(
-            counter = prefix,
-            "counter contended; using its lock for a while"
-        );
-        *lock(&state.contended_until) = Some(Instant::now() + CONTENDED_FOR);
-    }
+    let redlock = &inner.redlock;
+    let (_, new) = redlock
+        .allocate_in_turn(&state.key, &state.batch.turns, &mut plan)
+        .await?;
     let first = new.n - k + 1;
     let stamp: Arc<str> = Arc::from(new.period.as_str());
-    *lock(&state.hint) = Some(new);
     Ok((stamp, first))
 }
