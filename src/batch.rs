@@ -32,7 +32,7 @@ const MAX_COUNTERS: usize = 4096;
 
 /// Callers waiting for the next round of one counter, and whether a round
 /// task is running to serve them.
-#[derive(Debug)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub(crate) struct Queue<W> {
     /// Callers that joined since the running round started.
     waiters: Vec<W>,

@@ -216,6 +216,7 @@
 //                       model/lock_state.rs, model/lock_rules.rs and
 //                       model/lock.rs (the lock), model/detection.rs (the
 //                       node-loss table as the models' detection step),
+//                       model/mint.rs (group-committed mints' order),
 //                       model/pin.rs (a serial
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs

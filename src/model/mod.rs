@@ -16,6 +16,7 @@ mod election;
 mod lock;
 mod lock_rules;
 mod lock_state;
+mod mint;
 mod pin;
 mod semaphore;
 mod semaphore_state;
