@@ -9,6 +9,8 @@
 //!     wait p50/p99/max, against the limit (one task alone) and the
 //!     fair-share wait; handover latency after a release and after a TTL
 //!     (see `contended/mod.rs`)
+//! (e) 64 tasks on distinct resources, fenced from one shared counter, against
+//!     the same tasks taking plain locks (see `fenced/mod.rs`)
 //!
 //! Two floors run in the same slices as (a): the same commands with no lock
 //! logic, through redis-rs and on plain sockets (see `floor/mod.rs`).
@@ -23,6 +25,7 @@ mod support;
 
 mod common;
 mod contended;
+mod fenced;
 mod floor;
 
 use std::future::Future;
@@ -174,6 +177,10 @@ fn main() {
     common::watch_nodes(cluster.nodes.iter().map(|n| n.pid()));
     if std::env::var("BENCH_ONLY").as_deref() == Ok("d") {
         scenario_d(&rt, &cluster, &urls, limit);
+        return;
+    }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("e") {
+        scenario_e(&rt, &urls, limit);
         return;
     }
     println!(
@@ -369,6 +376,41 @@ fn main() {
     }
     println!();
     scenario_d(&rt, &cluster, &urls, limit);
+    println!();
+    scenario_e(&rt, &urls, limit);
+}
+
+/// (e): fenced locks from one shared counter against plain ones, 64 tasks.
+fn scenario_e(rt: &tokio::runtime::Runtime, urls: &[String], limit: Duration) {
+    let plain = fenced::client(urls, false);
+    let with_tokens = fenced::client(urls, true);
+    let (mut p, mut f) = (Stats::default(), Stats::default());
+    // Alternate short slices so machine noise hits both alike.
+    for _ in 0..REPS {
+        p.add(fenced::slice(rt, &plain, false, limit / REPS));
+        f.add(fenced::slice(rt, &with_tokens, true, limit / REPS));
+    }
+    println!(
+        "| scenario | client | ops/s | p50 ms | p99 ms | success | client CPU µs/op | nodes CPU µs/op |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let mut out = Vec::new();
+    let label = format!("(e) {} tasks, distinct resources", fenced::TASKS);
+    row(&mut out, &label, "redquorum, lock", &mut p);
+    row(
+        &mut out,
+        &label,
+        "redquorum, lock_fenced (one shared counter)",
+        &mut f,
+    );
+    println!();
+    println!("ratios (same run):");
+    println!(
+        "  (e) throughput fenced / plain = {:.2}  (target >= 0.5); fenced failed: {} of {}",
+        f.rate() / p.rate(),
+        f.failed,
+        f.ok + f.failed
+    );
 }
 
 /// (d): one contended resource, printed as its own table with its targets.

@@ -255,11 +255,14 @@ impl Model for MintModel {
             Property::always(FENCING, |_, s: &State| {
                 s.returned.windows(2).all(|w| w[0].1 < w[1].1)
             }),
-            Property::sometimes("two holders of one process served by one round", |_, s: &State| {
-                s.processes
-                    .iter()
-                    .any(|p| p.round.as_ref().is_some_and(|(served, _)| served.len() > 1))
-            }),
+            Property::sometimes(
+                "two holders of one process served by one round",
+                |_, s: &State| {
+                    s.processes
+                        .iter()
+                        .any(|p| p.round.as_ref().is_some_and(|(served, _)| served.len() > 1))
+                },
+            ),
         ]
     }
 }
@@ -273,11 +276,8 @@ mod tests {
 
     #[test]
     fn model_mint_group_commit_keeps_tokens_in_acquisition_order() {
-        check("mint: group commit, two processes", MintModel::shipped()).assert_safe(
-            "mint",
-            1_000,
-            SHARED,
-        );
+        check("mint: group commit, two processes", MintModel::shipped())
+            .assert_safe("mint", 1_000, SHARED);
     }
 
     #[test]
