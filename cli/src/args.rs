@@ -94,7 +94,11 @@ fn lock_help() -> String {
          SIGINT/SIGTERM/SIGHUP sent to redquorum go to that whole group (while still\n\
          waiting for the lock, they end the wait: nothing runs). When the command's\n\
          first process exits, what is left of its group gets SIGTERM (SIGKILL after\n\
-         --grace), then the lock is released: nothing of the command outlives the lock.",
+         --grace), then the lock is released: nothing of the command outlives the lock.\n\
+         If redquorum itself dies (SIGKILL, an OOM kill, a crash), the group gets SIGKILL\n\
+         at once from a guard process (and its first process from the kernel), while the\n\
+         lock is still valid; only a process that leaves the group (setsid) escapes.\n\
+         Linux only (the parent-death signal and the subreaper are Linux's).",
         exit::lock_codes()
     )
 }

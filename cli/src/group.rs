@@ -14,6 +14,11 @@
 //! reaches it exactly once, from the terminal; we take the terminal back
 //! afterwards. We become a child subreaper, so the command's orphaned
 //! processes are re-parented to us and can be reaped and counted.
+//!
+//! If we die without ending the group (SIGKILL, a crash), the group dies
+//! with us: its first process by the kernel's parent-death signal, and the
+//! whole group by the guard (`guard.rs`), which stands down only once we saw
+//! the group empty.
 
 use std::io;
 use std::os::unix::process::CommandExt as _;
@@ -22,6 +27,8 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
+
+use crate::guard::Guard;
 
 /// How often the group is checked for members while we wait for it to
 /// empty (only while ending it).
@@ -38,6 +45,8 @@ pub struct Group {
     pgid: libc::pid_t,
     /// Whether the group was given the terminal (and we must take it back).
     terminal: bool,
+    /// Kills the group if we die first; stood down once the group is gone.
+    guard: Option<Guard>,
 }
 
 impl Group {
@@ -50,12 +59,21 @@ impl Group {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         }
         let terminal = in_terminal_foreground();
+        let parent = std::process::id() as libc::pid_t;
         let mut cmd = std::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]).envs(env.iter().map(|(k, v)| (k, v)));
         // SAFETY: the closure calls only async-signal-safe functions
-        // (setpgid, sigprocmask, tcsetpgrp, getpid) between fork and exec.
+        // (prctl, getppid, setpgid, sigprocmask, tcsetpgrp, getpid) between
+        // fork and exec.
         unsafe {
             cmd.pre_exec(move || {
+                // SIGKILL when the thread that forked us ends: the runtime's
+                // main thread (our `block_on`), which ends only with us. If we
+                // died before this call, the parent is another already.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if libc::getppid() != parent {
+                    libc::_exit(128 + libc::SIGKILL);
+                }
                 if libc::setpgid(0, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -78,11 +96,25 @@ impl Group {
         if terminal {
             foreground(pgid);
         }
-        Ok(Self {
+        let mut group = Self {
             leader,
             pgid,
             terminal,
-        })
+            guard: None,
+        };
+        match Guard::spawn(pgid) {
+            Ok(guard) => group.guard = Some(guard),
+            Err(e) => {
+                // Without a guard the command could outlive us: not run.
+                group.signal(libc::SIGKILL);
+                group.take_terminal_back();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot start the guard that ends the command if redquorum dies: {e}"),
+                ));
+            }
+        }
+        Ok(group)
     }
 
     /// Sends `sig` to every process of the group.
@@ -123,6 +155,7 @@ impl Group {
         };
         self.take_terminal_back();
         self.drain(kill_at).await;
+        self.stand_down_if_gone();
         status
     }
 
@@ -132,6 +165,16 @@ impl Group {
         if self.reap_and_count() {
             self.terminate();
             self.drain(kill_at).await;
+        }
+        self.stand_down_if_gone();
+    }
+
+    /// Stands the guard down if nothing of the group is left.
+    fn stand_down_if_gone(&mut self) {
+        if !self.reap_and_count() {
+            if let Some(guard) = self.guard.take() {
+                guard.stand_down();
+            }
         }
     }
 

@@ -3,7 +3,8 @@
 //!
 //! Layout, bottom to top: `exit.rs` (the exit-code table and error
 //! reports), `args.rs` (the command line), `client.rs` (the library client
-//! from `--nodes`), `group.rs` (the wrapped command's process group),
+//! from `--nodes`), `guard.rs` (the process that ends the command if we
+//! die), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
 //! leadership), then one file per subcommand: `lock.rs`, `elect.rs`,
 //! `serial.rs`, `status.rs`, `init.rs`, which never import each other; `main.rs`
@@ -14,6 +15,7 @@ mod client;
 mod elect;
 mod exit;
 mod group;
+mod guard;
 mod hold;
 mod init;
 mod lock;

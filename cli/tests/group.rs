@@ -367,3 +367,94 @@ fn the_command_learns_what_it_holds() {
     let second: u64 = run(true).split(' ').nth(3).unwrap().parse().unwrap();
     assert!(second > first, "{first} then {second}");
 }
+
+/// A shell command that prints `alive PID` for each of `pids` still running
+/// (not a zombie), then `checked`.
+fn report_alive(pids: &[i32]) -> Vec<String> {
+    let list: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "for p in {}; do if [ -e /proc/$p/status ] && ! grep -q '^State:.*[ZX]' /proc/$p/status; \
+             then echo alive $p; fi; done; echo checked",
+            list.join(" ")
+        ),
+    ]
+}
+
+/// SIGKILL to `redquorum` (as `kill -9`, an OOM kill or a crash would end
+/// it) during `lock`, `lock -n K` and `elect`: nothing of the command
+/// survives, and the next holder, which gets the lock once its TTL ran out
+/// (nothing released it), finds none of the command's processes running.
+/// (Before the guard, the command's sleeps ran on beside the next holder.)
+#[tokio::test]
+async fn nothing_of_the_command_survives_a_sigkill_to_redquorum() {
+    let c = Cluster::start(3);
+    let ttl = "2s";
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("lock", vec!["lock", "grp_kill9", "--ttl", ttl]),
+        (
+            "lock -n 2",
+            vec!["lock", "grp_kill9n", "-n", "2", "--ttl", ttl],
+        ),
+        ("elect", vec!["elect", "grp_kill9e", "--ttl", ttl]),
+    ];
+    for (what, args) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        // With 2 permits, another holder keeps one: the next can only have
+        // the one the killed holder left.
+        let started = dir.path().join("other");
+        let other = (what == "lock -n 2").then(|| {
+            let script = format!("echo > {}; exec sleep 60", started.display());
+            cli(&c)
+                .args(&args)
+                .args(["--", "sh", "-c", &script])
+                .spawn()
+                .unwrap()
+        });
+        if other.is_some() {
+            let taken = || started.exists();
+            assert!(wait_until(Duration::from_secs(10), taken).await, "{what}");
+        }
+        let mut victim = cli(&c)
+            .args(&args)
+            .arg("--")
+            .args(two_sleeps(&pids))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_until(Duration::from_secs(10), || both_sleeping(&pids)).await,
+            "{what}: the command did not start"
+        );
+        // `kill -9 %1` signals the job's whole group: the elect case does.
+        let target = victim.id() as i32;
+        kill(
+            if what == "elect" { -target } else { target },
+            libc::SIGKILL,
+        );
+        let _ = victim.wait();
+        let first = pids_in(&pids);
+        let next = cli(&c)
+            .args(&args)
+            .args(["--wait", "30s", "--"])
+            .args(report_alive(&first))
+            .output()
+            .unwrap();
+        assert_eq!(code(&next), 0, "{what}: {next:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&next.stdout),
+            "checked\n",
+            "{what}: the next holder ran beside the killed one's command"
+        );
+        for pid in first {
+            assert!(!sleep_alive(pid), "{what}: sleep {pid} outlived redquorum");
+        }
+        if let Some(mut other) = other {
+            kill(other.id() as i32, libc::SIGTERM);
+            let _ = other.wait();
+        }
+    }
+}
