@@ -428,6 +428,8 @@ fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], 
         Stats::default(),
         Stats::default(),
     );
+    let mut wakes = contended::Wakes::default();
+    let mut cells_p99 = Vec::new();
     // Alternate the cells so machine noise hits every client alike.
     for _ in 0..2 {
         alone.add(contended::cell(
@@ -437,13 +439,11 @@ fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], 
             cell_limit,
             contended::ours_acquire,
         ));
-        on.add(contended::cell(
-            rt,
-            &ours_on,
-            TASKS,
-            cell_limit,
-            contended::ours_acquire,
-        ));
+        let before = contended::Wakes::of(&ours_on);
+        let mut cell = contended::cell(rt, &ours_on, TASKS, cell_limit, contended::ours_acquire);
+        wakes.add(&contended::Wakes::of(&ours_on), &before);
+        cells_p99.push(format!("{:.1}", cell.pct(0.99).as_secs_f64() * 1e3));
+        on.add(cell);
         off.add(contended::cell(
             rt,
             &ours_off,
@@ -484,6 +484,10 @@ fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], 
         "  (d) wait p99 / fair share = {:.2}  (target <= 1.5); max / fair share = {:.2}  (target <= 2)",
         on.pct(0.99).as_secs_f64() / fair.as_secs_f64(),
         on.pct(1.0).as_secs_f64() / fair.as_secs_f64()
+    );
+    println!(
+        "  (d) redquorum per acquisition: {wakes}; wait p99 per cell: {} ms",
+        cells_p99.join(", ")
     );
     for (after, s) in [
         ("another client's release", &mut handover),

@@ -217,3 +217,57 @@ pub fn table(rows: &mut [(&str, &mut Stats)]) {
         );
     }
 }
+
+/// What woke the waiters of some clients, from their [`redquorum::Stats`]:
+/// counted between two readings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wakes {
+    acquired: u64,
+    attempts: u64,
+    notification: u64,
+    ttl: u64,
+    own_release: u64,
+    cap: u64,
+}
+
+impl Wakes {
+    /// The clients' counters now.
+    pub fn of(clients: &[Arc<redquorum::Redlock>]) -> Self {
+        clients.iter().fold(Self::default(), |w, c| {
+            let s = c.stats();
+            Self {
+                acquired: w.acquired + s.acquired,
+                attempts: w.attempts + s.attempts,
+                notification: w.notification + s.woken_by_notification,
+                ttl: w.ttl + s.woken_by_ttl,
+                own_release: w.own_release + s.woken_by_own_release,
+                cap: w.cap + s.woken_by_cap,
+            }
+        })
+    }
+
+    /// Adds what happened between `before` and `after`.
+    pub fn add(&mut self, after: &Self, before: &Self) {
+        self.acquired += after.acquired - before.acquired;
+        self.attempts += after.attempts - before.attempts;
+        self.notification += after.notification - before.notification;
+        self.ttl += after.ttl - before.ttl;
+        self.own_release += after.own_release - before.own_release;
+        self.cap += after.cap - before.cap;
+    }
+}
+
+impl std::fmt::Display for Wakes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per = |n: u64| n as f64 / self.acquired.max(1) as f64;
+        write!(
+            f,
+            "{:.2} attempts, woken by: notification {:.2}, TTL {:.2}, own release {:.2}, cap {:.2}",
+            per(self.attempts),
+            per(self.notification),
+            per(self.ttl),
+            per(self.own_release),
+            per(self.cap)
+        )
+    }
+}

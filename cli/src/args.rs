@@ -98,7 +98,12 @@ fn lock_help() -> String {
          If redquorum itself dies (SIGKILL, an OOM kill, a crash), the group gets SIGKILL\n\
          at once from a guard process (and its first process from the kernel), while the\n\
          lock is still valid; only a process that leaves the group (setsid) escapes.\n\
-         Linux only (the parent-death signal and the subreaper are Linux's).",
+         Linux only (the parent-death signal and the subreaper are Linux's).\n\
+         Under a shell's job control, ^Z stops redquorum with the command (one job);\n\
+         nothing renews the lock while the job is stopped, so it lapses after --ttl.\n\
+         fg or bg resumes the command only if the lock is still valid; otherwise the\n\
+         command gets SIGKILL and redquorum exits 76. (Without job control, a command\n\
+         stopped by a signal keeps its lock, renewed, until it is continued or ends.)",
         exit::lock_codes()
     )
 }

@@ -45,6 +45,9 @@ pub struct Group {
     pgid: libc::pid_t,
     /// Whether the group was given the terminal (and we must take it back).
     terminal: bool,
+    /// Whether we started in the terminal's foreground: a shell with job
+    /// control runs us, and ^Z stops the whole job.
+    interactive: bool,
     /// Kills the group if we die first; stood down once the group is gone.
     guard: Option<Guard>,
 }
@@ -100,6 +103,7 @@ impl Group {
             leader,
             pgid,
             terminal,
+            interactive: terminal,
             guard: None,
         };
         match Guard::spawn(pgid) {
@@ -145,7 +149,13 @@ impl Group {
     /// whatever is left at `kill_at`, and returns once it is empty (or
     /// [`AFTER_KILL`] after the SIGKILL) with the first process's status.
     pub async fn end(&mut self, kill_at: Instant) -> io::Result<ExitStatus> {
-        self.terminate();
+        if Instant::now() >= kill_at {
+            // No time left: SIGKILL at once, and no SIGCONT that would let a
+            // stopped command run on for a moment without the lock.
+            self.signal(libc::SIGKILL);
+        } else {
+            self.terminate();
+        }
         let status = match tokio::time::timeout_at(kill_at, self.leader.wait()).await {
             Ok(status) => status,
             Err(_) => {
@@ -167,6 +177,47 @@ impl Group {
             self.drain(kill_at).await;
         }
         self.stand_down_if_gone();
+    }
+
+    /// Whether the job stopped: we run under a shell's job control and the
+    /// group's first process is stopped (^Z, or SIGTTIN in the background).
+    pub fn job_stopped(&self) -> bool {
+        self.interactive && is_stopped(self.pgid)
+    }
+
+    /// Stops us with the stopped command, as one job: takes the terminal
+    /// back and stops this process, so the shell sees the job stopped;
+    /// returns when the shell continues us (`fg`, `bg`). Nothing of ours
+    /// runs meanwhile: the lock is not renewed.
+    pub fn stop_with_job(&mut self) {
+        self.take_terminal_back();
+        // SAFETY: raise(2) stops this process until a SIGCONT.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
+        }
+    }
+
+    /// Whether the job runs in the background of a shell with job control
+    /// (after `bg`): the command does not have the terminal.
+    pub fn backgrounded(&self) -> bool {
+        self.interactive && !self.terminal
+    }
+
+    /// Continues the command after we were continued: in the terminal's
+    /// foreground if `fg` gave it to us, in the background after `bg`.
+    pub fn continue_job(&mut self) {
+        if self.interactive {
+            self.reclaim_terminal();
+            self.signal(libc::SIGCONT);
+        }
+    }
+
+    /// Hands the terminal to the command's group if `fg` gave it to us.
+    pub fn reclaim_terminal(&mut self) {
+        if self.interactive && !self.terminal && in_terminal_foreground() {
+            foreground(self.pgid);
+            self.terminal = true;
+        }
     }
 
     /// Stands the guard down if nothing of the group is left.
@@ -225,6 +276,13 @@ impl Group {
             foreground(unsafe { libc::getpgrp() });
         }
     }
+}
+
+/// Whether process `pid` is stopped (state `T` in `/proc/PID/stat`).
+fn is_stopped(pid: libc::pid_t) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+    state.starts_with('T')
 }
 
 /// Whether standard input is a terminal whose foreground group is ours.

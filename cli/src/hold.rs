@@ -14,6 +14,10 @@ use tokio::time::Instant;
 use crate::exit;
 use crate::group::Group;
 
+/// How often a job sent to the background (`bg`) checks whether `fg`
+/// brought it back, to hand the terminal to the command.
+const FOREGROUND_CHECK: Duration = Duration::from_millis(100);
+
 /// The signals `lock` and `elect` forward to its command. Installed before the first
 /// request, so that from then on none of them can kill us with the default
 /// action while a lock may be held (which would leave it to its TTL).
@@ -105,11 +109,35 @@ pub async fn run_under(
     };
     let lost = lock.lost();
     tokio::pin!(lost);
+    // A child's stop or exit: under a shell's job control, ^Z stops the
+    // command's group, and we stop with it (see `Group::stop_with_job`).
+    let mut children = signal(SignalKind::child()).ok();
+    let mut continued = signal(SignalKind::from_raw(libc::SIGCONT)).ok();
+    // `fg` on the job running in the background (after `bg`) gives our
+    // group the terminal and sends nothing: while backgrounded, we look.
+    let mut look = tokio::time::interval(FOREGROUND_CHECK);
     let status = loop {
         tokio::select! {
             status = group.wait() => break Some(status),
             () = &mut lost => break None,
-            sig = signals.recv() => group.signal(sig),
+            sig = signals.recv() => {
+                // A stopped command gets it too.
+                group.signal(sig);
+                group.signal(libc::SIGCONT);
+            }
+            Some(()) = next(&mut children) => {
+                if group.job_stopped() {
+                    group.stop_with_job();
+                    // Continued (fg, bg): the command goes on only if the lock
+                    // is still valid; it was not renewed while we were stopped.
+                    if !lock.is_valid() {
+                        break None;
+                    }
+                    group.continue_job();
+                }
+            }
+            Some(()) = next(&mut continued) => group.continue_job(),
+            _ = look.tick(), if group.backgrounded() => group.reclaim_terminal(),
         }
     };
     match status {
@@ -136,16 +164,31 @@ pub async fn run_under(
                 .lost_reason()
                 .map(|e| format!(": {e}"))
                 .unwrap_or_default();
-            eprintln!(
-                "redquorum: {what} lost while the command ran{cause}; SIGTERM to the command, \
-                 SIGKILL in {} at the latest",
-                rounded(at.saturating_duration_since(Instant::now())),
-            );
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                eprintln!(
+                    "redquorum: {what} lost while the command ran{cause}; SIGKILL to the command"
+                );
+            } else {
+                eprintln!(
+                    "redquorum: {what} lost while the command ran{cause}; SIGTERM to the command, \
+                     SIGKILL in {} at the latest",
+                    rounded(left),
+                );
+            }
             let _ = group.end(at).await;
             drop(lock);
             let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
             exit::code(exit::LOCK_LOST)
         }
+    }
+}
+
+/// The next SIGCHLD, or never without a handler.
+async fn next(children: &mut Option<Signal>) -> Option<()> {
+    match children {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }
 
