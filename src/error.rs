@@ -303,8 +303,13 @@ impl NodeError {
 
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "node {} ({}): ", self.index, self.addr)?;
-        match &self.kind {
+        write!(f, "node {} ({}): {}", self.index, self.addr, self.kind)
+    }
+}
+
+impl fmt::Display for NodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             NodeErrorKind::Timeout(d) => write!(f, "no reply within {}", rounded(*d)),
             NodeErrorKind::Redis(e) => f.write_str(&explain(e)),
             NodeErrorKind::UnexpectedReply => f.write_str("unexpected reply"),
@@ -340,9 +345,19 @@ fn no_quorum(
 ) -> String {
     let mut out = format!("{} of {asked} nodes failed", failures.len());
     if !failures.is_empty() {
-        let list: Vec<String> = failures
-            .iter()
-            .map(|f| f.to_string().replacen("node ", "", 1))
+        // Nodes that failed alike are named together, the reason once.
+        let mut alike: Vec<(String, Vec<String>)> = Vec::new();
+        for f in failures {
+            let why = f.kind.to_string();
+            let who = format!("{} ({})", f.index, f.addr);
+            match alike.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, nodes)) => nodes.push(who),
+                None => alike.push((why, vec![who])),
+            }
+        }
+        let list: Vec<String> = alike
+            .into_iter()
+            .map(|(why, nodes)| format!("{}: {why}", nodes.join(", ")))
             .collect();
         out.push_str(&format!(" ({})", list.join("; ")));
     }
@@ -520,9 +535,11 @@ mod tests {
             failures: vec![refused(2), refused(3), refused(4)],
         };
         let text = nq.to_string();
+        // Nodes that failed alike are named together, the reason once.
         assert!(
             text.starts_with(
-                "no quorum for \"x\": 3 of 5 nodes failed (2 (127.0.0.1:7402): connection refused"
+                "no quorum for \"x\": 3 of 5 nodes failed (2 (127.0.0.1:7402), 3 \
+                 (127.0.0.1:7403), 4 (127.0.0.1:7404): connection refused)"
             ),
             "{text}"
         );

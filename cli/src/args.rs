@@ -256,6 +256,9 @@ pub struct SerialArgs {
     /// When the counter restarts: second, minute, hour, day, month, year, never.
     #[arg(long, default_value = "day", value_parser = parse_period)]
     pub period: ResetPeriod,
+    /// Key prefix of the counter's keys (as `lock --key-prefix`).
+    #[arg(long, default_value = "")]
+    pub key_prefix: String,
 }
 
 /// The command line as clap should see it: `redquorum help --help` (and

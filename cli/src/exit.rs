@@ -66,11 +66,18 @@ pub fn serial_codes() -> String {
     )
 }
 
+/// `redquorum status`: a quorum of nodes is reachable, but too few of them
+/// count for a lock yet (quarantine): locks cannot be taken now; the output
+/// says when they can (`EX_TEMPFAIL`).
+pub const NO_LOCK_VOTES: u8 = 75;
+
 /// `redquorum status`'s exit codes.
 pub fn status_codes() -> String {
     format!(
-        "Exit codes: 0 a quorum of nodes is reachable; {UNAVAILABLE} it is not; {CONFIG} bad \
-         configuration or usage."
+        "Exit codes: 0 a quorum of nodes is reachable and counts for locks; {NO_LOCK_VOTES} a \
+         quorum is reachable but too few\nnodes count for locks yet (quarantine: the output says \
+         when they will); {UNAVAILABLE} no quorum is reachable;\n{CONFIG} bad configuration or \
+         usage."
     )
 }
 
@@ -78,7 +85,8 @@ pub fn status_codes() -> String {
 pub fn all_codes() -> String {
     format!(
         "Exit codes (see each command's --help): {CANNOT_ISSUE} serial numbers cannot be \
-         issued; {UNAVAILABLE} no quorum;\n{NOT_ACQUIRED} lock (or leadership) not acquired in time;\n{LOCK_LOST} \
+         issued; {UNAVAILABLE} no quorum;\n{NOT_ACQUIRED} lock (or leadership) not acquired in time \
+         (status: no lock can be taken yet);\n{LOCK_LOST} \
          lock or leadership lost; {CONFIG} bad configuration or usage; {CANNOT_RUN} command not started."
     )
 }

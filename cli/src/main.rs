@@ -2,7 +2,7 @@
 //! check, from the shell.
 //!
 //! Layout, bottom to top: `exit.rs` (the exit-code table and error
-//! reports), `args.rs` (the command line), `client.rs` (the library client
+//! reports), `log.rs` (the library's log lines as ours), `args.rs` (the command line), `client.rs` (the library client
 //! from `--nodes`), `guard.rs` (the process that ends the command if we
 //! die), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
@@ -19,10 +19,10 @@ mod guard;
 mod hold;
 mod init;
 mod lock;
+mod log;
 mod serial;
 mod status;
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -32,15 +32,15 @@ use crate::args::{Cli, Command, SerialCommand};
 use crate::client::build;
 
 fn main() -> ExitCode {
-    // Warnings by default, but not the library's own "lock lost" events:
-    // `lock` says that itself, with the cause, once. Colour only on a
-    // terminal, so that log files and pipes get plain lines.
+    // The library's warnings (a node that is not a Redis server or refuses
+    // our password while a quorum works; an even node count), as our own
+    // lines. Not its "lock lost" events nor its quarantine notices: `lock`
+    // and `status` say those themselves, with the cause, once.
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("warn,redquorum::lock::shared=off")),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+            EnvFilter::new("warn,redquorum::lock::shared=off,redquorum::node::amnesia=off")
+        }))
+        .event_format(log::Lines)
         .with_writer(std::io::stderr)
         .init();
     let cli = match Cli::try_parse_from(args::normalized(std::env::args_os())) {
@@ -84,10 +84,12 @@ async fn run(cli: Cli) -> ExitCode {
             Ok(redlock) => elect::elect(redlock, args).await,
             Err(code) => code,
         },
-        Command::Serial(SerialCommand::Next(args)) => match build(&cli.nodes, times, "") {
-            Ok(redlock) => serial::serial_next(redlock, args).await,
-            Err(code) => code,
-        },
+        Command::Serial(SerialCommand::Next(args)) => {
+            match build(&cli.nodes, times, &args.key_prefix) {
+                Ok(redlock) => serial::serial_next(redlock, args).await,
+                Err(code) => code,
+            }
+        }
         Command::Status => status::status(&cli.nodes, times).await,
         Command::Init => match build(&cli.nodes, times, "") {
             Ok(redlock) => init::init(redlock, &cli.nodes).await,

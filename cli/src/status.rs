@@ -28,8 +28,8 @@ struct NodeReport {
 }
 
 /// Checks every node and prints the table (stdout) and the warnings
-/// (stderr, each once with the nodes it concerns); exits 0 with a quorum
-/// reachable.
+/// (stderr, each once with the nodes it concerns); exits 0 when a quorum
+/// is reachable and counts for locks (see `exit::status_codes`).
 pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
     // Validate the list the same way the library does.
     let redlock = match build(urls, times, "") {
@@ -81,35 +81,49 @@ pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
         .iter()
         .filter(|t| matches!(t, NodeTrust::Trusted | NodeTrust::Suspect { .. }))
         .count();
-    let quarantined = trust
+    // The quarantines still to run out, shortest first.
+    let mut waits: Vec<Duration> = trust
         .iter()
-        .filter(|t| matches!(t, NodeTrust::Quarantined { .. }))
-        .count();
-    if quarantined > 0 {
-        let verdict = if counting >= quorum {
-            "OK"
-        } else {
-            "UNAVAILABLE"
-        };
-        println!(
-            "lock votes: {verdict} ({counting} of {} nodes count, {quorum} needed; {quarantined} \
-             in quarantine)",
-            urls.len()
-        );
-    }
-    if up >= quorum {
-        println!(
-            "quorum: OK ({up} of {} reachable, {quorum} needed)",
-            urls.len()
-        );
-        ExitCode::SUCCESS
-    } else {
+        .zip(&reports)
+        .filter_map(|(t, r)| match t {
+            NodeTrust::Quarantined { remaining, .. } if r.reachable => Some(*remaining),
+            _ => None,
+        })
+        .collect();
+    waits.sort();
+    let quarantined = waits.len();
+    if up < quorum {
         println!(
             "quorum: UNAVAILABLE ({up} of {} reachable, {quorum} needed)",
             urls.len()
         );
-        exit::code(exit::UNAVAILABLE)
+        return exit::code(exit::UNAVAILABLE);
     }
+    println!(
+        "quorum: OK ({up} of {} reachable, {quorum} needed)",
+        urls.len()
+    );
+    if counting >= quorum {
+        if quarantined > 0 {
+            println!(
+                "lock votes: OK ({counting} of {} nodes count, {quorum} needed; {quarantined} in \
+                 quarantine)",
+                urls.len()
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    // Locks can be taken once enough quarantines ran out.
+    let when = waits.get(quorum - counting - 1).map_or_else(
+        || "not until more nodes are reachable".to_owned(),
+        |d| format!("in about {}s", d.as_secs_f64().ceil()),
+    );
+    println!(
+        "lock votes: UNAVAILABLE ({counting} of {} nodes count, {quorum} needed; {quarantined} in \
+         quarantine): locks can be taken {when}",
+        urls.len()
+    );
+    exit::code(exit::NO_LOCK_VOTES)
 }
 
 /// A node's standing for the table's last column.
