@@ -78,16 +78,22 @@ fn lock_help() -> String {
          redquorum lock nightly-report --ttl 30s --wait 10s -- ./report.sh\n  \
          redquorum lock deploy --wait 0s -- make deploy   # fail at once if held\n  \
          redquorum lock ledger --fenced -- sh -c 'store --token \"$REDQUORUM_FENCING_TOKEN\"'\n  \
-         redquorum lock -n 4 gpu -- ./train.sh           # at most 4 at once, anywhere\n\n\
+         redquorum lock -n 4 gpu -- ./train.sh           # at most 4 at once, anywhere\n  \
+         redquorum lock deploy --conflict-exit-code 3 -- ./deploy.sh   # 3: held elsewhere\n  \
+         redquorum lock deploy > deploy.env &   # held until killed; `held` ends deploy.env\n\n\
+         Without a command, redquorum takes the lock, prints the lines below (NAME=VALUE,\n\
+         quoted for sh) and a line `held`, keeps the lock renewed, and releases it when\n\
+         signalled or, where stdin is a pipe or a terminal, when stdin closes (exit 0).\n\n\
          The command's environment also has:\n  \
          REDQUORUM_RESOURCE        the resource name\n  \
-         REDQUORUM_KEY             the lock's Redis key (with --key-prefix)\n  \
+         REDQUORUM_KEY             the lock's Redis key (with --key-prefix; not with -n N)\n  \
          REDQUORUM_TTL_MS          the TTL, renewed in the background every ttl/3 (sooner when validity runs short)\n  \
          REDQUORUM_VALID_UNTIL_MS  when the lock's first validity ends (Unix time, ms;\n                            \
          renewals push it later)\n  \
          REDQUORUM_FENCING_TOKEN   with --fenced: a number larger than every earlier\n                            \
          holder's; pass it to your storage and have it refuse smaller ones\n  \
-         REDQUORUM_PERMITS         with -n N (N > 1): N\n\n\
+         REDQUORUM_PERMITS         with -n N (N > 1): N\n  \
+         REDQUORUM_PERMIT_SLOT     with -n N (N > 1): which permit, 0 to N-1\n\n\
          {}\n\n\
          The command runs in a process group of its own (in the terminal's foreground\n\
          when redquorum is, so it can read the terminal and gets one Ctrl-C).\n\
@@ -156,8 +162,10 @@ pub struct LockArgs {
     /// How long to wait for the lock before giving up with exit code 75.
     #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
     pub wait: Duration,
-    /// After SIGTERM, wait at most this long before SIGKILL (on lock loss:
-    /// never past the lock's validity, unless --grace-past-lock).
+    /// When redquorum ends the command itself (the lock was lost, or its
+    /// first process exited and left others running): SIGKILL this long
+    /// after SIGTERM (on loss never past the lock's validity, unless
+    /// --grace-past-lock). Signals sent to redquorum are only passed on.
     #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
     pub grace: Duration,
     /// On lock loss, give the command its whole --grace even past the lock's
@@ -175,8 +183,14 @@ pub struct LockArgs {
     /// Key prefix (e.g. "redlock:" to share keys with pottery).
     #[arg(long, default_value = "")]
     pub key_prefix: String,
-    /// The command and its arguments, after `--`.
-    #[arg(required = true, last = true)]
+    /// Exit with this code when the lock is held elsewhere and not acquired
+    /// within --wait (as flock -E), so it cannot be told apart from the
+    /// command's own status; default 75.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub conflict_exit_code: Option<u8>,
+    /// The command and its arguments, after `--`; without one, the lock is
+    /// held until a signal or the end of stdin.
+    #[arg(last = true)]
     pub command: Vec<String>,
 }
 
@@ -200,8 +214,10 @@ pub struct ElectArgs {
     /// told once on stderr, and its end once.
     #[arg(long)]
     pub listen: bool,
-    /// After SIGTERM, wait at most this long before SIGKILL (on loss: never
-    /// past the leadership's validity, unless --grace-past-lock).
+    /// When redquorum ends the command itself (the leadership was lost, or
+    /// its first process exited and left others running): SIGKILL this long
+    /// after SIGTERM (on loss never past the leadership's validity, unless
+    /// --grace-past-lock). Signals sent to redquorum are only passed on.
     #[arg(long, value_parser = parse_duration, default_value = "10s", allow_hyphen_values = true)]
     pub grace: Duration,
     /// On loss, give the command its whole --grace even past the

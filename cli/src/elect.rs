@@ -39,13 +39,14 @@ pub async fn elect(redlock: Redlock, args: ElectArgs) -> ExitCode {
         leadership.map(|l| l.into_lock())
     };
     let what = format!("leadership of {:?}", args.name);
-    let lock = match hold::acquire(&redlock, &mut signals, &what, attempt).await {
-        Ok(lock) => lock,
-        Err(code) => {
-            let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
-            return code;
-        }
-    };
+    let lock =
+        match hold::acquire(&redlock, &mut signals, (&what, exit::NOT_ACQUIRED), attempt).await {
+            Ok(lock) => lock,
+            Err(code) => {
+                let _ = tokio::time::timeout(Duration::from_secs(1), redlock.settle()).await;
+                return code;
+            }
+        };
     let term = lock.fencing_token().unwrap_or_default();
     let env = [
         ("REDQUORUM_ELECTION".to_owned(), args.name.clone()),

@@ -60,11 +60,12 @@ pub struct Ending {
 
 /// Waits for `attempt`, unless a signal comes first (then the attempt is
 /// dropped, what it set is released, and the exit code is the signal's).
-/// `what` names the lock in the error message.
+/// `what` names the lock in the error message; `conflict` is the exit code
+/// for a lock held elsewhere until the wait ran out.
 pub async fn acquire<F>(
     redlock: &Redlock,
     signals: &mut Forwarded,
-    what: &str,
+    (what, conflict): (&str, u8),
     attempt: F,
 ) -> Result<Lock, ExitCode>
 where
@@ -83,7 +84,10 @@ where
     // handlers and forwarded to the command as soon as it starts.
     acquired.map_err(|e| {
         eprintln!("redquorum: {what} not acquired: {e}");
-        exit::code(exit::for_error(&e))
+        match exit::for_error(&e) {
+            exit::NOT_ACQUIRED => exit::code(conflict),
+            other => exit::code(other),
+        }
     })
 }
 

@@ -1,6 +1,7 @@
 //! `redquorum lock`: run a command while holding a lock (or, with `-n K`,
 //! one of K permits of a semaphore), renewed in the background; see
-//! `hold.rs` for how the command runs.
+//! `hold.rs` for how the command runs, and `keep.rs` for a lock held with
+//! no command.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,6 +11,7 @@ use redquorum::{Lock, Redlock};
 use crate::args::LockArgs;
 use crate::exit;
 use crate::hold::{self, Ending, Forwarded};
+use crate::keep;
 
 /// Takes the lock (or a permit), runs the command, releases it.
 pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
@@ -31,22 +33,25 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
         },
     };
     let (ttl, wait) = (args.ttl, args.wait);
+    let mut slot = None;
     let attempt = async {
-        match (&semaphore, args.fenced) {
-            (Some(s), true) => s
-                .acquire_fenced_timeout(ttl, wait)
-                .await
-                .map(|p| p.into_lock()),
-            (Some(s), false) => s.acquire_timeout(ttl, wait).await.map(|p| p.into_lock()),
-            (None, true) => redlock.lock_fenced_timeout(&args.resource, ttl, wait).await,
-            (None, false) => redlock.lock_timeout(&args.resource, ttl, wait).await,
-        }
+        let permit = match (&semaphore, args.fenced) {
+            (Some(s), true) => s.acquire_fenced_timeout(ttl, wait).await,
+            (Some(s), false) => s.acquire_timeout(ttl, wait).await,
+            (None, true) => return redlock.lock_fenced_timeout(&args.resource, ttl, wait).await,
+            (None, false) => return redlock.lock_timeout(&args.resource, ttl, wait).await,
+        };
+        permit.map(|p| {
+            slot = Some(p.slot());
+            p.into_lock()
+        })
     };
     let what = match args.permits {
         1 => format!("lock {:?}", args.resource),
         k => format!("permit of {:?} (at most {k} at once)", args.resource),
     };
-    let lock = match hold::acquire(&redlock, &mut signals, &what, attempt).await {
+    let conflict = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
+    let lock = match hold::acquire(&redlock, &mut signals, (&what, conflict), attempt).await {
         Ok(lock) => lock,
         Err(code) => {
             // The failed attempt's releases run in the background: let them
@@ -56,7 +61,10 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
             return code;
         }
     };
-    let env = environment(&redlock, &args, &lock);
+    let env = environment(&redlock, &args, &lock, slot);
+    if args.command.is_empty() {
+        return keep::keep(&redlock, lock, &mut signals, &env, &what).await;
+    }
     let ending = Ending {
         grace: args.grace,
         grace_past_lock: args.grace_past_lock,
@@ -67,26 +75,33 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
 
 /// What the command learns about the lock it runs under (documented in
 /// `redquorum lock --help`).
-fn environment(redlock: &Redlock, args: &LockArgs, lock: &Lock) -> Vec<(String, String)> {
+fn environment(
+    redlock: &Redlock,
+    args: &LockArgs,
+    lock: &Lock,
+    slot: Option<usize>,
+) -> Vec<(String, String)> {
     let unix_ms = |left: Duration| {
         (SystemTime::now() + left)
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis())
     };
-    let mut env = vec![
-        ("REDQUORUM_RESOURCE".to_owned(), args.resource.clone()),
-        ("REDQUORUM_KEY".to_owned(), redlock.key_for(&args.resource)),
-        (
-            "REDQUORUM_TTL_MS".to_owned(),
-            args.ttl.as_millis().to_string(),
-        ),
-        (
-            "REDQUORUM_VALID_UNTIL_MS".to_owned(),
-            unix_ms(lock.validity()).to_string(),
-        ),
-    ];
-    if args.permits > 1 {
+    let mut env = vec![("REDQUORUM_RESOURCE".to_owned(), args.resource.clone())];
+    // A permit's key is one of K slots' (REDQUORUM_PERMIT_SLOT says which).
+    if slot.is_none() {
+        env.push(("REDQUORUM_KEY".to_owned(), redlock.key_for(&args.resource)));
+    }
+    env.push((
+        "REDQUORUM_TTL_MS".to_owned(),
+        args.ttl.as_millis().to_string(),
+    ));
+    env.push((
+        "REDQUORUM_VALID_UNTIL_MS".to_owned(),
+        unix_ms(lock.validity()).to_string(),
+    ));
+    if let Some(slot) = slot {
         env.push(("REDQUORUM_PERMITS".to_owned(), args.permits.to_string()));
+        env.push(("REDQUORUM_PERMIT_SLOT".to_owned(), slot.to_string()));
     }
     if let Some(token) = lock.fencing_token() {
         env.push(("REDQUORUM_FENCING_TOKEN".to_owned(), token.to_string()));

@@ -6,7 +6,8 @@
 //! from `--nodes`), `guard.rs` (the process that ends the command if we
 //! die), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
-//! leadership), then one file per subcommand: `lock.rs`, `elect.rs`,
+//! leadership), `keep.rs` (a lock held with no command), then one file per
+//! subcommand: `lock.rs`, `elect.rs`,
 //! `serial.rs`, `status.rs`, `init.rs`, which never import each other; `main.rs`
 //! dispatches.
 
@@ -18,6 +19,7 @@ mod group;
 mod guard;
 mod hold;
 mod init;
+mod keep;
 mod lock;
 mod log;
 mod serial;

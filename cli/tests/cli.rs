@@ -437,3 +437,106 @@ fn help_has_examples_and_exit_codes() {
     let out = help(&["--help"]);
     assert!(out.contains("Exit codes") && out.contains("78"), "{out}");
 }
+
+/// Reads `child`'s stdout lines until `held`, in a blocking task.
+async fn until_held(child: &mut std::process::Child) -> Vec<String> {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().unwrap();
+    tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            let done = line == "held";
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        lines
+    })
+    .await
+    .unwrap()
+}
+
+/// `redquorum lock NAME` with no command holds the lock for a script: it
+/// prints what it holds, keeps the lock past its TTL, makes others exit
+/// with the --conflict-exit-code, and releases when its stdin ends.
+#[tokio::test]
+async fn a_lock_without_a_command_is_held_until_stdin_ends() {
+    let c = Cluster::start(3);
+    let mut holder = cli(&c)
+        .args(["lock", "cli_keep", "--ttl", "1500ms"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = until_held(&mut holder).await;
+    assert!(
+        lines.contains(&"REDQUORUM_KEY=cli_keep".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"REDQUORUM_TTL_MS=1500".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("REDQUORUM_VALID_UNTIL_MS=")),
+        "{lines:?}"
+    );
+    // Renewed: still held past two TTLs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(c.set_on("cli_keep"), 3);
+    let other = run(cli(&c).args([
+        "lock",
+        "cli_keep",
+        "--wait",
+        "0s",
+        "--conflict-exit-code",
+        "3",
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&other), 3, "{other:?}");
+    drop(holder.stdin.take());
+    let ended = wait_until(Duration::from_secs(10), || {
+        holder.try_wait().unwrap().is_some()
+    })
+    .await;
+    if !ended {
+        let _ = holder.kill();
+    }
+    assert!(ended, "the end of stdin did not end the hold");
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    assert!(wait_until(Duration::from_secs(5), || c.set_on("cli_keep") == 0).await);
+    let other = run(cli(&c).args(["lock", "cli_keep", "--wait", "0s", "--", "true"]));
+    assert_eq!(code(&other), 0, "{other:?}");
+}
+
+/// Held with stdin at /dev/null (a background job's), the lock stays until
+/// a signal, then is released; a permit's lines name its slot, not a key.
+#[tokio::test]
+async fn a_lock_without_a_command_is_held_until_signalled() {
+    let c = Cluster::start(3);
+    let mut holder = cli(&c)
+        .args(["lock", "cli_keep_sig", "-n", "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = until_held(&mut holder).await;
+    assert!(
+        lines.contains(&"REDQUORUM_PERMIT_SLOT=0".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("REDQUORUM_KEY=")),
+        "{lines:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(holder.try_wait().unwrap().is_none(), "/dev/null ended it");
+    let out = terminate(holder).await;
+    assert_eq!(code(&out), 0, "{out:?}");
+    let slot = "redquorum:permit:{cli_keep_sig}:cli_keep_sig:0";
+    assert!(wait_until(Duration::from_secs(5), || c.set_on(slot) == 0).await);
+}
