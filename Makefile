@@ -2,25 +2,21 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test lint fmt demo demo-on-nodes bench docker-demo ensure-redis metrics
+.PHONY: all test check lint fmt demo demo-on-nodes bench docker-demo ensure-redis metrics
 
 all: lint test
 
 ensure-redis:
 	@scripts/ensure-redis.sh
 
-## make test: the whole test suite (unit, integration, CLI, doc tests).
-test: ensure-redis
-	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --workspace --lib --bins --tests -E 'not test(model)'; \
-	else \
-		$(CARGO) test --workspace --lib --bins --tests -- --skip model; \
-	fi
-	$(CARGO) test --workspace --doc
+## make test: everything below, then the model checks and the feature builds
+## (about 25 minutes on 2 cores, most of it the model checks); a summary per stage.
+test: check
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
-	@echo "model checking, optimised build (every interleaving within the stated bounds):"
-	$(CARGO) test -q --release --lib model -- --nocapture --test-threads 1
+	@echo "model checking, optimised build (every interleaving within the stated bounds;"
+	@echo "each check's states and counterexamples: add -- --nocapture):"
+	$(CARGO) test -q --release --lib model -- --test-threads 1
 	@echo "stress test, optimised build (request ordering under load):"
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
 	@echo "make demo with REDQUORUM_NODES set leaves those nodes untouched:"
@@ -31,6 +27,18 @@ test: ensure-redis
 	@! $(CARGO) tree -q -e normal -p redquorum | grep -E ' metrics v'
 	@echo "the metrics example serves the Prometheus text format:"
 	scripts/metrics-example-serves.sh
+	@echo "make test: every stage passed"
+
+## make check: the everyday subset: unit, integration, CLI and doc tests, no
+## model checks (about 6 minutes on 2 cores); failures and a summary only.
+check: ensure-redis
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --lib --bins --tests -E 'not test(model)' \
+			--status-level fail --final-status-level slow; \
+	else \
+		$(CARGO) test -q --workspace --lib --bins --tests -- --skip model; \
+	fi
+	$(CARGO) test -q --workspace --doc
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:

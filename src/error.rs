@@ -328,7 +328,7 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Denied { needs, .. } => write!(
                 f,
                 "the node's ACL user may not run one of the commands this needs ({needs}): \
-                 allow them for that user (the README lists what each feature needs)"
+                 allow them for that user (the repository's docs/configuration.md lists what each feature needs)"
             ),
         }
     }

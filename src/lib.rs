@@ -100,7 +100,7 @@
 //!   lock key's hash slot (a member may be a one-shard Redis Cluster);
 //!   resource names may not start with it.
 //!
-//! The repository's README states the exact limits, and `docs/DESIGN.md`
+//! The repository's `docs/guarantees.md` states the exact limits, and `docs/DESIGN.md`
 //! the algorithms.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -278,8 +278,8 @@ pub use trust::{NodeInit, NodeTrust};
 
 /// Registers the description and unit of every metric this crate records
 /// with the installed `metrics` recorder; call it once, after installing
-/// the recorder. The names, kinds, units and labels are in the README's
-/// "Observability" table.
+/// the recorder. The names, kinds, units and labels are in the table of the
+/// repository's `docs/observability.md`.
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub fn describe_metrics() {

@@ -467,11 +467,11 @@ return {"", "", pttl}"#,
 
 #[cfg(test)]
 mod tests {
-    /// The README's minimal ACL user allows every command of every script
+    /// The minimal ACL user in docs/configuration.md allows every command of every script
     /// (`tests/messages.rs` runs the features as that user).
     #[test]
     fn the_readmes_acl_allows_every_script_command() {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../docs/configuration.md");
         let start = readme.find("`ACL SETUSER app").expect("the ACL line");
         let acl = readme[start + 1..].split('`').next().unwrap_or("");
         let allowed: Vec<String> = acl

@@ -213,13 +213,16 @@ fn node_urls_that_cannot_work_are_refused_with_the_reason() {
     );
 }
 
-/// The README's minimal ACL user can do everything: plain and waited-for
+/// The minimal ACL user in docs/configuration.md can do everything: plain and waited-for
 /// locks, push-woken waiting, fencing tokens, serial numbers and a
 /// semaphore's named wake-ups.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_minimal_acl_user_is_enough() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .expect("docs");
     let start = readme.find("`ACL SETUSER app").expect("the ACL line") + 1;
     let acl: String = readme[start..]
         .split('`')

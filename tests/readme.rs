@@ -70,3 +70,50 @@ fn crate_readme_reads_on_its_own() {
         "the same program"
     );
 }
+
+/// Every relative link in the README and the guide (`docs/`) names a file
+/// that exists, and the README links every page of the guide.
+#[test]
+fn doc_links_resolve() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut guide: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") && n != "crate-readme.md")
+        .collect();
+    guide.sort();
+    pages.extend(guide.iter().map(|n| root.join("docs").join(n)));
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("page");
+        for (i, _) in text.match_indices("](") {
+            let target = text[i + 2..].split(')').next().unwrap_or("");
+            let path = target.split('#').next().unwrap_or("");
+            if path.is_empty() || path.contains("://") {
+                continue;
+            }
+            let file = page.parent().unwrap().join(path);
+            assert!(
+                file.exists(),
+                "{}: link to {target} names no file",
+                page.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 10, "only {checked} links");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for name in guide {
+        assert!(
+            readme.contains(&format!("](docs/{name})")),
+            "the README does not link docs/{name}"
+        );
+    }
+    assert!(
+        readme.lines().count() <= 300,
+        "the README has {} lines; the guide in docs/ takes the rest",
+        readme.lines().count()
+    );
+}

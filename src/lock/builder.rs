@@ -185,7 +185,7 @@ impl RedlockBuilder {
     /// record instead of one per resource ever fenced: choose it when you
     /// fence per entity (`invoice-7`, `invoice-8`, ...). Holders that mint
     /// at once share compare-and-set rounds, so one counter serves many
-    /// holders at once (the README's benchmark (e) measures 64). Every client that fences the same resources must use the
+    /// holders at once (the repository's docs/performance.md measures 64). Every client that fences the same resources must use the
     /// same setting. Defaults to one counter per resource.
     pub fn fencing_counter(mut self, name: impl Into<String>) -> Self {
         self.config.fencing_counter = Some(name.into());
@@ -205,8 +205,8 @@ impl RedlockBuilder {
     /// [`DEFAULT_RESTART_QUARANTINE`](crate::DEFAULT_RESTART_QUARANTINE).
     ///
     /// A node is checked each time a connection to it is made (a restart
-    /// always breaks connections), never on a lock's round trips; see the
-    /// README's "Safety" section for the signals.
+    /// always breaks connections), never on a lock's round trips; the
+    /// repository's `docs/how-it-works.md` lists the signals.
     pub fn restart_quarantine(mut self, longest_ttl: Duration) -> Self {
         self.config.restart_quarantine = longest_ttl;
         self

@@ -3,8 +3,8 @@
 //! against the crate's own decision code (the quorum tally, the counter's
 //! compare-and-set rule and round rules, its plan step, the lock's validity).
 //!
-//! Each model runs once with the rules as shipped, in conditions the README
-//! calls safe (no counterexample may exist), and once in conditions it calls
+//! Each model runs once with the rules as shipped, in conditions
+//! `docs/guarantees.md` calls safe (no counterexample may exist), and once in conditions it calls
 //! unsafe, or with one rule weakened, where the checker must find one. The
 //! tests print the states explored, the time, and the shortest
 //! counterexample. `cargo test --release --lib model` runs them all.

@@ -3,7 +3,7 @@
 //! empty and the facade is not a dependency).
 //!
 //! [`METRICS`] is the one list of names, kinds, units and labels; the
-//! README's table is checked against it. Labels are small fixed sets
+//! table in docs/observability.md is checked against it. Labels are small fixed sets
 //! (`labels.rs`) plus the node's index; a resource's name is never a label,
 //! only the class a user's mapping gives it (`class`, present only with
 //! [`RedlockBuilder::metric_class`](crate::RedlockBuilder::metric_class)).
@@ -234,21 +234,25 @@ pub(crate) fn lost(primitive: Primitive, class: Option<&str>, reason: LostReason
 mod tests {
     use super::METRICS;
 
-    /// The README's "Observability" table and [`METRICS`] name the same
+    /// The table in docs/observability.md and [`METRICS`] name the same
     /// metrics, with the same kinds and labels.
     #[test]
     fn telemetry_the_readme_table_is_the_list_of_metrics() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/observability.md");
         let rows: Vec<&str> = readme
             .lines()
             .filter(|l| l.starts_with("| `redquorum."))
             .collect();
-        assert_eq!(rows.len(), METRICS.len(), "README rows: {rows:#?}");
+        assert_eq!(
+            rows.len(),
+            METRICS.len(),
+            "docs/observability.md rows: {rows:#?}"
+        );
         for (name, kind, unit, labels, _) in METRICS {
             let row = rows
                 .iter()
                 .find(|r| r.starts_with(&format!("| `{name}` |")))
-                .unwrap_or_else(|| panic!("the README's table has no row for {name}"));
+                .unwrap_or_else(|| panic!("docs/observability.md's table has no row for {name}"));
             let cells: Vec<&str> = row.split(" | ").collect();
             assert_eq!(cells[2], kind, "{row}");
             assert_eq!(cells[1].contains("_seconds"), unit == "seconds", "{row}");
