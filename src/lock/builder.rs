@@ -183,10 +183,9 @@ impl RedlockBuilder {
     /// resource. Tokens then increase across all resources (still strictly
     /// above every earlier holder's of each one), and the nodes keep one
     /// record instead of one per resource ever fenced: choose it when you
-    /// fence per entity (`invoice-7`, `invoice-8`, ...). Holders that mint
-    /// at once share compare-and-set rounds, so one counter serves many
-    /// holders at once (the repository's docs/performance.md measures 64). Every client that fences the same resources must use the
-    /// same setting. Defaults to one counter per resource.
+    /// fence per entity (`invoice-7`, `invoice-8`, ...); holders that mint
+    /// at once share compare-and-set rounds. Every client that fences the
+    /// same resources must use the same setting. Default: one per resource.
     pub fn fencing_counter(mut self, name: impl Into<String>) -> Self {
         self.config.fencing_counter = Some(name.into());
         self
