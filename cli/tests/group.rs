@@ -6,15 +6,12 @@ mod bin;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::io::{Read as _, Write as _};
-use std::os::fd::{FromRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bin::cli;
+use bin::{cli, spawn_on_pty};
 use support::{wait_until, Cluster};
 
 fn code(o: &Output) -> i32 {
@@ -258,82 +255,35 @@ async fn a_process_group_ctrl_c_reaches_the_command_once() {
     assert_eq!(printed(), "ready\nINT1\ndone\n", "exactly one SIGINT");
 }
 
-/// A pseudo-terminal: the master side to type into and read from, and the
-/// slave side for the process under test.
-fn openpty() -> (OwnedFd, OwnedFd) {
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty writes two fds into the given ints; no name, termios or
-    // window size is passed.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both fds were just opened and are owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
-}
-
 #[tokio::test]
 async fn an_interactive_command_reads_the_terminal_and_gets_one_ctrl_c() {
     let c = Cluster::start(3);
     let dir = tempfile::tempdir().unwrap();
     let stop = dir.path().join("stop");
-    let (master, slave) = openpty();
     let script = format!("read line; echo \"got:$line\"; {}", counts_sigints(&stop));
     let mut cmd = cli(&c);
-    cmd.args(["lock", "grp_tty", "--", "bash", "-c", &script])
-        .stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave);
-    // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
-    // pty its controlling terminal, as a login shell's session would have.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
+    cmd.args(["lock", "grp_tty", "--", "bash", "-c", &script]);
+    let (mut child, mut tty) = spawn_on_pty(&mut cmd);
     drop(cmd);
-    let seen = Arc::new(Mutex::new(String::new()));
-    let mut reader = std::fs::File::from(master.try_clone().unwrap());
-    let sink = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 256];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let mut typing = std::fs::File::from(master);
-    let printed = || seen.lock().unwrap().clone();
-    typing.write_all(b"hello\n").unwrap();
+    tty.type_("hello\n");
     assert!(
-        wait_until(Duration::from_secs(5), || printed().contains("got:hello")).await,
+        wait_until(Duration::from_secs(5), || tty
+            .printed()
+            .contains("got:hello"))
+        .await,
         "the command could not read the terminal: {}",
-        printed()
+        tty.printed()
     );
-    assert!(wait_until(Duration::from_secs(5), || printed().contains("ready")).await);
-    typing.write_all(&[0x03]).unwrap(); // Ctrl-C, from the terminal itself
-    assert!(wait_until(Duration::from_secs(5), || printed().contains("INT1")).await);
+    assert!(wait_until(Duration::from_secs(5), || tty.printed().contains("ready")).await);
+    tty.type_("\x03"); // Ctrl-C, from the terminal itself
+    assert!(wait_until(Duration::from_secs(5), || tty.printed().contains("INT1")).await);
     std::fs::write(&stop, "").unwrap();
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
         .unwrap();
-    assert_eq!(status.code(), Some(0), "{}", printed());
-    assert!(wait_until(Duration::from_secs(2), || printed().contains("done")).await);
-    let text = printed();
+    assert_eq!(status.code(), Some(0), "{}", tty.printed());
+    assert!(wait_until(Duration::from_secs(2), || tty.printed().contains("done")).await);
+    let text = tty.printed();
     assert!(!text.contains("INT2"), "two SIGINTs: {text}");
     assert_eq!(c.values("grp_tty"), vec![None; 3]);
 }

@@ -4,50 +4,26 @@
 //! lock lapsed meanwhile is killed instead of resumed, and ^C works after
 //! a resume.
 
+mod bin;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::io::{Read as _, Write as _};
-use std::os::fd::{FromRawFd as _, OwnedFd};
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bin::{spawn_on_pty, Terminal};
 use support::{wait_until, Cluster};
-
-/// A pseudo-terminal: the master side to type into and read from, and the
-/// slave side for the shell.
-fn openpty() -> (OwnedFd, OwnedFd) {
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty writes two fds into the given ints; no name, termios or
-    // window size is passed.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both fds were just opened and are owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
-}
 
 /// An interactive bash on its own pty, with `redquorum` on its PATH and
 /// pointed at a cluster.
 struct Shell {
-    typing: std::fs::File,
-    seen: Arc<Mutex<String>>,
+    terminal: Terminal,
     child: Child,
 }
 
 impl Shell {
     fn start(c: &Cluster) -> Self {
-        let (master, slave) = openpty();
         let exe = Path::new(env!("CARGO_BIN_EXE_redquorum"));
         let path = format!(
             "{}:{}",
@@ -59,48 +35,17 @@ impl Shell {
             .env("PS1", "$ ")
             .env("PATH", path)
             .env("REDQUORUM_NODES", c.urls().join(","))
-            .env_remove("RUST_LOG")
-            .stdin(slave.try_clone().unwrap())
-            .stdout(slave.try_clone().unwrap())
-            .stderr(slave);
-        // SAFETY: setsid and ioctl are async-signal-safe; the shell makes the
-        // pty its controlling terminal, as a login shell's session has one.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().unwrap();
-        let seen = Arc::new(Mutex::new(String::new()));
-        let mut reader = std::fs::File::from(master.try_clone().unwrap());
-        let sink = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 256];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self {
-            typing: std::fs::File::from(master),
-            seen,
-            child,
-        }
+            .env_remove("RUST_LOG");
+        let (child, terminal) = spawn_on_pty(&mut cmd);
+        Self { terminal, child }
     }
 
     fn type_(&mut self, text: &str) {
-        self.typing.write_all(text.as_bytes()).unwrap();
+        self.terminal.type_(text);
     }
 
     fn printed(&self) -> String {
-        self.seen.lock().unwrap().clone()
+        self.terminal.printed()
     }
 
     /// Waits until the terminal shows `text` `times` times in all.
