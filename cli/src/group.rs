@@ -63,11 +63,20 @@ impl Group {
         }
         let terminal = in_terminal_foreground();
         let parent = std::process::id() as libc::pid_t;
+        // The guard exists before the command does, and learns its group
+        // from the command itself before the command runs anything.
+        let guard = Guard::spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot start the guard that ends the command if redquorum dies: {e}"),
+            )
+        })?;
+        let announce = guard.announce_fd();
         let mut cmd = std::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]).envs(env.iter().map(|(k, v)| (k, v)));
         // SAFETY: the closure calls only async-signal-safe functions
-        // (prctl, getppid, setpgid, sigprocmask, tcsetpgrp, getpid) between
-        // fork and exec.
+        // (prctl, getppid, setpgid, getpid, write, sigprocmask, tcsetpgrp)
+        // between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 // SIGKILL when the thread that forked us ends: the runtime's
@@ -80,6 +89,12 @@ impl Group {
                 if libc::setpgid(0, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
+                // Our group is our pid: the guard kills it if redquorum dies
+                // from here on. Unguarded, nothing runs.
+                let pgid = libc::getpid().to_ne_bytes();
+                if libc::write(announce, pgid.as_ptr().cast(), pgid.len()) != 4 {
+                    return Err(io::Error::last_os_error());
+                }
                 if terminal {
                     // From a background group tcsetpgrp raises SIGTTOU
                     // unless it is blocked; the mask is restored before exec.
@@ -88,7 +103,13 @@ impl Group {
                 Ok(())
             });
         }
-        let leader = Command::from(cmd).kill_on_drop(true).spawn()?;
+        let leader = match Command::from(cmd).kill_on_drop(true).spawn() {
+            Ok(leader) => leader,
+            Err(e) => {
+                guard.stand_down();
+                return Err(e);
+            }
+        };
         let pgid = leader.id().map_or(0, |p| p as libc::pid_t);
         // Both sides set the group (as shells do), so that whichever runs
         // first, the group exists before we signal it.
@@ -99,26 +120,13 @@ impl Group {
         if terminal {
             foreground(pgid);
         }
-        let mut group = Self {
+        Ok(Self {
             leader,
             pgid,
             terminal,
             interactive: terminal,
-            guard: None,
-        };
-        match Guard::spawn(pgid) {
-            Ok(guard) => group.guard = Some(guard),
-            Err(e) => {
-                // Without a guard the command could outlive us: not run.
-                group.signal(libc::SIGKILL);
-                group.take_terminal_back();
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cannot start the guard that ends the command if redquorum dies: {e}"),
-                ));
-            }
-        }
-        Ok(group)
+            guard: Some(guard),
+        })
     }
 
     /// Sends `sig` to every process of the group.

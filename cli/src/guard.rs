@@ -2,23 +2,25 @@
 //! moment, so that nothing of the command outlives the lock, however
 //! `redquorum` ends (SIGKILL, an OOM kill, a crash).
 //!
-//! The guard is forked once the command's process group exists. It holds the
-//! read end of a pipe whose only write end is ours; it ignores the signals a
-//! terminal or a shell sends to a job, and leads a process group of its own,
-//! so `kill -9 %1` (which signals our group) does not reach it. When the read
-//! ends without the byte that means "the group is gone, stand down", we are
-//! dead, and the guard sends SIGKILL to the whole command group at once:
-//! within milliseconds, while the lock we held is still valid on the nodes
-//! (so no second holder can have started). The group's first process also
-//! gets SIGKILL from the kernel when we die (`PR_SET_PDEATHSIG`, set in
-//! `group.rs`), which covers the moment before the guard exists.
+//! The guard is forked before the command. It holds the read end of a pipe
+//! whose write end is ours; it ignores the signals a terminal or a shell
+//! sends to a job, and leads a process group of its own, so `kill -9 %1`
+//! (which signals our group) does not reach it. The command's first
+//! process, between fork and exec, writes its process group id into the
+//! pipe (`group.rs`): from before the command runs anything, the guard knows
+//! what to kill. When the pipe ends without the byte that means "the group
+//! is gone, stand down", we are dead, and the guard sends SIGKILL to the
+//! whole command group at once: within milliseconds, while the lock we held
+//! is still valid on the nodes (so no second holder can have started). The
+//! group's first process also gets SIGKILL from the kernel when we die
+//! (`PR_SET_PDEATHSIG`).
 //!
 //! What it cannot cover: a process of the command that leaves the group
 //! (`setsid`, `setpgid`), and a SIGKILL that reaches the guard too (one sent
 //! to every process of a cgroup or a session also reaches the command).
 
 use std::io::{self, Write as _};
-use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd, RawFd};
 
 /// A running guard of one process group.
 #[derive(Debug)]
@@ -31,8 +33,10 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Forks the guard of the process group `pgid`.
-    pub fn spawn(pgid: libc::pid_t) -> io::Result<Self> {
+    /// Forks a guard; the process group it guards is written into
+    /// [`Guard::announce_fd`] (4 bytes, native order) by the group's first
+    /// process.
+    pub fn spawn() -> io::Result<Self> {
         let mut fds = [0; 2];
         // SAFETY: pipe2 writes two descriptors into the array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -48,7 +52,7 @@ impl Guard {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             // SAFETY: in the fresh child, on descriptors it owns.
-            unsafe { watch(read, write, pgid) }
+            unsafe { watch(read, write) }
         }
         let forked = if pid < 0 {
             Err(io::Error::last_os_error())
@@ -63,6 +67,12 @@ impl Guard {
             pipe: Some(pipe),
             pid,
         })
+    }
+
+    /// The descriptor the guarded group's first process writes its group id
+    /// into (closed in it at exec).
+    pub fn announce_fd(&self) -> RawFd {
+        self.pipe.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
     /// The group is gone: the guard exits without signalling anything, and
@@ -82,14 +92,14 @@ impl Guard {
     }
 }
 
-/// The guard's whole life, in the forked child: wait until the pipe ends;
-/// without the stand-down byte, kill the group. Async-signal-safe calls
-/// only.
+/// The guard's whole life, in the forked child: learn the group, wait until
+/// the pipe ends; without the stand-down byte, kill the group. Async-signal-
+/// safe calls only.
 ///
 /// # Safety
 ///
 /// Only in the child of a fork, with `read` and `write` the pipe's ends.
-unsafe fn watch(read: libc::c_int, write: libc::c_int, pgid: libc::pid_t) -> ! {
+unsafe fn watch(read: libc::c_int, write: libc::c_int) -> ! {
     // SAFETY: every call below is async-signal-safe and acts only on this
     // process and its descriptors, then on the group it guards.
     unsafe {
@@ -121,15 +131,22 @@ unsafe fn watch(read: libc::c_int, write: libc::c_int, pgid: libc::pid_t) -> ! {
                 libc::close(fd);
             }
         }
-        let mut byte = 0u8;
-        let n = loop {
-            let n = libc::read(read, (&raw mut byte).cast(), 1);
+        // The group id (4 bytes), then the stand-down byte or the end.
+        let mut buf = [0u8; 5];
+        let mut got = 0;
+        while got < buf.len() {
+            let n = libc::read(read, buf[got..].as_mut_ptr().cast(), buf.len() - got);
             if n < 0 && *libc::__errno_location() == libc::EINTR {
                 continue;
             }
-            break n;
-        };
-        if n != 1 {
+            if n <= 0 {
+                break;
+            }
+            got += n as usize;
+        }
+        let pgid = libc::pid_t::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        // Ended after the group id and before the stand-down: we died.
+        if got == 4 && pgid > 1 {
             libc::kill(-pgid, libc::SIGKILL);
         }
         libc::_exit(0)
