@@ -109,8 +109,10 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
     let c = Cluster::start(3);
     let holder = client(&c);
     let sem = holder.semaphore("fifo", 2).unwrap();
-    let p1 = sem.try_acquire(ms(5_000)).await.unwrap();
-    let p2 = sem.try_acquire(ms(5_000)).await.unwrap();
+    // Held far longer than the test can take, even on a loaded machine: only
+    // the releases below free a permit.
+    let p1 = sem.try_acquire(ms(60_000)).await.unwrap();
+    let p2 = sem.try_acquire(ms(60_000)).await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let key = "redquorum:semaphore:{fifo}:fifo";
     let mut waiters = Vec::new();
@@ -119,7 +121,7 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
         let order = order.clone();
         waiters.push(tokio::spawn(async move {
             let p = s
-                .acquire_timeout(ms(5_000), Duration::from_secs(8))
+                .acquire_timeout(ms(5_000), Duration::from_secs(50))
                 .await
                 .unwrap();
             order.lock().unwrap().push(i);
@@ -128,14 +130,14 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
         // Each registers before the next starts.
         let n = c.nodes[0].waiters(key);
         assert!(
-            wait_until(Duration::from_secs(3), || c.nodes[0].waiters(key) > n).await,
+            wait_until(Duration::from_secs(20), || c.nodes[0].waiters(key) > n).await,
             "waiter {i} registers"
         );
     }
     p1.release().await.unwrap();
-    assert!(wait_until(Duration::from_secs(3), || order.lock().unwrap().len() == 1).await);
+    assert!(wait_until(Duration::from_secs(20), || order.lock().unwrap().len() == 1).await);
     p2.release().await.unwrap();
-    assert!(wait_until(Duration::from_secs(3), || order.lock().unwrap().len() == 2).await);
+    assert!(wait_until(Duration::from_secs(20), || order.lock().unwrap().len() == 2).await);
     assert_eq!(*order.lock().unwrap(), [0, 1], "first come, first served");
     let first = waiters.remove(0).await.unwrap();
     first.release().await.unwrap();
