@@ -6,12 +6,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::batch::lock;
 use crate::node::watch::Heard;
 use crate::quorum::tally::{node_bit, NodeSet};
 
@@ -214,12 +215,6 @@ pub(crate) struct Queues {
     /// Marks ever set (they are pruned lazily): zero lets a release skip
     /// the lookup.
     marks: AtomicUsize,
-}
-
-/// Locks a std mutex, also after a panic elsewhere (every critical section
-/// here is a few assignments).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Queues {
