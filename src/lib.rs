@@ -194,6 +194,8 @@
 //   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
 //                       fenced acquisition.
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
+//   lock/inspect.rs     Redlock::inspect: a lock's holder, time left and
+//                       waiters, read without taking it.
 //   lock/mod.rs         The lock module's map.
 //   trust.rs            NodeTrust: what the connection checks found; init_new_nodes.
 // 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
@@ -264,6 +266,7 @@ pub use lock::config::{
     DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, DEFAULT_STRICT_FIFO, DEFAULT_WAIT_CAP, MAX_TTL,
 };
 pub use lock::guard::{Lock, LockHandle};
+pub use lock::inspect::{Holder, LockState};
 pub use lock::redlock::Redlock;
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;

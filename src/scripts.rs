@@ -465,6 +465,26 @@ end
 return {"", "", pttl}"#,
 );
 
+/// Reads locks without taking them (`lock/inspect.rs`): KEYS[1] the
+/// waiters' leases, KEYS[2..] lock keys. Returns {live waiters (lease not
+/// ended), then each key's value ("" when not set) and PTTL}. Writes
+/// nothing.
+pub(crate) static INSPECT: Lua = Lua::new(concat!(
+    node_now!(),
+    r#"local out = {redis.call("ZCOUNT", KEYS[1], now, "+inf")}
+for i = 2, #KEYS do
+  local v = redis.call("GET", KEYS[i])
+  if v then
+    out[#out + 1] = v
+    out[#out + 1] = redis.call("PTTL", KEYS[i])
+  else
+    out[#out + 1] = ""
+    out[#out + 1] = -2
+  end
+end
+return out"#
+));
+
 #[cfg(test)]
 mod tests {
     /// The minimal ACL user in docs/configuration.md allows every command of every script
@@ -495,6 +515,7 @@ mod tests {
             &super::SEMAPHORE_RELEASE,
             &super::LEADER_PUBLISH,
             &super::LEADER_READ,
+            &super::INSPECT,
             &crate::trust::INIT_NEW,
             &crate::node::evidence::MARKER_CAS,
         ];

@@ -45,6 +45,10 @@ pub enum Command {
     /// leadership is lost), or print each change of leader (--listen).
     #[command(after_help = elect_help())]
     Elect(ElectArgs),
+    /// Show who holds a lock (or a semaphore's permits), for how long at
+    /// least, when it can be taken, and how many wait; takes nothing.
+    #[command(after_help = inspect_help())]
+    Inspect(InspectArgs),
     /// Serial numbers (PREFIX + local date + zero-padded counter).
     #[command(subcommand)]
     Serial(SerialCommand),
@@ -192,6 +196,34 @@ pub struct LockArgs {
     /// held until a signal or the end of stdin.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+/// `redquorum inspect --help`: examples, what it prints, exit codes.
+fn inspect_help() -> String {
+    format!(
+        "Examples:\n  \
+         redquorum inspect deploy\n  \
+         redquorum inspect -n 4 gpu\n  \
+         redquorum inspect deploy || echo \"deploy is running elsewhere\"\n\n\
+         One line per lock (per permit with -n N): its holder (the host and process id of a\n\
+         `redquorum lock` or `elect`; another client's random value otherwise), on how many\n\
+         nodes, how long it keeps the lock at least unless renewed, when the lock can be\n\
+         taken, and how many wait. A snapshot: the holder may release or renew it a moment\n\
+         later.\n\n{}",
+        exit::inspect_codes()
+    )
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// Resource (lock) name, or the semaphore's name with -n N.
+    pub resource: String,
+    /// The semaphore's number of permits, as its holders give it (1: a lock).
+    #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub permits: u16,
+    /// Key prefix (as `lock --key-prefix`).
+    #[arg(long, default_value = "")]
+    pub key_prefix: String,
 }
 
 #[derive(Args, Debug)]

@@ -30,7 +30,10 @@ pub async fn elect(redlock: Redlock, args: ElectArgs) -> ExitCode {
     if args.listen {
         return listen(&election, &mut signals).await;
     }
-    let value = args.value.clone().unwrap_or_else(default_value);
+    let value = args
+        .value
+        .clone()
+        .unwrap_or_else(crate::client::this_process);
     let attempt = async {
         let leadership = match args.wait {
             Some(wait) => election.campaign_timeout(&value, wait).await,
@@ -107,12 +110,4 @@ async fn listen(election: &Election, signals: &mut Forwarded) -> ExitCode {
             sig = signals.recv() => return exit::code(128 + sig as u8),
         }
     }
-}
-
-/// This host's name and our process id.
-fn default_value() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "unknown-host".to_owned());
-    format!("{host}:{}", std::process::id())
 }

@@ -66,6 +66,15 @@ pub fn serial_codes() -> String {
     )
 }
 
+/// `redquorum inspect`'s exit codes.
+pub fn inspect_codes() -> String {
+    format!(
+        "Exit codes: 0 the lock (with -n N: a permit) can be taken now; {NOT_ACQUIRED} it is \
+         held, or not yet free\non a quorum of nodes; {}.",
+        common()
+    )
+}
+
 /// `redquorum status`: a quorum of nodes is reachable, but too few of them
 /// count for a lock yet (quarantine): locks cannot be taken now; the output
 /// says when they can (`EX_TEMPFAIL`).
@@ -86,7 +95,7 @@ pub fn all_codes() -> String {
     format!(
         "Exit codes (see each command's --help): {CANNOT_ISSUE} serial numbers cannot be \
          issued; {UNAVAILABLE} no quorum;\n{NOT_ACQUIRED} lock (or leadership) not acquired in time \
-         (status: no lock can be taken yet);\n{LOCK_LOST} \
+         (status: no lock can be taken yet;\ninspect: the lock is not free);\n{LOCK_LOST} \
          lock or leadership lost; {CONFIG} bad configuration or usage; {CANNOT_RUN} command not started."
     )
 }

@@ -8,7 +8,7 @@
 //! `hold.rs` (running that command under a held lock, a permit or a
 //! leadership), `keep.rs` (a lock held with no command), then one file per
 //! subcommand: `lock.rs`, `elect.rs`,
-//! `serial.rs`, `status.rs`, `init.rs`, which never import each other; `main.rs`
+//! `serial.rs`, `status.rs`, `init.rs`, `inspect.rs`, which never import each other; `main.rs`
 //! dispatches.
 
 mod args;
@@ -19,6 +19,7 @@ mod group;
 mod guard;
 mod hold;
 mod init;
+mod inspect;
 mod keep;
 mod lock;
 mod log;
@@ -84,6 +85,10 @@ async fn run(cli: Cli) -> ExitCode {
         },
         Command::Elect(args) => match build(&cli.nodes, times, &args.key_prefix) {
             Ok(redlock) => elect::elect(redlock, args).await,
+            Err(code) => code,
+        },
+        Command::Inspect(args) => match build(&cli.nodes, times, &args.key_prefix) {
+            Ok(redlock) => inspect::inspect(redlock, args).await,
             Err(code) => code,
         },
         Command::Serial(SerialCommand::Next(args)) => {

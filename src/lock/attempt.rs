@@ -296,11 +296,14 @@ fn micros(at: SystemTime) -> u64 {
 }
 
 impl Redlock {
-    /// A fresh lock value: 128 random bits in hex, unless a hook is set.
+    /// A fresh lock value: 128 random bits in hex (after the holder label
+    /// and a `/`, when one is set), unless a hook is set.
     pub(crate) fn new_value(&self) -> String {
-        match &self.config().value_fn {
+        let config = self.config();
+        match &config.value_fn {
             Some(f) => f(),
-            None => format!("{:032x}", rand::random::<u128>()),
+            None if config.holder_label.is_empty() => format!("{:032x}", rand::random::<u128>()),
+            None => format!("{}/{:032x}", config.holder_label, rand::random::<u128>()),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lock::config::{Config, DEFAULT_NODE_TIMEOUT, MAX_TTL};
+use crate::lock::config::{Config, DEFAULT_NODE_TIMEOUT};
 use crate::lock::redlock::Redlock;
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::Node;
@@ -234,6 +234,16 @@ impl RedlockBuilder {
         self
     }
 
+    /// Starts every lock value this client writes with `label/` (a host
+    /// name and process id, say), before its 128 random bits, so that
+    /// [`Redlock::inspect`] can tell who holds a lock
+    /// ([`Holder::label`](crate::Holder::label)). At most 200 bytes, no
+    /// `/` or control characters; checked by `build()`.
+    pub fn holder_label(mut self, label: impl Into<String>) -> Self {
+        self.config.holder_label = label.into();
+        self
+    }
+
     /// Labels the lock metrics (feature `metrics`) with the class `f` gives
     /// each resource name (`invoice-42` to `invoice`): keep the classes
     /// few. Without it no metric carries anything derived from a name.
@@ -260,41 +270,7 @@ impl RedlockBuilder {
     /// node, which tolerates none.
     pub fn build(self) -> Result<Redlock> {
         let c = &self.config;
-        crate::keys::check_prefix(&c.key_prefix)?;
-        if !(0.0..0.5).contains(&c.drift_factor) {
-            return Err(Error::InvalidConfig(format!(
-                "drift factor {} is outside 0.0..0.5",
-                c.drift_factor
-            )));
-        }
-        if !(0.05..=0.9).contains(&c.auto_extend_fraction) {
-            return Err(Error::InvalidConfig(format!(
-                "auto-extend fraction {} is outside 0.05..=0.9",
-                c.auto_extend_fraction
-            )));
-        }
-        // Both are added up into a waiter's lease and into deadlines: above
-        // the longest TTL they would make no sense and could overflow.
-        for (what, d) in [
-            ("wait cap", c.wait_cap),
-            ("node timeout", self.node_timeout),
-        ] {
-            if d.is_zero() {
-                return Err(Error::InvalidConfig(format!("{what} must be above zero")));
-            }
-            if d > MAX_TTL {
-                return Err(Error::InvalidConfig(format!(
-                    "{what} {d:?} exceeds the maximum {MAX_TTL:?} (the longest TTL)"
-                )));
-            }
-        }
-        if c.restart_quarantine > MAX_TTL {
-            return Err(Error::InvalidConfig(format!(
-                "restart quarantine {:?} exceeds the maximum {MAX_TTL:?} (the longest TTL); \
-                 set it to the longest TTL any client of these nodes uses",
-                c.restart_quarantine
-            )));
-        }
+        c.check(self.node_timeout)?;
         let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
         for (index, url) in self.urls.iter().enumerate() {
             if url.trim().is_empty() {
@@ -501,6 +477,7 @@ pub(crate) fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::config::MAX_TTL;
 
     #[test]
     fn amnesia_tolerance_widens_the_quorum() {

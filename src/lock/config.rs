@@ -99,6 +99,9 @@ pub(crate) struct Config {
     pub(crate) auto_extend_fraction: f64,
     /// Makes the random lock values; overridable for deterministic tests.
     pub(crate) value_fn: Option<ValueFn>,
+    /// What lock values start with (`label/`), so that an inspection can
+    /// tell who holds a lock; empty: nothing.
+    pub(crate) holder_label: String,
     /// Longest sleep between a waiter's attempts without news.
     pub(crate) wait_cap: Duration,
     /// Whether waiters are woken by the nodes' notifications.
@@ -124,6 +127,7 @@ impl fmt::Debug for Config {
             .field("drift_factor", &self.drift_factor)
             .field("auto_extend_fraction", &self.auto_extend_fraction)
             .field("value_fn", &self.value_fn.as_ref().map(|_| "custom"))
+            .field("holder_label", &self.holder_label)
             .field("wait_cap", &self.wait_cap)
             .field("notifications", &self.notifications)
             .field("strict_fifo", &self.strict_fifo)
@@ -144,6 +148,7 @@ impl Default for Config {
             drift_factor: DEFAULT_DRIFT_FACTOR,
             auto_extend_fraction: DEFAULT_AUTO_EXTEND_FRACTION,
             value_fn: None,
+            holder_label: String::new(),
             wait_cap: DEFAULT_WAIT_CAP,
             notifications: DEFAULT_NOTIFICATIONS,
             strict_fifo: DEFAULT_STRICT_FIFO,
@@ -155,6 +160,51 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Checks every setting (`node_timeout` is the builder's) before
+    /// anything is built or any node asked.
+    pub(crate) fn check(&self, node_timeout: Duration) -> Result<()> {
+        let c = self;
+        crate::keys::check_prefix(&c.key_prefix)?;
+        let label = &c.holder_label;
+        if label.len() > 200 || label.chars().any(|ch| ch == '/' || ch.is_control()) {
+            return Err(Error::InvalidConfig(format!(
+                "holder label {label:?}: give at most 200 bytes with no '/' or control characters"
+            )));
+        }
+        if !(0.0..0.5).contains(&c.drift_factor) {
+            return Err(Error::InvalidConfig(format!(
+                "drift factor {} is outside 0.0..0.5",
+                c.drift_factor
+            )));
+        }
+        if !(0.05..=0.9).contains(&c.auto_extend_fraction) {
+            return Err(Error::InvalidConfig(format!(
+                "auto-extend fraction {} is outside 0.05..=0.9",
+                c.auto_extend_fraction
+            )));
+        }
+        // Both are added up into a waiter's lease and into deadlines: above
+        // the longest TTL they would make no sense and could overflow.
+        for (what, d) in [("wait cap", c.wait_cap), ("node timeout", node_timeout)] {
+            if d.is_zero() {
+                return Err(Error::InvalidConfig(format!("{what} must be above zero")));
+            }
+            if d > MAX_TTL {
+                return Err(Error::InvalidConfig(format!(
+                    "{what} {d:?} exceeds the maximum {MAX_TTL:?} (the longest TTL)"
+                )));
+            }
+        }
+        if c.restart_quarantine > MAX_TTL {
+            return Err(Error::InvalidConfig(format!(
+                "restart quarantine {:?} exceeds the maximum {MAX_TTL:?} (the longest TTL); \
+                 set it to the longest TTL any client of these nodes uses",
+                c.restart_quarantine
+            )));
+        }
+        Ok(())
+    }
+
     /// How long `lock()` keeps trying: `retry_count` pauses of the average
     /// retry pause (`retry_delay + retry_jitter / 2`), about 2 s with the
     /// defaults; zero with no retries.

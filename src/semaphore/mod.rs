@@ -39,6 +39,7 @@ use tracing::instrument;
 use crate::error::{Error, Result};
 use crate::lock::acquire::run_holding;
 use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::inspect::LockState;
 use crate::lock::patience::Patience;
 use crate::pin;
 use crate::semaphore::attempt::SlotAttempt;
@@ -46,6 +47,21 @@ use crate::semaphore::handle::Semaphore;
 use crate::semaphore::permit::Permit;
 
 impl Semaphore {
+    /// Reads every permit without taking one: one [`LockState`] per
+    /// permit, in slot order, each with the number of waiters lined up
+    /// for the semaphore (see [`Redlock::inspect`](crate::Redlock::inspect)).
+    /// A permit with a holder is taken; give the number of permits every
+    /// client of the semaphore gives.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum of nodes answered.
+    pub async fn inspect(&self) -> Result<Vec<LockState>> {
+        self.redlock
+            .inspect_keys(&self.name, &self.line, self.keys.slots())
+            .await
+    }
+
     /// One attempt at a permit, no waiting.
     ///
     /// # Errors

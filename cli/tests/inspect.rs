@@ -1,0 +1,110 @@
+//! `redquorum inspect` against real nodes: the holder of a `redquorum lock`
+//! named by host and process id, exit 75 while held and 0 once free, and a
+//! semaphore's permits one line each.
+
+mod bin;
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use bin::cli;
+use support::{wait_until, Cluster};
+
+/// `redquorum inspect ARGS...`: its exit code and stdout.
+fn inspect(c: &Cluster, args: &[&str]) -> (i32, String) {
+    let o: Output = cli(c).arg("inspect").args(args).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.stderr.is_empty(), "{o:?}");
+    (o.status.code().unwrap_or(-1), out)
+}
+
+/// `redquorum lock ARGS...` with no command, once it printed `held`.
+async fn hold(c: &Cluster, args: &[&str]) -> Child {
+    use std::io::BufRead as _;
+    let mut child = cli(c)
+        .arg("lock")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    tokio::task::spawn_blocking(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        assert!(lines.any(|l| l.unwrap() == "held"), "never held");
+    })
+    .await
+    .unwrap();
+    child
+}
+
+/// Ends a [`hold`] by closing its stdin, and waits until it exited.
+async fn end(mut child: Child) {
+    drop(child.stdin.take());
+    let ended = wait_until(Duration::from_secs(10), || {
+        child.try_wait().unwrap().is_some()
+    })
+    .await;
+    if !ended {
+        let _ = child.kill();
+    }
+    assert!(ended, "the hold did not end");
+}
+
+#[tokio::test]
+async fn inspect_names_the_holder_and_exits_0_only_when_free() {
+    let c = Cluster::start(3);
+    assert_eq!(
+        inspect(&c, &["cli_seen"]),
+        (0, "cli_seen: free; 0 waiting\n".to_owned())
+    );
+    let holder = hold(&c, &["cli_seen", "--ttl", "20s"]).await;
+    let (code, out) = inspect(&c, &["cli_seen"]);
+    assert_eq!(code, 75, "{out}");
+    let by = format!("held by {}:{} on 3 of 3 nodes, ", hostname(), holder.id());
+    assert!(out.starts_with(&format!("cli_seen: {by}")), "{out}");
+    assert!(
+        out.contains("left unless renewed; can be taken in "),
+        "{out}"
+    );
+    end(holder).await;
+    assert!(wait_until(Duration::from_secs(5), || c.set_on("cli_seen") == 0).await);
+    assert_eq!(inspect(&c, &["cli_seen"]).0, 0);
+
+    let permit = hold(&c, &["-n", "2", "cli_gpu"]).await;
+    let (code, out) = inspect(&c, &["-n", "2", "cli_gpu"]);
+    assert_eq!(code, 0, "one permit is free: {out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(": held by ")).count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        lines.contains(&"cli_gpu permit 0: free; 0 waiting")
+            || lines.contains(&"cli_gpu permit 1: free; 0 waiting"),
+        "{out}"
+    );
+    end(permit).await;
+}
+
+#[test]
+fn inspect_refuses_a_reserved_name_with_78() {
+    let c = Cluster::start(1);
+    let o = cli(&c).args(["inspect", "redquorum:x"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(78), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("reserved"),
+        "{o:?}"
+    );
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
+}

@@ -1,0 +1,154 @@
+//! Reading a lock's state without taking it, on real nodes: the holder a
+//! quorum agree on (with its label), how long it keeps the lock at least,
+//! a key set on a minority only, a key without TTL, the waiters, a
+//! semaphore's permits, nodes down, and names refused before any node is
+//! asked.
+
+mod support;
+
+use std::time::Duration;
+
+use redquorum::{Error, Redlock};
+use support::{wait_until, Cluster};
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn labelled(c: &Cluster, label: &str) -> Redlock {
+    c.builder().holder_label(label).build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_shows_its_holder_time_left_and_waiters_and_frees_on_release() {
+    let c = Cluster::start(5);
+    let (holder, reader) = (labelled(&c, "host-a:42"), c.redlock());
+    let state = reader.inspect("report").await.unwrap();
+    assert_eq!((state.holder.clone(), state.held_on), (None, 0));
+    assert_eq!(state.free_in, Some(Duration::ZERO));
+    assert_eq!(state.answered, 5);
+
+    let lock = holder.try_lock("report", secs(20)).await.unwrap();
+    let state = reader.inspect("report").await.unwrap();
+    let h = state.holder.clone().expect("held on a quorum");
+    assert_eq!(h.label(), Some("host-a:42"));
+    assert_eq!(c.holding("report", &h.value), 5, "the value the nodes hold");
+    assert_eq!(state.held_on, 5);
+    let left = h.time_left.expect("a TTL");
+    assert!(left <= secs(20) && left > secs(15), "{left:?}");
+    let free_in = state.free_in.expect("frees by TTL");
+    assert!(free_in >= left && free_in <= secs(20), "{free_in:?}");
+    assert_eq!(state.waiting, 0);
+
+    // A waiter of another client is counted while it waits.
+    let waiter = c.redlock();
+    let waiting = tokio::spawn(async move {
+        let lock = waiter.lock_timeout("report", secs(20), secs(60)).await?;
+        lock.release().await
+    });
+    let mut last = 0;
+    for _ in 0..400 {
+        last = reader.inspect("report").await.unwrap().waiting;
+        if last == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last, 1, "the waiter is listed");
+
+    lock.release().await.unwrap();
+    waiting.await.unwrap().unwrap();
+    assert!(
+        wait_until(secs(20), || c.set_on("report") == 0).await,
+        "released"
+    );
+    let state = reader.inspect("report").await.unwrap();
+    assert_eq!((state.holder, state.held_on), (None, 0));
+    assert_eq!(state.free_in, Some(Duration::ZERO));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_is_no_holder_and_a_key_without_ttl_never_frees() {
+    let c = Cluster::start(3);
+    let reader = c.redlock();
+    c.nodes[0].set("half", "someone", secs(30));
+    let state = reader.inspect("half").await.unwrap();
+    assert_eq!((state.holder, state.held_on), (None, 1));
+    assert_eq!(state.free_in, Some(Duration::ZERO), "a quorum is free");
+
+    c.nodes[1].set("half", "someone", secs(30));
+    let state = reader.inspect("half").await.unwrap();
+    let holder = state.holder.expect("two of three");
+    assert_eq!((holder.value.as_str(), holder.label()), ("someone", None));
+    assert!(state.free_in.unwrap() > secs(25));
+
+    for n in &c.nodes {
+        let _: () = redis::cmd("SET")
+            .arg("forever")
+            .arg("x")
+            .query(&mut n.conn())
+            .unwrap();
+    }
+    let state = reader.inspect("forever").await.unwrap();
+    assert_eq!(state.free_in, None);
+    assert_eq!(state.holder.map(|h| h.time_left), Some(None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_shows_each_permit() {
+    let c = Cluster::start(3);
+    let holder = labelled(&c, "worker-7");
+    let gpus = holder.semaphore("gpu", 3).unwrap();
+    let (a, b) = (
+        gpus.try_acquire(secs(20)).await.unwrap(),
+        gpus.try_acquire(secs(20)).await.unwrap(),
+    );
+    let states = c
+        .redlock()
+        .semaphore("gpu", 3)
+        .unwrap()
+        .inspect()
+        .await
+        .unwrap();
+    assert_eq!(states.len(), 3);
+    let held: Vec<_> = states.iter().filter_map(|s| s.holder.clone()).collect();
+    assert_eq!(held.len(), 2, "{states:?}");
+    assert!(held.iter().all(|h| h.label() == Some("worker-7")));
+    let free = states.iter().filter(|s| s.free_in == Some(Duration::ZERO));
+    assert_eq!(free.count(), 1);
+    a.release().await.unwrap();
+    b.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_down_are_counted_and_too_many_fail_the_read() {
+    let mut c = Cluster::start(5);
+    let reader = c
+        .builder()
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    c.nodes[0].kill();
+    let state = reader.inspect("r").await.unwrap();
+    assert_eq!(state.answered, 4);
+    c.nodes[1].kill();
+    c.nodes[2].kill();
+    let err = reader.inspect("r").await.unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn bad_names_and_labels_are_refused_before_any_node_is_asked() {
+    let c = Cluster::start(3);
+    let before = c.nodes[0].script_calls();
+    let reader = c.redlock();
+    for name in ["", "redquorum:x"] {
+        let err = reader.inspect(name).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+    }
+    assert_eq!(c.nodes[0].script_calls(), before);
+    for label in ["a/b", "line\nbreak", &"x".repeat(201)] {
+        let err = c.builder().holder_label(label).build().unwrap_err();
+        assert!(err.to_string().contains("holder label"), "{err}");
+    }
+}
