@@ -201,6 +201,10 @@ fn node_urls_that_cannot_work_are_refused_with_the_reason() {
         (&["redis://127.0.0.1:99999"][..], "not a port number"),
         (&["redis://127.0.0.1:abc"][..], "not a port number"),
         (&["http://127.0.0.1:6379"][..], "scheme is not Redis's"),
+        (
+            &["redis://127.0.0.1:7601 redis://127.0.0.1:7602"][..],
+            "separate node URLs with commas",
+        ),
     ] {
         let text = refused(urls);
         assert!(text.contains(says), "{urls:?}: {text}");

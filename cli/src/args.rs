@@ -32,6 +32,11 @@ pub struct Cli {
     #[arg(long, env = "REDQUORUM_RESTART_QUARANTINE", value_parser = parse_duration, default_value = "60s", global = true, allow_hyphen_values = true)]
     pub restart_quarantine: Duration,
 
+    /// Key prefix of every key a command touches (e.g. "redlock:" to share
+    /// locks with pottery); `status` and `init` touch none.
+    #[arg(long, env = "REDQUORUM_KEY_PREFIX", default_value = "", global = true)]
+    pub key_prefix: String,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -184,9 +189,6 @@ pub struct LockArgs {
     /// Mint a fencing token with the lock (REDQUORUM_FENCING_TOKEN).
     #[arg(long)]
     pub fenced: bool,
-    /// Key prefix (e.g. "redlock:" to share keys with pottery).
-    #[arg(long, default_value = "")]
-    pub key_prefix: String,
     /// Exit with this code when the lock is held elsewhere and not acquired
     /// within --wait (as flock -E), so it cannot be told apart from the
     /// command's own status; default 75.
@@ -221,9 +223,6 @@ pub struct InspectArgs {
     /// The semaphore's number of permits, as its holders give it (1: a lock).
     #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub permits: u16,
-    /// Key prefix (as `lock --key-prefix`).
-    #[arg(long, default_value = "")]
-    pub key_prefix: String,
 }
 
 #[derive(Args, Debug)]
@@ -256,9 +255,6 @@ pub struct ElectArgs {
     /// leadership's validity (two leaders may then act at once).
     #[arg(long)]
     pub grace_past_lock: bool,
-    /// Key prefix.
-    #[arg(long, default_value = "")]
-    pub key_prefix: String,
     /// The command and its arguments, after `--` (not with --listen).
     #[arg(
         last = true,
@@ -304,9 +300,6 @@ pub struct SerialArgs {
     /// When the counter restarts: second, minute, hour, day, month, year, never.
     #[arg(long, default_value = "day", value_parser = parse_period)]
     pub period: ResetPeriod,
-    /// Key prefix of the counter's keys (as `lock --key-prefix`).
-    #[arg(long, default_value = "")]
-    pub key_prefix: String,
 }
 
 /// The command line as clap should see it: `redquorum help --help` (and

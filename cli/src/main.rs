@@ -79,20 +79,20 @@ async fn run(cli: Cli) -> ExitCode {
     }
     let times = (cli.node_timeout, cli.restart_quarantine);
     match cli.command {
-        Command::Lock(args) => match build(&cli.nodes, times, &args.key_prefix) {
+        Command::Lock(args) => match build(&cli.nodes, times, &cli.key_prefix) {
             Ok(redlock) => lock::lock_and_run(redlock, args).await,
             Err(code) => code,
         },
-        Command::Elect(args) => match build(&cli.nodes, times, &args.key_prefix) {
+        Command::Elect(args) => match build(&cli.nodes, times, &cli.key_prefix) {
             Ok(redlock) => elect::elect(redlock, args).await,
             Err(code) => code,
         },
-        Command::Inspect(args) => match build(&cli.nodes, times, &args.key_prefix) {
+        Command::Inspect(args) => match build(&cli.nodes, times, &cli.key_prefix) {
             Ok(redlock) => inspect::inspect(redlock, args).await,
             Err(code) => code,
         },
         Command::Serial(SerialCommand::Next(args)) => {
-            match build(&cli.nodes, times, &args.key_prefix) {
+            match build(&cli.nodes, times, &cli.key_prefix) {
                 Ok(redlock) => serial::serial_next(redlock, args).await,
                 Err(code) => code,
             }

@@ -6,7 +6,7 @@ mod bin;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use bin::cli;
@@ -22,10 +22,13 @@ fn inspect(c: &Cluster, args: &[&str]) -> (i32, String) {
 
 /// `redquorum lock ARGS...` with no command, once it printed `held`.
 async fn hold(c: &Cluster, args: &[&str]) -> Child {
+    hold_as(cli(c).arg("lock").args(args)).await
+}
+
+/// `lock` as `cmd` says, with no command, once it printed `held`.
+async fn hold_as(cmd: &mut Command) -> Child {
     use std::io::BufRead as _;
-    let mut child = cli(c)
-        .arg("lock")
-        .args(args)
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -89,6 +92,35 @@ async fn inspect_names_the_holder_and_exits_0_only_when_free() {
         "{out}"
     );
     end(permit).await;
+}
+
+/// REDQUORUM_KEY_PREFIX (or --key-prefix, anywhere on the line) reaches
+/// every command that touches keys; `status` accepts it too.
+#[tokio::test]
+async fn the_key_prefix_reaches_every_command() {
+    let c = Cluster::start(3);
+    let holder = hold_as(
+        cli(&c)
+            .env("REDQUORUM_KEY_PREFIX", "app:")
+            .args(["lock", "cli_pre"]),
+    )
+    .await;
+    assert_eq!(c.set_on("app:cli_pre"), 3);
+    assert_eq!(c.set_on("cli_pre"), 0);
+    let prefixed = cli(&c)
+        .env("REDQUORUM_KEY_PREFIX", "app:")
+        .args(["inspect", "cli_pre"])
+        .output()
+        .unwrap();
+    assert_eq!(prefixed.status.code(), Some(75), "{prefixed:?}");
+    assert_eq!(inspect(&c, &["--key-prefix", "app:", "cli_pre"]).0, 75);
+    assert_eq!(inspect(&c, &["cli_pre"]).0, 0, "another key without it");
+    let status = cli(&c)
+        .args(["status", "--key-prefix", "app:"])
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0), "{status:?}");
+    end(holder).await;
 }
 
 #[test]

@@ -405,9 +405,16 @@ fn open_client(url: &str) -> Result<redis::Client> {
     })
 }
 
-/// The mistakes redis-rs reports only as "did not parse": a scheme that is
-/// not Redis's, a port out of range.
+/// The mistakes redis-rs reports only as "did not parse": URLs separated by
+/// spaces, a scheme that is not Redis's, a port out of range.
 fn url_problem(url: &str) -> Option<Error> {
+    if url.contains(char::is_whitespace) {
+        return Some(bad_url(
+            url,
+            None,
+            "it holds a space: separate node URLs with commas (redis://a:6379,redis://b:6379)",
+        ));
+    }
     let (scheme, rest) = url.split_once("://")?;
     if !matches!(scheme, "redis" | "rediss" | "unix" | "redis+unix") {
         return Some(bad_url(
