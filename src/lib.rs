@@ -132,6 +132,8 @@
 //   lua.rs              Lua: how a script is sent; the commands it runs.
 //   scripts.rs          The Lua sources, each run atomically on one node.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
+//   clock.rs            Our clock for safety deadlines: monotonic plus the
+//                       time the machine spent suspended (CLOCK_BOOTTIME).
 //   extensions.rs       A held lock's extensions in flight: the rule that
 //                       bounds its validity, pure.
 //   standing.rs         Where a held lock stands: deadline, lost (why) or
@@ -228,6 +230,7 @@
 // uses the public API only.
 
 mod batch;
+mod clock;
 mod counter;
 mod election;
 mod error;

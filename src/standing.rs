@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::clock;
 use crate::error::{Error, Result};
 
 /// A lock's state at one moment.
@@ -66,7 +67,7 @@ impl Standing {
         if st.lost {
             return Duration::ZERO;
         }
-        st.valid_until.saturating_duration_since(Instant::now())
+        st.valid_until.saturating_duration_since(clock::now())
     }
 
     /// The instant validity ends by our count, lost or not.
@@ -135,11 +136,11 @@ impl Standing {
                     changed = rx.changed() => {
                         if changed.is_err() {
                             // Every holder is gone; nothing can extend it now.
-                            tokio::time::sleep_until(st.valid_until).await;
+                            tokio::time::sleep_until(clock::timer(st.valid_until)).await;
                             return;
                         }
                     }
-                    () = tokio::time::sleep_until(st.valid_until) => return,
+                    () = tokio::time::sleep_until(clock::timer(st.valid_until)) => return,
                 }
             }
         }

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::Value;
 use tokio::time::Instant;
 
+use crate::clock;
 use crate::error::Error;
 use crate::lock::guard::Lock;
 use crate::lock::redlock::{valid_until, Redlock};
@@ -322,7 +323,7 @@ impl Redlock {
         let cleanup = UndoOnDrop::new(|| {
             self.release_quietly(key, &value, self.nodes().all());
         });
-        let start = Instant::now();
+        let start = clock::now();
         let req = set_request(key, &value, ttl_ms, ask);
         // What the nodes say about the lock, for a waiter's next sleep (a
         // plain attempt's failure is followed by a waiter's attempt at once).
@@ -343,7 +344,7 @@ impl Redlock {
             .nodes()
             .vote_until(&req, "set", Counts::Trusted, classify, |t, _| t.explained())
             .await;
-        let valid_until = valid_until(start, Instant::now(), ttl, self.config().drift(ttl));
+        let valid_until = valid_until(start, clock::now(), ttl, self.config().drift(ttl));
         cleanup.disarm();
         if tally.decided() == Some(true) {
             if let Some(valid_until) = valid_until {

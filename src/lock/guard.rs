@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, instrument};
 
+use crate::clock;
 use crate::error::{Error, Result};
 use crate::lock::redlock::Redlock;
 use crate::lock::shared::{nanos, watchdog, Shared};
@@ -88,7 +89,7 @@ impl Lock {
                 // The acquisition's round, with the drift: what the TTL
                 // lost before the validity began.
                 round_ns: AtomicU64::new(nanos(
-                    ttl.saturating_sub(valid_until.saturating_duration_since(Instant::now())),
+                    ttl.saturating_sub(valid_until.saturating_duration_since(clock::now())),
                 )),
                 extensions: Mutex::default(),
                 holding: Holding::untracked(),
@@ -117,7 +118,7 @@ impl Lock {
                 }
                 tokio::select! {
                     changed = rx.changed() => if changed.is_err() { return },
-                    () = tokio::time::sleep_until(st.valid_until) => break,
+                    () = tokio::time::sleep_until(clock::timer(st.valid_until)) => break,
                 }
             }
             if let Some(shared) = weak.upgrade() {
@@ -172,7 +173,7 @@ impl Lock {
     /// lock stops by then (the CLI kills a command whose lock was lost no
     /// later than this).
     pub fn valid_until(&self) -> Instant {
-        self.shared.state.deadline()
+        clock::timer(self.shared.state.deadline())
     }
 
     /// Why the lock is lost (the failed extension's error, or
@@ -336,7 +337,7 @@ impl LockHandle {
 
     /// See [`Lock::valid_until`].
     pub fn valid_until(&self) -> Instant {
-        self.shared.state.deadline()
+        clock::timer(self.shared.state.deadline())
     }
 
     /// See [`Lock::lost_reason`].

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, error, instrument, warn};
 
+use crate::clock;
 use crate::error::{Error, Result};
 use crate::extensions::Extensions;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
@@ -91,7 +92,7 @@ impl Shared {
     pub(crate) fn expired_unrenewed(&self) {
         let st = self.state.now();
         let auto = self.watchdog.load(std::sync::atomic::Ordering::Acquire);
-        if auto || st.released || st.lost || Instant::now() < st.valid_until {
+        if auto || st.released || st.lost || clock::now() < st.valid_until {
             return;
         }
         self.lose(
@@ -106,7 +107,7 @@ impl Shared {
     pub(crate) fn lost_reason(&self) -> Option<Error> {
         let st = self.state.now();
         self.state.lost_because().or_else(|| {
-            (!st.released && Instant::now() >= st.valid_until).then(|| Error::Expired {
+            (!st.released && clock::now() >= st.valid_until).then(|| Error::Expired {
                 resource: self.resource.clone(),
             })
         })
@@ -134,12 +135,16 @@ impl Shared {
     /// See [`Lock::extend`] (and `extensions.rs` for the validity rule).
     #[instrument(skip_all, fields(resource = %self.resource, outcome, nodes))]
     pub(crate) async fn extend(&self, ttl: Duration) -> Result<()> {
-        let start = Instant::now();
+        let start = clock::now();
         let result = self.extend_round(ttl, start).await;
         let ok = result.is_ok();
         tracing::Span::current().record("outcome", if ok { "extended" } else { "failed" });
         let telemetry = &self.redlock.nodes().telemetry;
-        telemetry.extension(self.holding.primitive(), start.elapsed(), ok);
+        telemetry.extension(
+            self.holding.primitive(),
+            clock::now().saturating_duration_since(start),
+            ok,
+        );
         result
     }
 
@@ -172,7 +177,7 @@ impl Shared {
             .vote_round(&req, "extend", Counts::Trusted, int_vote)
             .await;
         stragglers.finish_in_background();
-        let now = Instant::now();
+        let now = clock::now();
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
             (Some(true), Some(until)) if now < old.valid_until => {
                 let mut ext = Extensions::locked(&self.extensions);
@@ -234,7 +239,7 @@ pub(crate) async fn watchdog(
     mut rx: watch::Receiver<State>,
     interval: Duration,
 ) {
-    let mut last = Instant::now();
+    let mut last = clock::now();
     loop {
         // Wake early if the lock is released, so the task does not linger,
         // and when its validity moves (another extension), to reschedule.
@@ -248,7 +253,7 @@ pub(crate) async fn watchdog(
             drop(shared);
             let at = (last + interval).min(st.valid_until.checked_sub(lead).unwrap_or(last));
             tokio::select! {
-                () = tokio::time::sleep_until(at) => break,
+                () = tokio::time::sleep_until(clock::timer(at)) => break,
                 changed = rx.changed() => {
                     if changed.is_err() {
                         return;
@@ -256,7 +261,7 @@ pub(crate) async fn watchdog(
                 }
             }
         }
-        last = Instant::now();
+        last = clock::now();
         let Some(shared) = weak.upgrade() else { return };
         let st = shared.state.now();
         if st.released || st.lost {

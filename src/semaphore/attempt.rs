@@ -22,6 +22,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
+use crate::clock;
 use crate::error::Error;
 use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, UndoOnDrop, Waiter};
 use crate::lock::guard::Lock;
@@ -94,7 +95,7 @@ impl Semaphore {
         let undo = UndoOnDrop::new(|| {
             self.undo(&value, redlock.nodes().all(), Outcome::Lost(None));
         });
-        let start = Instant::now();
+        let start = clock::now();
         let req = self.take_request(&value, ttl_ms, ask);
         let n = redlock.node_count();
         // Which slot each node took (a mutex only to keep the future `Send`:
@@ -132,7 +133,7 @@ impl Semaphore {
         let all = redlock.nodes().all();
         // Counted from the first round's start, also for a moved permit:
         // its slot was set there first.
-        let validity = || valid_until(start, Instant::now(), ttl, redlock.config().drift(ttl));
+        let validity = || valid_until(start, clock::now(), ttl, redlock.config().drift(ttl));
         let mut winner = won(&tally, &choices);
         if let Some(plan) = move_plan(&tally, &choices) {
             if validity().is_some() {

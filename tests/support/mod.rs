@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod clock;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -50,6 +52,8 @@ pub struct RedisNode {
     persistence: Persistence,
     /// Whether the process is SIGSTOPped.
     paused: bool,
+    /// Environment for every start (a clock preload).
+    env: Vec<(&'static str, std::ffi::OsString)>,
 }
 
 /// A node's data directory: in memory where the machine has one, so
@@ -192,6 +196,18 @@ fn signal(pid: u32, sig: &str) {
 impl RedisNode {
     /// Starts a node on a free port.
     pub fn start(persistence: Persistence) -> Self {
+        Self::start_with_env(persistence, Vec::new())
+    }
+
+    /// Starts a node whose clocks `clock` fakes (see [`clock`]).
+    pub fn start_with_clock(persistence: Persistence, clock: &clock::ClockFile) -> Self {
+        Self::start_with_env(persistence, clock.env().into())
+    }
+
+    fn start_with_env(
+        persistence: Persistence,
+        env: Vec<(&'static str, std::ffi::OsString)>,
+    ) -> Self {
         let mut last = String::new();
         for _ in 0..5 {
             let mut node = RedisNode {
@@ -200,6 +216,7 @@ impl RedisNode {
                 child: None,
                 persistence,
                 paused: false,
+                env: env.clone(),
             };
             match node.spawn() {
                 Ok(()) => return node,
@@ -229,6 +246,7 @@ impl RedisNode {
         let aof = self.persistence != Persistence::None;
         let cluster = self.persistence == Persistence::OneShardCluster;
         let mut cmd = Command::new(server_binary());
+        cmd.envs(self.env.iter().map(|(k, v)| (*k, v)));
         if cluster {
             cmd.args(["--cluster-enabled", "yes"])
                 .arg("--cluster-config-file")

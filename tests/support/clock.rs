@@ -1,0 +1,88 @@
+//! Clocks that misbehave, for real processes: `clockshift.c`, compiled
+//! once per test binary with the C compiler Rust links with, preloaded into
+//! a process, shifts and scales its wall clock and shifts its boot-time
+//! clock as a [`ClockFile`] says (see the C file for the format).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The compiled preload library (built on first use).
+pub fn preload() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/clockshift.c");
+            let src = if std::path::Path::new(src).exists() {
+                PathBuf::from(src)
+            } else {
+                // The CLI's tests run from cli/.
+                PathBuf::from(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../tests/support/clockshift.c"
+                ))
+            };
+            let dir = std::env::temp_dir().join(format!("redquorum-clock-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let out = dir.join("libclockshift.so");
+            let status = Command::new("cc")
+                .args(["-shared", "-fPIC", "-O2", "-o"])
+                .arg(&out)
+                .arg(&src)
+                .status()
+                .expect("cc, the C compiler Rust links with");
+            assert!(status.success(), "compiling {}", src.display());
+            out
+        })
+        .clone()
+}
+
+/// The file a preloaded process reads its clocks' faults from.
+pub struct ClockFile {
+    /// Where it is.
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl ClockFile {
+    /// A file that changes nothing yet.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Self {
+            path: dir.path().join("clock"),
+            _dir: dir,
+        };
+        file.write(0, 1.0, 0);
+        file
+    }
+
+    /// The environment that preloads the library reading this file.
+    pub fn env(&self) -> [(&'static str, std::ffi::OsString); 2] {
+        [
+            ("LD_PRELOAD", preload().into_os_string()),
+            ("REDQUORUM_TEST_CLOCK", self.path.clone().into_os_string()),
+        ]
+    }
+
+    /// The boot-time clock jumps `by` ahead of the monotonic one, as after
+    /// a suspend of that long.
+    pub fn suspend(&self, by: Duration) {
+        self.write(0, 1.0, by.as_nanos() as i64);
+    }
+
+    /// The wall clock: `offset_ns` ahead, running at `rate` from now on.
+    pub fn wall(&self, offset_ns: i64, rate: f64) {
+        self.write(offset_ns, rate, 0);
+    }
+
+    fn write(&self, offset_ns: i64, rate: f64, boot_ns: i64) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let tmp = self.path.with_extension("new");
+        std::fs::write(&tmp, format!("{offset_ns} {rate} {now} {boot_ns}\n")).unwrap();
+        std::fs::rename(&tmp, &self.path).unwrap();
+    }
+}
