@@ -148,6 +148,8 @@
 //                       marker), read when a connection is made.
 //   node/amnesia.rs     The table that decides from it whether a node may
 //                       have lost writes, and the quarantine that follows.
+//   node/clockwatch.rs  A node's clock from the TIME behind each request:
+//                       a jump ahead keeps it out of lock quorums.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
 //   node/open.rs        Opens one connection to a node and checks it for

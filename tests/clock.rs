@@ -1,15 +1,17 @@
 //! Node clocks that misbehave, made with the test harness's clock preload
-//! (`tests/support/clockshift.c`) on a real `redis-server`: the node's
+//! (`tests/support/clockshift.c`) on real `redis-server`s: the node's
 //! `TIME` and its key expiry follow the faked wall clock, so a node whose
-//! clock steps forward drops at once a key with life left (the hazard a
-//! client can only see from the node's clock; see the guarantees page).
+//! clock steps forward drops at once a key with life left; a client that
+//! has read the node's clock before sees the jump in the `TIME` behind its
+//! own request and does not count the node for a lock.
 
 mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use redquorum::Redlock;
 use support::clock::ClockFile;
-use support::{wait_until, Persistence, RedisNode};
+use support::{wait_until, Cluster, Persistence, RedisNode};
 
 /// The node's `TIME`, minus ours, in seconds.
 fn offset_secs(node: &RedisNode) -> f64 {
@@ -46,4 +48,131 @@ async fn a_node_whose_clock_runs_fast_expires_keys_early() {
         wait_until(Duration::from_secs(15), || node.get("fast").is_none()).await,
         "a 20 s key outlived 15 s on a clock ten times as fast"
     );
+}
+
+/// Five nodes, each with a clock a test can move, declared new; and the
+/// files that move them.
+fn faked_cluster() -> (Cluster, Vec<ClockFile>) {
+    let clocks: Vec<ClockFile> = (0..5).map(|_| ClockFile::new()).collect();
+    let nodes = clocks
+        .iter()
+        .map(|c| RedisNode::start_with_clock(Persistence::Aof, c))
+        .collect();
+    let cluster = Cluster { nodes };
+    cluster.declare_new();
+    (cluster, clocks)
+}
+
+/// A client that has used every node for a while (so it has readings of
+/// their clocks to compare with: first contact is the drift factor alone).
+async fn warmed(c: &Cluster) -> Redlock {
+    let redlock = c.builder().build().unwrap();
+    for _ in 0..10 {
+        let lock = redlock.lock("warm-up", ms(2_000)).await.unwrap();
+        lock.release().await.unwrap();
+        tokio::time::sleep(ms(50)).await;
+    }
+    redlock
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A lock held on exactly three of five nodes (the other two were taken
+/// by someone else for a moment), then one of the three
+/// steps its clock 30 s forward and drops the key. A second client that
+/// had used that node sees the jump in the `TIME` behind its own `SET`
+/// there and does not count the node's yes: no second holder while the
+/// first is valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_under_a_bare_quorum_gives_no_second_holder() {
+    let (c, clocks) = faked_cluster();
+    let (first, second) = (warmed(&c).await, warmed(&c).await);
+    // Nodes 3 and 4 hold the key for someone else for a moment: the first
+    // client wins on 0, 1 and 2 only.
+    c.nodes[3].set("bare", "someone", ms(3_000));
+    c.nodes[4].set("bare", "someone", ms(3_000));
+    let lock = first
+        .try_lock("bare", Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || c
+            .values("bare")
+            .iter()
+            .flatten()
+            .all(|v| v != "someone"))
+        .await
+    );
+    assert_eq!(c.set_on("bare"), 3);
+
+    clocks[2].wall(30_000_000_000, 1.0);
+    assert!(
+        wait_until(Duration::from_secs(5), || c.set_on("bare") == 2).await,
+        "the stepped node dropped the key"
+    );
+    for _ in 0..30 {
+        if let Ok(other) = second.try_lock("bare", Duration::from_secs(20)).await {
+            let both = lock.is_valid() && other.is_valid();
+            other.release().await.unwrap();
+            assert!(!both, "two valid holders");
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert!(lock.is_valid());
+    let node = &second.stats().nodes[2];
+    assert!(node.clock_ahead >= 1 && node.quarantined, "{node:?}");
+    let err = second
+        .try_lock("bare", Duration::from_secs(20))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("ran its clock ahead"), "{err}");
+    // Only two nodes still hold the key: the release cannot confirm it.
+    let _ = lock.release().await;
+}
+
+/// Within the allowance nothing changes: a majority of nodes 0.5 % fast
+/// (half the default drift factor) is never quarantined, and the lock
+/// passes from one client to the other as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clocks_within_the_allowance_change_nothing() {
+    let (c, clocks) = faked_cluster();
+    for clock in &clocks[..3] {
+        clock.wall(0, 1.005);
+    }
+    let (first, second) = (warmed(&c).await, warmed(&c).await);
+    for _ in 0..10 {
+        let lock = first.lock("steady", ms(2_000)).await.unwrap();
+        lock.release().await.unwrap();
+        let lock = second.lock("steady", ms(2_000)).await.unwrap();
+        lock.release().await.unwrap();
+        tokio::time::sleep(ms(100)).await;
+    }
+    for client in [&first, &second] {
+        for node in client.stats().nodes {
+            assert_eq!((node.clock_ahead, node.quarantined), (0, false), "{node:?}");
+        }
+    }
+}
+
+/// A step back only keeps keys longer: reported, never quarantined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_back_is_reported_and_costs_nothing() {
+    let (c, clocks) = faked_cluster();
+    let client = warmed(&c).await;
+    clocks[0].wall(-30_000_000_000, 1.0);
+    tokio::time::sleep(ms(50)).await;
+    for _ in 0..5 {
+        client
+            .lock("back", ms(2_000))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let node = &client.stats().nodes[0];
+    assert!(node.clock_behind >= 1, "{node:?}");
+    assert_eq!((node.clock_ahead, node.quarantined), (0, false), "{node:?}");
 }

@@ -29,6 +29,8 @@ async fn a_held_lock_shows_its_holder_time_left_and_waiters_and_frees_on_release
     assert_eq!(state.answered, 5);
 
     let lock = holder.try_lock("report", secs(20)).await.unwrap();
+    // Won on a quorum; the other nodes' SETs land a moment later.
+    assert!(wait_until(secs(20), || c.set_on("report") == 5).await);
     let state = reader.inspect("report").await.unwrap();
     let h = state.holder.clone().expect("held on a quorum");
     assert_eq!(h.label(), Some("host-a:42"));

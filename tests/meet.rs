@@ -80,6 +80,8 @@ async fn extensions_count_in_the_order_they_were_sent() {
     assert!(futures::poll!(long.as_mut()).is_pending());
     lock.extend(Duration::from_secs(1)).await.unwrap();
     long.await.unwrap();
+    // Each returned once a quorum confirmed it; the rest are on their way.
+    redlock.settle().await;
     // The nodes hold the short TTL (applied last) ...
     for node in &c.nodes {
         let pttl = node.pttl(key);

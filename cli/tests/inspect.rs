@@ -64,6 +64,8 @@ async fn inspect_names_the_holder_and_exits_0_only_when_free() {
         (0, "cli_seen: free; 0 waiting\n".to_owned())
     );
     let holder = hold(&c, &["cli_seen", "--ttl", "20s"]).await;
+    // Held on a quorum; the last node's SET lands a moment later.
+    assert!(wait_until(Duration::from_secs(20), || c.set_on("cli_seen") == 3).await);
     let (code, out) = inspect(&c, &["cli_seen"]);
     assert_eq!(code, 75, "{out}");
     let by = format!("held by {}:{} on 3 of 3 nodes, ", hostname(), holder.id());
@@ -105,7 +107,7 @@ async fn the_key_prefix_reaches_every_command() {
             .args(["lock", "cli_pre"]),
     )
     .await;
-    assert_eq!(c.set_on("app:cli_pre"), 3);
+    assert!(wait_until(Duration::from_secs(20), || c.set_on("app:cli_pre") == 3).await);
     assert_eq!(c.set_on("cli_pre"), 0);
     let prefixed = cli(&c)
         .env("REDQUORUM_KEY_PREFIX", "app:")

@@ -314,7 +314,13 @@ impl RedlockBuilder {
                 )));
             }
             watched.push(client.clone());
-            nodes.push(Node::new(index, client, connect_timeout, amnesia.clone()));
+            nodes.push(Node::new(
+                index,
+                client,
+                connect_timeout,
+                amnesia.clone(),
+                c.drift_factor,
+            ));
         }
         match nodes.len() {
             1 => tracing::warn!(

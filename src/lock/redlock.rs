@@ -119,6 +119,7 @@ impl Redlock {
             s.addr = node.addr.clone();
             s.up = node.is_healthy();
             s.quarantined = node.quarantined(now).is_some();
+            (s.clock_ahead, s.clock_behind) = node.clock_jumps();
             s.notifications = self.inner.waiting.notifying(node.index);
         }
         stats.nodes_up = stats.nodes.iter().filter(|n| n.up).count();

@@ -35,7 +35,9 @@ use crate::error::NodeErrorKind;
 use crate::lock::config::Config;
 use crate::lock::redlock::validity;
 use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
-use crate::model::lock_state::{representative, send, Action, Ext, Kind, Mint, Node, Phase, State};
+use crate::model::lock_state::{
+    representative, send, Action, Ext, Kind, Mint, Node, Phase, State, JUMP,
+};
 use crate::model::{check, check_symmetric, insert_sorted, take_one};
 use crate::node::amnesia::assess;
 use crate::quorum::tally::{quorum, quorum_tolerating, NodeSet, Vote};
@@ -113,6 +115,12 @@ pub(crate) struct LockModel {
     /// Rule, negated: the token (an election's term) is taken from the
     /// counter before the attempt, not after it won (not shipped).
     pub(crate) mint_before_acquire: bool,
+    /// Node clock steps ([`JUMP`] ms ahead each); clients read every clock
+    /// at 0 (they used the nodes before), then with each reply.
+    pub(crate) steps: u8,
+    /// Rule: a reading ahead of the last beyond the allowance keeps the
+    /// node's yes from counting for one TTL (as shipped: `clockwatch.rs`).
+    pub(crate) clock_check: bool,
 }
 
 impl LockModel {
@@ -146,30 +154,8 @@ impl LockModel {
             fenced: false,
             check_mint: true,
             mint_before_acquire: false,
-        }
-    }
-
-    /// Extensions as shipped: TTL 7 ms (a key lives 6 ms on a fast node;
-    /// validity 4 ms), extensions with the TTL or with 3 ms (a key then
-    /// lives 2 ms; it leaves no validity), two of them in flight at once,
-    /// 4 ms of time, no timeouts (a failed extension fails on refusals).
-    pub(crate) fn extending() -> Self {
-        Self {
-            ttl: 7,
-            short_ttl: 3,
-            extends: 2,
-            horizon: 4,
-            timeouts: 0,
-            ..Self::shipped()
-        }
-    }
-
-    /// [`LockModel::extending`] over 3 ms: long enough for each weakened
-    /// extension rule's counterexample, short enough to find it quickly.
-    pub(crate) fn extending_short() -> Self {
-        Self {
-            horizon: 3,
-            ..Self::extending()
+            steps: 0,
+            clock_check: true,
         }
     }
 
@@ -224,17 +210,26 @@ impl Model for LockModel {
             down_since: 0,
             quarantined_until: 0,
             unprobed_since: None,
+            jumped: 0,
         };
         vec![State {
             now: 0,
             nodes: vec![node; self.nodes],
             clients: vec![Phase::Idle; self.clients],
             net: Vec::new(),
-            faults: [self.drops, self.timeouts, self.crashes, self.extends],
+            faults: [
+                self.drops,
+                self.timeouts,
+                self.crashes,
+                self.extends,
+                self.steps,
+            ],
             foreign_delete: false,
             counter: 0,
             returned: Vec::new(),
             premint: vec![0; self.clients],
+            readings: vec![vec![0; self.nodes]; self.clients],
+            clock_q: vec![vec![0; self.nodes]; self.clients],
         }]
     }
 
@@ -297,6 +292,9 @@ impl Model for LockModel {
             if !node.up && s.now >= node.down_since.saturating_add(self.restart_delay) {
                 actions.push(Action::Restart(n as u8));
             }
+            if s.faults[4] > 0 {
+                actions.push(Action::Step(n as u8));
+            }
         }
     }
 
@@ -314,6 +312,9 @@ impl Model for LockModel {
                     if node.quarantined_until <= now {
                         node.quarantined_until = 0;
                     }
+                }
+                for q in s.clock_q.iter_mut().flatten().filter(|q| **q <= now) {
+                    *q = 0;
                 }
             }
             Action::Start(c) => {
@@ -336,10 +337,13 @@ impl Model for LockModel {
                 take_one(&mut s.net, &m)?;
                 self.probe(&mut s.nodes[m.node as usize], s.now);
                 let done = self.apply(&mut s, &m);
+                let clock = (self.drift_factor, self.ttl, self.clock_check);
+                let clock_ok =
+                    self.steps == 0 || s.read_clock((m.client, m.node), clock.0, clock.1, clock.2);
                 let vote = match done {
                     // A quarantined node's yes to a SET or an extension
                     // does not count (it still applied it).
-                    true if s.now < s.nodes[m.node as usize].quarantined_until => {
+                    true if !clock_ok || s.now < s.nodes[m.node as usize].quarantined_until => {
                         Vote::Failed(NodeErrorKind::UnexpectedReply)
                     }
                     true => Vote::Yes,
@@ -417,6 +421,7 @@ impl Model for LockModel {
                 s.clients[c as usize] = Phase::Done;
                 send(&mut s.net, c, self.all(), Kind::Release);
             }
+            Action::Step(n) => s.step_clock(n, JUMP),
             Action::Crash(n) => {
                 s.faults[2] -= 1;
                 let node = &mut s.nodes[n as usize];
@@ -499,11 +504,35 @@ mod tests {
     const EXCLUSION: &str = "no two clients hold a valid lock at once";
     const RELEASE_RULE: &str = "a release or an extension never deletes another holder's key";
 
+    /// Extensions as shipped: TTL 7 ms (a key lives 6 ms on a fast node;
+    /// validity 4 ms), extensions with the TTL or with 3 ms (a key then
+    /// lives 2 ms; it leaves no validity), two of them in flight at once,
+    /// 4 ms of time, no timeouts (a failed extension fails on refusals).
+    fn extending() -> LockModel {
+        LockModel {
+            ttl: 7,
+            short_ttl: 3,
+            extends: 2,
+            horizon: 4,
+            timeouts: 0,
+            ..LockModel::shipped()
+        }
+    }
+
+    /// [`extending`] over 3 ms: long enough for each weakened
+    /// extension rule's counterexample, short enough to find it quickly.
+    fn extending_short() -> LockModel {
+        LockModel {
+            horizon: 3,
+            ..extending()
+        }
+    }
+
     #[test]
     fn model_lock_finds_a_foreign_delete_when_a_failed_extend_deletes() {
         let m = LockModel {
             failed_extend_deletes: true,
-            ..LockModel::extending_short()
+            ..extending_short()
         };
         unsafe_(
             "lock, weakened: a failed extension deletes",
@@ -642,6 +671,32 @@ mod tests {
     }
 
     #[test]
+    fn model_lock_safe_when_a_node_clock_jumps_ahead() {
+        let m = LockModel {
+            steps: 1,
+            ..LockModel::shipped()
+        };
+        safe(
+            "lock: a node's clock jumps ahead, seen in the TIME behind a reply",
+            m,
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_a_jumped_node_counts() {
+        let m = LockModel {
+            steps: 1,
+            clock_check: false,
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: a node whose clock jumped ahead counts at once",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
     fn model_lock_finds_two_holders_when_validity_ignores_drift() {
         let m = LockModel {
             validity: |ttl, elapsed, _| validity(ttl, elapsed, Duration::ZERO),
@@ -676,7 +731,7 @@ mod tests {
     fn model_lock_safe_with_extensions_of_two_ttls_in_flight() {
         safe(
             "lock: two extensions in flight, TTL 7 or 3 ms, messages delayed",
-            LockModel::extending(),
+            extending(),
         );
     }
 
@@ -684,7 +739,7 @@ mod tests {
     fn model_lock_finds_two_holders_when_an_extension_does_not_lower_validity() {
         let m = LockModel {
             lower_before_send: false,
-            ..LockModel::extending_short()
+            ..extending_short()
         };
         unsafe_(
             "lock, weakened: a short extension leaves the validity as it was",
@@ -697,7 +752,7 @@ mod tests {
     fn model_lock_finds_two_holders_when_extensions_count_as_they_finish() {
         let m = LockModel {
             dispatch_order: false,
-            ..LockModel::extending_short()
+            ..extending_short()
         };
         unsafe_(
             "lock, weakened: the last extension to finish sets the validity",

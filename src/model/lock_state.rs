@@ -3,7 +3,12 @@
 //! `lock.rs`).
 
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
+use crate::node::clockwatch::{judge, Reading, Verdict};
 use crate::quorum::tally::{node_bit, NodeSet};
+
+/// How far a node's clock jumps in one step, ms: beyond the allowance's
+/// 2 ms constant, and enough to drop a key with life left.
+pub(crate) const JUMP: u8 = 3;
 
 /// A node.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -20,6 +25,8 @@ pub(crate) struct Node {
     /// When it restarted empty, until a client's connection check has
     /// read its uptime and set `quarantined_until` (coarse uptime only).
     pub(crate) unprobed_since: Option<u8>,
+    /// How far (ms) its clock has jumped ahead in all.
+    pub(crate) jumped: u8,
 }
 
 /// Where a client is.
@@ -137,8 +144,8 @@ pub(crate) struct State {
     pub(crate) clients: Vec<Phase>,
     /// Messages in flight, sorted.
     pub(crate) net: Vec<Msg>,
-    /// Faults left: drops, timeouts, crashes; extensions left.
-    pub(crate) faults: [u8; 4],
+    /// Faults left: drops, timeouts, crashes; extensions left; clock steps.
+    pub(crate) faults: [u8; 5],
     /// A release or an extension deleted a key another client held.
     pub(crate) foreign_delete: bool,
     /// The fencing counter (linearizable: the counter model checks that).
@@ -148,6 +155,12 @@ pub(crate) struct State {
     /// Per client, a token taken before its attempt (the mutant that mints
     /// first; 0: none).
     pub(crate) premint: Vec<u8>,
+    /// Per client and node, how far the node's clock had jumped at the
+    /// client's last reading of it (with the last reply).
+    pub(crate) readings: Vec<Vec<u8>>,
+    /// Per client and node, until when (real ms) the client does not count
+    /// the node's yes: it saw the node's clock run ahead.
+    pub(crate) clock_q: Vec<Vec<u8>>,
 }
 
 /// What can happen next.
@@ -176,6 +189,8 @@ pub(crate) enum Action {
     Crash(u8),
     /// A crashed node restarts.
     Restart(u8),
+    /// A node's clock jumps ahead.
+    Step(u8),
 }
 
 /// The least of the states equal to `s` but for the names of its nodes
@@ -225,6 +240,10 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
     }
     for (c, token) in s.premint.iter().enumerate() {
         r.premint[clients[c]] = *token;
+        for (n, reading) in s.readings[c].iter().enumerate() {
+            r.readings[clients[c]][nodes[n]] = *reading;
+            r.clock_q[clients[c]][nodes[n]] = s.clock_q[c][n];
+        }
     }
     r.net = s
         .net
@@ -250,5 +269,55 @@ pub(crate) fn send(net: &mut Vec<Msg>, c: u8, to: NodeSet, kind: Kind) {
             };
             insert_sorted(net, m);
         }
+    }
+}
+
+impl State {
+    /// Node `n`'s clock jumps `jump` ms ahead (one clock-step fault): its
+    /// key expires that much sooner in real time (at once if that is now or
+    /// past).
+    pub(crate) fn step_clock(&mut self, n: u8, jump: u8) {
+        self.faults[4] -= 1;
+        let now = self.now;
+        let node = &mut self.nodes[n as usize];
+        node.jumped = node.jumped.saturating_add(jump);
+        node.key = node
+            .key
+            .map(|(c, expires)| (c, expires.saturating_sub(jump)))
+            .filter(|(_, expires)| *expires > now);
+    }
+
+    /// Client `c` reads node `n`'s clock with a reply: the crate's rule
+    /// ([`judge`]) against the client's last reading. The model's node
+    /// clocks run exactly the allowance fast, so the time between two
+    /// readings never tells anything: they are weighed as if taken at one
+    /// instant, which leaves the rule the jumps between them (and keeps
+    /// reading times out of the state). A jump ahead keeps the node's yes
+    /// from counting for `quarantine` ms (when `check`). Returns whether
+    /// the yes counts.
+    pub(crate) fn read_clock(
+        &mut self,
+        (c, n): (u8, u8),
+        allowance: f64,
+        quarantine: u8,
+        check: bool,
+    ) -> bool {
+        let at = tokio::time::Instant::now();
+        let reading = |jumped: u8| Reading {
+            sent: at,
+            recv: at,
+            node_us: 1_000_000_000 + u64::from(jumped) * 1000,
+        };
+        let (c, n) = (c as usize, n as usize);
+        let now = self.nodes[n].jumped;
+        let before = std::mem::replace(&mut self.readings[c][n], now);
+        let ahead = matches!(
+            judge(&reading(before), &reading(now), allowance),
+            Verdict::Ahead(_)
+        );
+        if check && ahead {
+            self.clock_q[c][n] = self.now.saturating_add(quarantine);
+        }
+        self.now >= self.clock_q[c][n]
     }
 }

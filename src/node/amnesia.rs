@@ -227,6 +227,8 @@ pub(crate) struct TrustState {
     pub(crate) until: Option<Instant>,
     /// Whether its end was logged.
     left_logged: bool,
+    /// Whether the quarantine on now is (also) for a clock that ran ahead.
+    pub(crate) clock_ahead: bool,
 }
 
 impl Trust {
@@ -308,11 +310,25 @@ impl Trust {
             Some(u) if u > now => (Some(u), false),
             _ => {
                 self.active.store(false, Ordering::Release);
+                st.clock_ahead = false;
                 let first = !st.left_logged;
                 st.left_logged = true;
                 (None, first)
             }
         }
+    }
+
+    /// The node's clock ran ahead of ours beyond the allowance (see
+    /// `clockwatch.rs`): out of lock quorums until `until` at least. Not a
+    /// reason to distrust its counter records.
+    pub(crate) fn clock_ran_ahead(&self, until: Instant) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.until.is_none_or(|u| u < until) {
+            st.until = Some(until);
+            st.left_logged = false;
+        }
+        st.clock_ahead = true;
+        self.active.store(true, Ordering::Release);
     }
 
     /// The process of a node that may have lost writes (empty if `INFO`

@@ -11,6 +11,7 @@ use redis::{RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::node::amnesia::{AmnesiaCheck, Trust};
+use crate::node::clockwatch::ClockWatch;
 use crate::node::open::Opener;
 use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
@@ -56,6 +57,8 @@ pub(crate) struct Link {
     amnesia: Option<AmnesiaCheck>,
     /// What those checks found.
     pub(crate) trust: Arc<Trust>,
+    /// The node's clock, read from the `TIME` behind every request.
+    pub(crate) clock: Arc<ClockWatch>,
 }
 
 /// A request in flight: sent, waiting in a queue, or already done.
@@ -115,10 +118,14 @@ impl Link {
         client: redis::Client,
         connect_timeout: Duration,
         amnesia: Option<AmnesiaCheck>,
+        allowance: f64,
     ) -> Self {
+        let trust = Arc::<Trust>::default();
+        let clock = ClockWatch::new(index, allowance, amnesia.as_ref(), &trust);
         Self {
+            clock: Arc::new(clock),
             amnesia,
-            trust: Arc::default(),
+            trust,
             index,
             healthy: AtomicBool::new(true),
             connected_at: AtomicU64::new(0),
@@ -182,7 +189,7 @@ impl Link {
             } if queue.is_empty() && *outstanding < MAX_OUTSTANDING => {
                 let id = *id;
                 let slot = Slot::new();
-                match hand_over(conn.clone(), Arc::clone(req), &slot.waker()) {
+                match hand_over(conn.clone(), Arc::clone(req), &slot.waker(), &self.clock) {
                     Ok(reply) => {
                         *outstanding += 1;
                         Pending::Sent {
@@ -232,7 +239,7 @@ impl Link {
                     if queue.is_empty() {
                         None
                     } else {
-                        match send_batch(conn, std::mem::take(queue)) {
+                        match send_batch(conn, std::mem::take(queue), &self.clock) {
                             Ok(batch) => {
                                 *outstanding += 1;
                                 Some(batch)
@@ -411,7 +418,7 @@ impl Link {
                 let batch = if waiting.is_empty() {
                     None
                 } else {
-                    match send_batch(&conn, waiting) {
+                    match send_batch(&conn, waiting, &self.clock) {
                         Ok(batch) => Some(batch),
                         Err(batch) => {
                             // Closed as soon as it opened: back off.
@@ -479,8 +486,9 @@ fn queued(result: RedisResult<ReplyRx>) -> Pending {
 fn send_batch(
     conn: &MultiplexedConnection,
     batch: Vec<Waiting>,
+    clock: &Arc<ClockWatch>,
 ) -> Result<(BatchFuture, Vec<Waiting>), Vec<Waiting>> {
-    match hand_pipeline(conn, batch.iter().map(|w| &*w.req)) {
+    match hand_pipeline(conn, batch.iter().map(|w| &*w.req), clock) {
         Some(sent) => Ok((sent, batch)),
         None => Err(batch),
     }

@@ -12,6 +12,7 @@
 pub(crate) mod amnesia;
 pub(crate) mod call;
 pub(crate) mod channels;
+pub(crate) mod clockwatch;
 pub(crate) mod evidence;
 pub(crate) mod link;
 pub(crate) mod open;
@@ -53,12 +54,14 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    /// Wraps a client; connects to nothing yet.
+    /// Wraps a client; connects to nothing yet. `allowance` is the drift
+    /// factor its clock is judged by (`clockwatch.rs`).
     pub(crate) fn new(
         index: usize,
         client: redis::Client,
         connect_timeout: Duration,
         amnesia: Option<AmnesiaCheck>,
+        allowance: f64,
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
@@ -70,7 +73,13 @@ impl Node {
         Self {
             index,
             addr,
-            link: Arc::new(Link::new(index, client, connect_timeout, amnesia)),
+            link: Arc::new(Link::new(
+                index,
+                client,
+                connect_timeout,
+                amnesia,
+                allowance,
+            )),
         }
     }
 
@@ -113,9 +122,22 @@ impl Node {
 
     /// Why the node may have lost writes, in words for errors.
     pub(crate) fn loss_cause(&self) -> &'static str {
-        self.trust()
-            .cause
-            .map_or("may have lost writes", Cause::describe)
+        let trust = self.trust();
+        if trust.clock_ahead {
+            return "ran its clock ahead of ours beyond the drift allowance, so keys there may \
+                    expire before their time";
+        }
+        trust.cause.map_or("may have lost writes", Cause::describe)
+    }
+
+    /// How often this client saw the node's clock run ahead of ours
+    /// beyond the drift allowance, and step back.
+    pub(crate) fn clock_jumps(&self) -> (u64, u64) {
+        let watch = &self.link.clock;
+        (
+            watch.ahead.load(Ordering::Relaxed),
+            watch.behind.load(Ordering::Relaxed),
+        )
     }
 
     /// The process of a node that may have lost writes (see

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use redis::Cmd;
+use redis::{Cmd, Pipeline};
 
 use crate::error::{is_denied, NodeErrorKind};
 use crate::lua::Lua;
@@ -14,6 +14,9 @@ use crate::lua::Lua;
 pub(crate) struct Request {
     /// The command.
     pub(crate) cmd: Cmd,
+    /// The command with a `TIME` behind it, as a request sent on its own
+    /// goes out (see `wire.rs`): built once, shared by every node's call.
+    pub(crate) timed: Pipeline,
     /// Sent even if the round stopped waiting for it (a release).
     pub(crate) cleanup: bool,
     /// The script, for a script: what a permission error names.
@@ -24,6 +27,7 @@ impl Request {
     /// A plain command.
     pub(crate) fn plain(cmd: Cmd) -> Arc<Self> {
         Arc::new(Self {
+            timed: timed(&cmd),
             cmd,
             cleanup: false,
             script: None,
@@ -38,11 +42,20 @@ impl Request {
         cmd.arg("EVAL").arg(script.src);
         fill(&mut cmd);
         Arc::new(Self {
+            timed: timed(&cmd),
             cmd,
             cleanup: script.cleanup,
             script: Some(script),
         })
     }
+}
+
+/// `cmd`, then `TIME`.
+fn timed(cmd: &Cmd) -> Pipeline {
+    let mut pipe = Pipeline::with_capacity(2);
+    pipe.add_command(cmd.clone())
+        .add_command(redis::cmd("TIME"));
+    pipe
 }
 
 /// A node's error as a failure: a script the node's ACL refused names the

@@ -4,6 +4,10 @@
 //! made: that first poll puts the request in the connection's queue, so from
 //! then on it is ordered before anything sent after it. The rest of the
 //! exchange is a future for whoever waits for the reply.
+//!
+//! Every request goes out with a `TIME` right behind it, in the same write:
+//! its reply is read by the node's [`ClockWatch`] (before the request's own
+//! reply is passed on) and never reaches the caller.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +17,8 @@ use std::task::{Context, Poll, Waker};
 use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
+use crate::clock;
+use crate::node::clockwatch::ClockWatch;
 use crate::node::request::Request;
 
 /// One request's send, boxed so it can be polled once where it is made and
@@ -30,14 +36,17 @@ pub(crate) fn hand_over(
     conn: MultiplexedConnection,
     req: Arc<Request>,
     waker: &Waker,
+    watch: &Arc<ClockWatch>,
 ) -> RedisResult<SendFuture> {
+    let watch = Arc::clone(watch);
+    let sent = clock::now();
     // Unconstrained: out of cooperative budget, the first poll would return
     // without handing the request over. (Under load that queued a task's
     // release after its next SET: 380 of 3200 attempts failed in the stress
     // test with two nodes hung; none since.)
     let mut fut: SendFuture = Box::pin(tokio::task::unconstrained(async move {
         let mut conn = conn;
-        send(&mut conn, &req).await
+        send(&mut conn, &req, &watch, sent).await
     }));
     let mut cx = Context::from_waker(waker);
     match fut.as_mut().poll(&mut cx) {
@@ -52,16 +61,26 @@ pub(crate) fn hand_over(
 pub(crate) fn hand_pipeline<'a>(
     conn: &MultiplexedConnection,
     reqs: impl ExactSizeIterator<Item = &'a Request>,
+    watch: &Arc<ClockWatch>,
 ) -> Option<BatchFuture> {
     let n = reqs.len();
-    let mut pipe = redis::Pipeline::with_capacity(n);
+    let mut pipe = redis::Pipeline::with_capacity(n + 1);
     for req in reqs {
         pipe.add_command(req.cmd.clone());
     }
+    pipe.add_command(redis::cmd("TIME"));
     let mut conn = conn.clone();
+    let watch = Arc::clone(watch);
+    let at = clock::now();
     // Unconstrained for the same reason as in `hand_over`.
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
-        conn.send_packed_commands(&pipe, 0, n).await
+        let mut values = conn.send_packed_commands(&pipe, 0, n + 1).await?;
+        let recv = clock::now();
+        match values.pop() {
+            Some(time) if values.len() == n => watch.reading(at, recv, &time),
+            _ => return Err(wrong_count()),
+        }
+        Ok(values)
     }));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     match sent.as_mut().poll(&mut cx) {
@@ -71,13 +90,30 @@ pub(crate) fn hand_pipeline<'a>(
     }
 }
 
-/// Sends one request.
-async fn send(conn: &mut MultiplexedConnection, req: &Request) -> RedisResult<Value> {
+/// Sends one request, sent at `sent`, with a `TIME` for `watch`.
+async fn send(
+    conn: &mut MultiplexedConnection,
+    req: &Request,
+    watch: &ClockWatch,
+    sent: tokio::time::Instant,
+) -> RedisResult<Value> {
+    let mut values = conn.send_packed_commands(&req.timed, 0, 2).await?;
+    let recv = clock::now();
+    let (Some(time), Some(reply), None) = (values.pop(), values.pop(), values.pop()) else {
+        return Err(wrong_count());
+    };
+    watch.reading(sent, recv, &time);
     // Server errors arrive as `Value::ServerError`; `extract_error` turns
     // them (also nested in arrays) into `Err`.
-    conn.send_packed_command(&req.cmd)
-        .await
-        .and_then(Value::extract_error)
+    reply.extract_error()
+}
+
+/// The error of a pipeline answered with the wrong number of replies.
+fn wrong_count() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Parse,
+        "pipeline answered with the wrong number of replies",
+    ))
 }
 
 /// Whether `e` means the connection is gone (rather than a reply).

@@ -116,6 +116,12 @@ pub struct NodeStats {
     /// Counter acceptances that did not count: its record was not repaired
     /// after it may have lost writes.
     pub unrepaired_votes: u64,
+    /// Times its clock ran ahead of ours beyond the drift allowance (a step
+    /// forward, or a clock running fast), each followed by a quarantine:
+    /// read from the `TIME` sent behind every request.
+    pub clock_ahead: u64,
+    /// Times its clock stepped back against ours (safe: keys live longer).
+    pub clock_behind: u64,
 }
 
 /// The counters behind [`Stats`].

@@ -1,0 +1,280 @@
+//! A node's clock, watched from the replies we already get: every request
+//! goes out with a `TIME` pipelined behind it (same write, same round trip),
+//! so each reply tells what the node's clock read when it ran our command,
+//! between when we sent it and when the answer came back.
+//!
+//! Redis expires keys by its own wall clock, so a node whose clock steps
+//! forward (an NTP step, a virtual machine resumed, an operator fixing the
+//! date) or runs fast drops our keys before their time: a lock held there
+//! may be taken by someone else while its holder still counts it valid.
+//! From two readings `a` and `b` of one node, the node's clock advanced
+//! `b.node - a.node`, while at most `b.recv - a.sent` passed on ours (our
+//! clock counts a suspend of this machine too: `clock.rs`). An advance
+//! beyond that times `1 + drift_factor`, plus [`SLACK`], is an excess `E`
+//! the node's clock ran ahead: every key there may have lost up to `E` of
+//! its life ([`judge`]).
+//!
+//! What an excess costs: the node's yes does not count toward a lock quorum
+//! for the restart quarantine (the longest TTL any client uses), as after a
+//! restart. Not only for `E`: a holder that took the lock before the jump
+//! counts on its key there until its own validity ends, up to a whole TTL
+//! later, and it learns of the jump only when its own client next hears
+//! from the node; a quarantine of `E` would let a second client take the
+//! lock in between (the model's mutant finds it). A backward step only
+//! keeps keys longer: reported, nothing else. A counter's records are not
+//! touched by a clock (its rounds compare values, not times), so a jump
+//! does not make the node suspect for counters.
+//!
+//! What it cannot see: a jump before this client's first reply from the
+//! node (no reading to compare with: the configured drift factor is all
+//! there is), and a jump smaller than the allowance over the time since
+//! the last reply (`drift_factor` of an idle minute is 0.6 s).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::node::amnesia::{AmnesiaCheck, Trust};
+
+/// What two readings of a node's clock may differ by beyond the rate
+/// allowance: the drift allowance's own constant (2 ms), which also covers
+/// `TIME`'s microsecond grain.
+pub(crate) const SLACK: Duration = Duration::from_millis(2);
+
+/// One reading of a node's clock: the node's `TIME` in microseconds, and
+/// when (on our clock) the request went out and its reply came back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// When the request was handed to the connection.
+    pub(crate) sent: Instant,
+    /// When the reply was in.
+    pub(crate) recv: Instant,
+    /// The node's clock, µs since the Unix epoch.
+    pub(crate) node_us: u64,
+}
+
+/// What two readings show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Within the allowance.
+    Steady,
+    /// The node's clock ran ahead of ours by at least this much beyond the
+    /// allowance.
+    Ahead(Duration),
+    /// The node's clock fell behind by at least this much beyond the
+    /// allowance (a step back: keys live longer; safe).
+    Behind(Duration),
+}
+
+/// The rule, pure: what reading `b` says against an earlier reading `a`
+/// (either order of arrival), with `allowance` the drift factor.
+pub(crate) fn judge(a: &Reading, b: &Reading, allowance: f64) -> Verdict {
+    let advance = i128::from(b.node_us) - i128::from(a.node_us);
+    let slack = SLACK.as_micros() as i128;
+    // Between the two readings at most this much passed on our clock, and
+    // at least that (negative where `b` may have been read first).
+    let most = signed_micros(a.sent, b.recv);
+    let least = signed_micros(a.recv, b.sent);
+    let (fast, slow) = (1.0 + allowance, 1.0 - allowance);
+    let scaled = |us: i128, rate: f64| (us as f64 * rate) as i128;
+    let ceiling = scaled(most, if most >= 0 { fast } else { slow }) + slack;
+    let floor = scaled(least, if least >= 0 { slow } else { fast }) - slack;
+    let micros = |d: i128| Duration::from_micros(u64::try_from(d).unwrap_or(u64::MAX));
+    if advance > ceiling {
+        Verdict::Ahead(micros(advance - ceiling))
+    } else if advance < floor {
+        Verdict::Behind(micros(floor - advance))
+    } else {
+        Verdict::Steady
+    }
+}
+
+/// `to - from` in microseconds, negative when `to` is earlier.
+fn signed_micros(from: Instant, to: Instant) -> i128 {
+    if to >= from {
+        (to - from).as_micros() as i128
+    } else {
+        -((from - to).as_micros() as i128)
+    }
+}
+
+/// A node's `TIME` reply as microseconds since the epoch.
+pub(crate) fn node_micros(v: &Value) -> Option<u64> {
+    let Value::Array(parts) = v else { return None };
+    let [secs, micros] = parts.as_slice() else {
+        return None;
+    };
+    let num = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        Value::Int(i) => u64::try_from(*i).ok(),
+        _ => None,
+    };
+    num(secs)?.checked_mul(1_000_000)?.checked_add(num(micros)?)
+}
+
+/// A node's clock as this client watched it.
+#[derive(Debug)]
+pub(crate) struct ClockWatch {
+    /// The node, for logs.
+    index: usize,
+    /// The drift factor: how much faster than ours a node's clock may run.
+    allowance: f64,
+    /// How long a node whose clock ran ahead stays out of lock quorums
+    /// (`None`: never; a quarantine of zero trusts every node).
+    quarantine: Option<Duration>,
+    /// Where that quarantine is kept.
+    trust: Arc<Trust>,
+    /// The latest reading (by arrival).
+    last: Mutex<Option<Reading>>,
+    /// Jumps ahead seen.
+    pub(crate) ahead: AtomicU64,
+    /// Steps back seen.
+    pub(crate) behind: AtomicU64,
+}
+
+impl ClockWatch {
+    /// Watches node `index`'s clock with the drift factor `allowance`,
+    /// quarantining it in `trust` for the restart quarantine of `check`
+    /// after a jump ahead (never without a check).
+    pub(crate) fn new(
+        index: usize,
+        allowance: f64,
+        check: Option<&AmnesiaCheck>,
+        trust: &Arc<Trust>,
+    ) -> Self {
+        Self {
+            index,
+            allowance,
+            quarantine: check.map(|c| Duration::from_secs(c.quarantine_secs)),
+            trust: Arc::clone(trust),
+            last: Mutex::new(None),
+            ahead: AtomicU64::new(0),
+            behind: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes in the node's `TIME` reply `time` for a request sent at `sent`
+    /// and answered at `recv`. A reply that is not a time (a `TIME` the
+    /// node's ACL refuses) is ignored. Runs before the request's own reply
+    /// is passed on, so a vote that comes with a jump is not counted.
+    pub(crate) fn reading(&self, sent: Instant, recv: Instant, time: &Value) {
+        let Some(node_us) = node_micros(time) else {
+            return;
+        };
+        let now = Reading {
+            sent,
+            recv,
+            node_us,
+        };
+        let before = {
+            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = *last;
+            if before.is_none_or(|b| b.recv <= recv) {
+                *last = Some(now);
+            }
+            before
+        };
+        let Some(before) = before else { return };
+        match judge(&before, &now, self.allowance) {
+            Verdict::Steady => {}
+            Verdict::Ahead(excess) => {
+                self.ahead.fetch_add(1, Ordering::Relaxed);
+                if let Some(q) = self.quarantine {
+                    self.trust.clock_ran_ahead(std::time::Instant::now() + q);
+                }
+                tracing::warn!(
+                    node = self.index,
+                    "node {}'s clock ran {:.1} ms ahead of ours beyond the drift allowance \
+                     (a step, or a clock running fast): keys there may expire early, so it \
+                     does not count toward lock quorums for {}",
+                    self.index,
+                    excess.as_secs_f64() * 1e3,
+                    self.quarantine
+                        .map_or("any time (quarantine off)".to_owned(), |q| format!(
+                            "{} s",
+                            q.as_secs()
+                        ))
+                );
+            }
+            Verdict::Behind(by) => {
+                self.behind.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    node = self.index,
+                    "node {}'s clock stepped back {:.1} ms against ours (keys there live longer: \
+                     safe)",
+                    self.index,
+                    by.as_secs_f64() * 1e3
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(base: Instant, sent_ms: u64, recv_ms: u64, node_ms: u64) -> Reading {
+        Reading {
+            sent: base + Duration::from_millis(sent_ms),
+            recv: base + Duration::from_millis(recv_ms),
+            node_us: 1_000_000_000_000 + node_ms * 1000,
+        }
+    }
+
+    #[test]
+    fn a_clock_within_the_allowance_is_steady() {
+        let t = Instant::now();
+        let a = reading(t, 0, 1, 0);
+        // 10 s later, the node 0.5 % fast (half the default allowance).
+        let b = reading(t, 10_000, 10_001, 10_050);
+        assert_eq!(judge(&a, &b, 0.01), Verdict::Steady);
+        // Taken in either order: the same.
+        assert_eq!(judge(&b, &a, 0.01), Verdict::Steady);
+        // Overlapping requests: nothing to tell.
+        let c = reading(t, 0, 3, 2);
+        assert_eq!(judge(&a, &c, 0.01), Verdict::Steady);
+        assert_eq!(judge(&c, &a, 0.01), Verdict::Steady);
+    }
+
+    #[test]
+    fn a_jump_ahead_is_the_advance_beyond_the_most_that_passed() {
+        let t = Instant::now();
+        let a = reading(t, 0, 1, 0);
+        let b = reading(t, 1_000, 1_001, 31_000);
+        // At most 1001 ms passed; 1001 * 1.01 + 2 = 1013.01 ms allowed.
+        let Verdict::Ahead(e) = judge(&a, &b, 0.01) else {
+            panic!("not seen")
+        };
+        assert!((29_986..=29_987).contains(&e.as_millis()), "{e:?}");
+        // Five per cent fast over 4 s: 0.2 s, beyond 1 % + 2 ms.
+        let fast = reading(t, 4_000, 4_001, 4_200);
+        assert!(matches!(judge(&a, &fast, 0.01), Verdict::Ahead(_)));
+    }
+
+    #[test]
+    fn a_step_back_is_told_apart() {
+        let t = Instant::now();
+        let a = reading(t, 0, 1, 10_000);
+        let b = reading(t, 1_000, 1_001, 5_000);
+        assert!(matches!(judge(&a, &b, 0.01), Verdict::Behind(_)));
+    }
+
+    #[test]
+    fn time_replies_are_read_or_ignored() {
+        let v = Value::Array(vec![
+            Value::BulkString(b"1764000000".to_vec()),
+            Value::BulkString(b"123456".to_vec()),
+        ]);
+        assert_eq!(node_micros(&v), Some(1_764_000_000_123_456));
+        assert_eq!(node_micros(&Value::Nil), None);
+        let huge = Value::Array(vec![
+            Value::BulkString(u64::MAX.to_string().into_bytes()),
+            Value::BulkString(b"0".to_vec()),
+        ]);
+        assert_eq!(node_micros(&huge), None, "no overflow");
+    }
+}
