@@ -20,7 +20,7 @@
 //! counts on its key there until its own validity ends, up to a whole TTL
 //! later, and it learns of the jump only when its own client next hears
 //! from the node; a quarantine of `E` would let a second client take the
-//! lock in between (the model's mutant finds it). A backward step only
+//! lock in between. A backward step only
 //! keeps keys longer: reported, nothing else. A counter's records are not
 //! touched by a clock (its rounds compare values, not times), so a jump
 //! does not make the node suspect for counters.
