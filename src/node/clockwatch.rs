@@ -38,6 +38,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::node::amnesia::{AmnesiaCheck, Trust};
+use crate::telemetry::metrics;
 
 /// What two readings of a node's clock may differ by beyond the rate
 /// allowance: the drift allowance's own constant (2 ms), which also covers
@@ -182,6 +183,7 @@ impl ClockWatch {
             Verdict::Steady => {}
             Verdict::Ahead(excess) => {
                 self.ahead.fetch_add(1, Ordering::Relaxed);
+                metrics::clock_jump(self.index, true);
                 if let Some(q) = self.quarantine {
                     self.trust.clock_ran_ahead(std::time::Instant::now() + q);
                 }
@@ -201,6 +203,7 @@ impl ClockWatch {
             }
             Verdict::Behind(by) => {
                 self.behind.fetch_add(1, Ordering::Relaxed);
+                metrics::clock_jump(self.index, false);
                 tracing::info!(
                     node = self.index,
                     "node {}'s clock stepped back {:.1} ms against ours (keys there live longer: \

@@ -16,7 +16,10 @@ pub(crate) struct Request {
     pub(crate) cmd: Cmd,
     /// The command with a `TIME` behind it, as a request sent on its own
     /// goes out (see `wire.rs`): built once, shared by every node's call.
-    pub(crate) timed: Pipeline,
+    /// `None` for a cleanup (a release): its reply decides nothing that a
+    /// node's clock could make unsafe, and it is half of every lock's
+    /// requests.
+    pub(crate) timed: Option<Pipeline>,
     /// Sent even if the round stopped waiting for it (a release).
     pub(crate) cleanup: bool,
     /// The script, for a script: what a permission error names.
@@ -27,7 +30,7 @@ impl Request {
     /// A plain command.
     pub(crate) fn plain(cmd: Cmd) -> Arc<Self> {
         Arc::new(Self {
-            timed: timed(&cmd),
+            timed: Some(timed(&cmd)),
             cmd,
             cleanup: false,
             script: None,
@@ -42,7 +45,7 @@ impl Request {
         cmd.arg("EVAL").arg(script.src);
         fill(&mut cmd);
         Arc::new(Self {
-            timed: timed(&cmd),
+            timed: (!script.cleanup).then(|| timed(&cmd)),
             cmd,
             cleanup: script.cleanup,
             script: Some(script),

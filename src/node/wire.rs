@@ -5,9 +5,10 @@
 //! then on it is ordered before anything sent after it. The rest of the
 //! exchange is a future for whoever waits for the reply.
 //!
-//! Every request goes out with a `TIME` right behind it, in the same write:
-//! its reply is read by the node's [`ClockWatch`] (before the request's own
-//! reply is passed on) and never reaches the caller.
+//! Every request but a cleanup (a release) goes out with a `TIME` right
+//! behind it, in the same write (a batch, with one at its end): its reply
+//! is read by the node's [`ClockWatch`] (before the request's own reply is
+//! passed on) and never reaches the caller.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -65,20 +66,28 @@ pub(crate) fn hand_pipeline<'a>(
 ) -> Option<BatchFuture> {
     let n = reqs.len();
     let mut pipe = redis::Pipeline::with_capacity(n + 1);
+    let mut timed = false;
     for req in reqs {
         pipe.add_command(req.cmd.clone());
+        timed |= req.timed.is_some();
     }
-    pipe.add_command(redis::cmd("TIME"));
+    if timed {
+        pipe.add_command(redis::cmd("TIME"));
+    }
     let mut conn = conn.clone();
     let watch = Arc::clone(watch);
     let at = clock::now();
     // Unconstrained for the same reason as in `hand_over`.
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
-        let mut values = conn.send_packed_commands(&pipe, 0, n + 1).await?;
+        let mut values = conn
+            .send_packed_commands(&pipe, 0, n + usize::from(timed))
+            .await?;
         let recv = clock::now();
-        match values.pop() {
-            Some(time) if values.len() == n => watch.reading(at, recv, &time),
-            _ => return Err(wrong_count()),
+        if timed {
+            match values.pop() {
+                Some(time) if values.len() == n => watch.reading(at, recv, &time),
+                _ => return Err(wrong_count()),
+            }
         }
         Ok(values)
     }));
@@ -97,7 +106,13 @@ async fn send(
     watch: &ClockWatch,
     sent: tokio::time::Instant,
 ) -> RedisResult<Value> {
-    let mut values = conn.send_packed_commands(&req.timed, 0, 2).await?;
+    let Some(timed) = &req.timed else {
+        return conn
+            .send_packed_command(&req.cmd)
+            .await
+            .and_then(Value::extract_error);
+    };
+    let mut values = conn.send_packed_commands(timed, 0, 2).await?;
     let recv = clock::now();
     let (Some(time), Some(reply), None) = (values.pop(), values.pop(), values.pop()) else {
         return Err(wrong_count());

@@ -48,6 +48,8 @@ const REQUEST: &str = "redquorum.node.request.duration";
 const ERRORS: &str = "redquorum.node.errors";
 /// Nodes answering.
 const UP: &str = "redquorum.nodes.up";
+/// A node's clock jumps, seen in the `TIME` behind our requests.
+const CLOCK: &str = "redquorum.node.clock.jumps";
 /// Quorum rounds.
 const ROUND: &str = "redquorum.quorum.round.duration";
 /// Counter allocations.
@@ -60,7 +62,7 @@ const LEADER: &str = "redquorum.election.leader";
 const TRANSITIONS: &str = "redquorum.election.transitions";
 
 /// Every metric this crate records.
-pub(crate) const METRICS: [Described; 16] = [
+pub(crate) const METRICS: [Described; 17] = [
     (ACQUIRE, "histogram", "seconds", "primitive, mode, outcome, class", "time from the call to its result: a lock, permit or leadership, or the error"),
     (ROUNDS, "histogram", "count", "primitive, mode, outcome", "attempts (quorum rounds on the lock keys) one acquisition made"),
     (WAIT, "histogram", "seconds", "woken_by", "one sleep of a waiter between attempts, by what ended it: notification, ttl, own_release, cap, deadline, pause"),
@@ -71,6 +73,7 @@ pub(crate) const METRICS: [Described; 16] = [
     (EXTEND, "histogram", "seconds", "primitive, outcome", "one extension (by hand or automatic), ok or failed"),
     (REQUEST, "histogram", "seconds", "node", "one node's answer (or failure) to a request of a quorum round"),
     (ERRORS, "counter", "count", "node, kind", "a node's failures: timeout, connection, server, unexpected_reply, denied, quarantined, unrepaired"),
+    (CLOCK, "counter", "count", "node, direction", "a node's clock ran ahead of ours beyond the drift allowance (ahead: it sits out lock quorums for the restart quarantine) or stepped back (behind)"),
     (UP, "gauge", "count", "", "nodes whose last request was answered in time, after each round"),
     (ROUND, "histogram", "seconds", "op, decided", "one quorum round, by how it was decided: early (before every node answered), all, timeout"),
     (ALLOCATION, "histogram", "seconds", "outcome", "one allocation from a quorum counter (serial numbers, fencing tokens, terms), ok or failed"),
@@ -150,6 +153,19 @@ pub(crate) fn node_reply(node: usize, took: Duration, kind: Option<usize>) {
             ::metrics::counter!(ERRORS, "node" => node, "kind" => ERROR_KINDS[k]).increment(1);
         }
     }
+}
+
+/// A node's clock ran ahead of ours beyond the allowance (`ahead`) or
+/// stepped back (see `node/clockwatch.rs`).
+pub(crate) fn clock_jump(node: usize, ahead: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        let direction = if ahead { "ahead" } else { "behind" };
+        ::metrics::counter!(CLOCK, "node" => node.to_string(), "direction" => direction)
+            .increment(1);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (node, ahead);
 }
 
 /// See `Telemetry::round`.
