@@ -256,16 +256,20 @@ impl Trust {
             .flatten();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let new = until.is_some() && (st.until.is_none_or(|u| u < at) || st.run_id != probe.run_id);
+        // A quarantine for a clock that ran ahead outlasts a reconnection.
+        let clock = st.until.filter(|u| st.clock_ahead && *u > at);
+        st.clock_ahead = clock.is_some();
+        let until_all = until.max(clock);
         st.probed = true;
         st.run_id.clone_from(&probe.run_id);
         st.marked = marked;
         st.last = Some(probe.clone());
         st.cause = verdict.cause;
-        if until.is_some() {
-            st.until = until;
+        if until_all.is_some() {
+            st.until = until_all;
             st.left_logged = false;
         }
-        self.active.store(until.is_some(), Ordering::Release);
+        self.active.store(until_all.is_some(), Ordering::Release);
         self.suspect
             .store(verdict.cause.is_some(), Ordering::Release);
         drop(st);
@@ -661,5 +665,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_clock_quarantine_outlasts_a_reconnection_that_finds_no_loss() {
+        let trust = Trust::default();
+        let at = Instant::now();
+        let p = probe("r1", 500, Some(("r1", None)));
+        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
+        assert_eq!(trust.quarantined(at).0, None, "trusted");
+        let until = at + Duration::from_secs(60);
+        trust.clock_ran_ahead(until);
+        assert_eq!(trust.quarantined(at).0, Some(until));
+        // The connection breaks and a new probe finds nothing lost.
+        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
+        assert_eq!(trust.quarantined(at).0, Some(until), "still out");
+        assert!(trust.snapshot().clock_ahead);
+        // Once over, it is over.
+        assert_eq!(trust.quarantined(until).0, None);
+        assert!(!trust.snapshot().clock_ahead);
     }
 }
