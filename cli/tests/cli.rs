@@ -115,6 +115,13 @@ async fn bad_configuration_is_78() {
     assert_eq!(code(&o), 78, "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("another type"), "{err}");
+    // A TTL above the quarantine: said in the command line's words, not
+    // the library's setting names.
+    let o = run(cli(&c).args(["lock", "x", "--ttl", "2h", "--", "true"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("raise the restart quarantine"), "{err}");
+    assert!(!err.contains("restart_quarantine"), "{err}");
     let o = run(cli(&c).args(["--help"]));
     assert_eq!(code(&o), 0, "{o:?}");
 }

@@ -236,10 +236,10 @@ impl Config {
         let q = self.restart_quarantine;
         if !q.is_zero() && ttl > q {
             return Err(Error::InvalidConfig(format!(
-                "ttl {ttl:?} exceeds the restart quarantine {q:?}: a node that restarts \
-                 without durable persistence counts again after that long, while such a lock \
-                 could still be valid; raise restart_quarantine on every client of these nodes \
-                 (it must be the longest TTL any of them uses)"
+                "ttl {ttl:?} exceeds the restart quarantine {q:?}: a node that may have lost \
+                 our keys counts again after that long, while such a lock could still be valid; \
+                 raise the restart quarantine on every client of these nodes (it must be the \
+                 longest TTL any of them uses)"
             )));
         }
         // Validity is ttl - elapsed - drift, and elapsed is at least a few
