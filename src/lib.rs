@@ -41,6 +41,7 @@
 //! | issue business numbers like `ORDER202611220001` | [`SerialGenerator`]: never repeats, across instances and node failures |
 //! | let at most K run at once (licences, a pool of workers) | [`Redlock::semaphore`], then [`Semaphore::acquire`] or [`Semaphore::with_permit`]: a [`Permit`] is a lock on one of K slots |
 //! | have exactly one active instance (a scheduler, a cron runner) | [`Redlock::election`], then [`Election::campaign`]: a [`Leadership`] with a [term](Leadership::term) larger than every earlier leader's |
+//! | see who holds a lock and for how long, without taking it | [`Redlock::inspect`] ([`Semaphore::inspect`] for permits) |
 //! | know who leads, and each change | [`Election::leader`] (agreed by a quorum), [`Election::observe`] (pushed by the nodes) |
 //! | see contention, losses and failing nodes | [`Redlock::stats`]: a snapshot of counters and gauges; the `metrics` feature: the same events through the `metrics` facade |
 //!
