@@ -21,6 +21,7 @@ use crate::clock;
 use crate::error::Error;
 use crate::lock::guard::Lock;
 use crate::lock::redlock::{valid_until, Redlock};
+use crate::lock::shared::Basis;
 use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
@@ -358,7 +359,7 @@ impl Redlock {
                     (key, key),
                     value,
                     ttl,
-                    valid_until,
+                    Basis::new(tally.yes, start, valid_until),
                     matches!(ask, Ask::Queued(_)),
                 ));
             }

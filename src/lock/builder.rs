@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::lock::config::{Config, DEFAULT_NODE_TIMEOUT};
 use crate::lock::redlock::Redlock;
 use crate::node::amnesia::AmnesiaCheck;
+use crate::node::clockwatch::ClockNews;
 use crate::node::Node;
 use crate::quorum::tally::{quorum_tolerating, MAX_NODES};
 use crate::quorum::Quorum;
@@ -298,6 +299,7 @@ impl RedlockBuilder {
                 + u64::from(c.restart_quarantine.subsec_nanos() > 0),
         });
         let mut seen = HashMap::new();
+        let clock_news: ClockNews = Arc::new(tokio::sync::watch::Sender::new(0));
         let mut nodes = Vec::with_capacity(clients.len());
         let mut watched = Vec::with_capacity(clients.len());
         // A connection attempt is never waited for past a round's deadline,
@@ -319,7 +321,7 @@ impl RedlockBuilder {
                 client,
                 connect_timeout,
                 amnesia.clone(),
-                c.drift_factor,
+                (c.drift_factor, &clock_news),
             ));
         }
         match nodes.len() {
@@ -346,7 +348,7 @@ impl RedlockBuilder {
             self.config.notifications,
         );
         Ok(Redlock::from_parts(
-            Quorum::new(nodes, needed, self.node_timeout, telemetry),
+            Quorum::new(nodes, needed, self.node_timeout, telemetry, clock_news),
             self.config,
             waiting,
         ))

@@ -17,7 +17,7 @@ use tracing::{debug, instrument};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::lock::redlock::Redlock;
-use crate::lock::shared::{nanos, watchdog, Shared};
+use crate::lock::shared::{nanos, watchdog, Basis, Shared};
 use crate::quorum::background::Background;
 use crate::standing::Standing;
 use crate::telemetry::Holding;
@@ -63,17 +63,21 @@ pub struct LockHandle {
 
 impl Lock {
     /// Wraps a freshly acquired lock on `keys.0`, whose waiters line up on
-    /// `keys.1`.
+    /// `keys.1`, valid as `basis` says (less what clocks seen running
+    /// ahead took from it).
     pub(crate) fn new(
         redlock: Redlock,
         resource: &str,
         (key, line): (&str, &str),
         value: String,
         ttl: Duration,
-        valid_until: Instant,
+        basis: Basis,
         contended: bool,
     ) -> Self {
-        Self {
+        let valid_until = basis.until;
+        let probe = Arc::downgrade(&redlock.inner);
+        let clock_probe = redlock.nodes().probe_while_held(probe, |i| &i.quorum);
+        let mut lock = Self {
             shared: Arc::new(Shared {
                 redlock,
                 resource: resource.to_owned(),
@@ -93,10 +97,17 @@ impl Lock {
                 )),
                 extensions: Mutex::default(),
                 holding: Holding::untracked(),
+                basis: Mutex::new(basis),
+                _clock_probe: clock_probe,
             }),
             runtime: tokio::runtime::Handle::current(),
             armed: true,
+        };
+        let bound = lock.shared.clock_bound(&basis);
+        if let Some(shared) = Arc::get_mut(&mut lock.shared) {
+            shared.state = Standing::new(bound);
         }
+        lock
     }
 
     /// Counts it as `holding` says (right after acquisition, before
@@ -108,8 +119,11 @@ impl Lock {
         // Watches for validity running out unrenewed, so that the lock is
         // counted lost then (not held until someone releases it). Ends as
         // soon as it is released or lost; never keeps the lock alive.
+        // It also cuts the validity when a node the lock is held on is
+        // seen running its clock ahead (`Basis`).
         let weak = Arc::downgrade(&self.shared);
         let mut rx = self.shared.state.subscribe();
+        let mut news = self.shared.redlock.nodes().clock_news();
         self.runtime.spawn(async move {
             loop {
                 let st = *rx.borrow_and_update();
@@ -118,6 +132,12 @@ impl Lock {
                 }
                 tokio::select! {
                     changed = rx.changed() => if changed.is_err() { return },
+                    changed = news.changed() => {
+                        let Some(shared) = weak.upgrade() else { return };
+                        if changed.is_ok() {
+                            shared.clock_jumped();
+                        }
+                    }
                     () = tokio::time::sleep_until(clock::timer(st.valid_until)) => break,
                 }
             }

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::Value;
@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::extensions::Extensions;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::node::request::Request;
+use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::standing::{Standing, State};
@@ -66,6 +67,34 @@ pub(crate) struct Shared {
     pub(crate) extensions: Mutex<Extensions>,
     /// How the telemetry counts it (held, released, lost).
     pub(crate) holding: Holding,
+    /// What the validity was last counted from (see [`Basis`]).
+    pub(crate) basis: Mutex<Basis>,
+    /// Keeps the nodes' clocks read while the lock is held
+    /// ([`Quorum::probe_while_held`](crate::quorum::Quorum::probe_while_held)).
+    pub(crate) _clock_probe: Arc<()>,
+}
+
+/// What a lock's validity was counted from: the round that last set its
+/// keys (the acquisition, then each confirmed extension). A node among
+/// `held` whose clock was seen running ahead after `start` drops its key
+/// that much early, so the validity is cut by as much
+/// ([`Shared::clock_bound`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Basis {
+    /// The nodes whose yes counted toward the quorum.
+    pub(crate) held: NodeSet,
+    /// When the round started (its keys were set after this).
+    pub(crate) start: Instant,
+    /// The validity the round gave.
+    pub(crate) until: Instant,
+}
+
+impl Basis {
+    /// The validity `until` of a round started at `start`, counted on the
+    /// yes of the nodes in `held`.
+    pub(crate) fn new(held: NodeSet, start: Instant, until: Instant) -> Self {
+        Self { held, start, until }
+    }
 }
 
 impl Shared {
@@ -120,6 +149,35 @@ impl Shared {
         self.redlock
             .release_round(held, self.contended, &self.line, permit)
             .await
+    }
+
+    /// The validity `basis` gives, less what clocks seen running ahead
+    /// since its round started took from its keys (the jumps of the node
+    /// that lost the most: the quorum needed every node that counted).
+    pub(crate) fn clock_bound(&self, basis: &Basis) -> Instant {
+        let nodes = self.redlock.nodes();
+        let cut = nodes.ran_ahead_since(basis.held, basis.start);
+        if cut.is_zero() {
+            return basis.until;
+        }
+        let bound = basis.until.checked_sub(cut).unwrap_or(basis.start);
+        warn!(
+            resource = %self.resource,
+            cut_ms = cut.as_millis().min(u128::from(u64::MAX)) as u64,
+            "a node this lock's quorum needed ran its clock ahead: its key there may expire \
+             that much early, so the lock's validity is cut by as much"
+        );
+        bound.max(basis.start)
+    }
+
+    /// A node's clock ran ahead: cuts the validity where the lock's keys
+    /// were on it (see [`Basis`]).
+    pub(crate) fn clock_jumped(&self) {
+        let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
+        let bound = self.clock_bound(&basis);
+        if bound < self.state.now().valid_until {
+            self.state.lower_to(bound);
+        }
     }
 
     /// Validity left, zero if lost.
@@ -180,8 +238,11 @@ impl Shared {
         let now = clock::now();
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
             (Some(true), Some(until)) if now < old.valid_until => {
+                let basis = Basis::new(tally.yes, start, until);
+                let until = self.clock_bound(&basis);
                 let mut ext = Extensions::locked(&self.extensions);
                 if let Some(until) = ext.confirm(seq, until) {
+                    *self.basis.lock().unwrap_or_else(PoisonError::into_inner) = basis;
                     self.state.set_until(until);
                 }
                 let took = now.saturating_duration_since(start) + drift;

@@ -20,7 +20,11 @@
 //! counts on its key there until its own validity ends, up to a whole TTL
 //! later, and it learns of the jump only when its own client next hears
 //! from the node; a quarantine of `E` would let a second client take the
-//! lock in between. A backward step only
+//! lock in between. That holder's own client cuts the lock's validity by
+//! the excesses seen since its keys were last set, where the node's yes
+//! counted for it ([`ClockWatch::ran_ahead_since`]; `lock/shared.rs`), and
+//! reads the clocks of idle nodes once a second while it holds a lock
+//! (`quorum/mod.rs`), so it is told within about a second. A backward step only
 //! keeps keys longer: reported, nothing else. A counter's records are not
 //! touched by a clock (its rounds compare values, not times), so a jump
 //! does not make the node suspect for counters.
@@ -30,11 +34,13 @@
 //! there is), and a jump smaller than the allowance over the time since
 //! the last reply (`drift_factor` of an idle minute is 0.6 s).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::Value;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::node::amnesia::{AmnesiaCheck, Trust};
@@ -44,6 +50,15 @@ use crate::telemetry::metrics;
 /// allowance: the drift allowance's own constant (2 ms), which also covers
 /// `TIME`'s microsecond grain.
 pub(crate) const SLACK: Duration = Duration::from_millis(2);
+
+/// How many jumps ahead a node's watch remembers for the locks held there
+/// (a lock asks about those seen since its keys were last set).
+const JUMPS_KEPT: usize = 64;
+
+/// News that some node's clock ran ahead: a count every watch of one
+/// client bumps, so that its held locks look at the jumps (see
+/// [`ClockWatch::ran_ahead_since`]).
+pub(crate) type ClockNews = Arc<watch::Sender<u64>>;
 
 /// One reading of a node's clock: the node's `TIME` in microseconds, and
 /// when (on our clock) the request went out and its reply came back.
@@ -130,6 +145,10 @@ pub(crate) struct ClockWatch {
     trust: Arc<Trust>,
     /// The latest reading (by arrival).
     last: Mutex<Option<Reading>>,
+    /// The jumps ahead this watch remembers (see [`Jumps`]).
+    jumps: Mutex<Jumps>,
+    /// Where a jump ahead is told.
+    news: ClockNews,
     /// Jumps ahead seen.
     pub(crate) ahead: AtomicU64,
     /// Steps back seen.
@@ -139,12 +158,13 @@ pub(crate) struct ClockWatch {
 impl ClockWatch {
     /// Watches node `index`'s clock with the drift factor `allowance`,
     /// quarantining it in `trust` for the restart quarantine of `check`
-    /// after a jump ahead (never without a check).
+    /// after a jump ahead (never without a check), and telling `news`.
     pub(crate) fn new(
         index: usize,
         allowance: f64,
         check: Option<&AmnesiaCheck>,
         trust: &Arc<Trust>,
+        news: &ClockNews,
     ) -> Self {
         Self {
             index,
@@ -152,6 +172,8 @@ impl ClockWatch {
             quarantine: check.map(|c| Duration::from_secs(c.quarantine_secs)),
             trust: Arc::clone(trust),
             last: Mutex::new(None),
+            jumps: Mutex::default(),
+            news: Arc::clone(news),
             ahead: AtomicU64::new(0),
             behind: AtomicU64::new(0),
         }
@@ -187,6 +209,12 @@ impl ClockWatch {
                 if let Some(q) = self.quarantine {
                     self.trust.clock_ran_ahead(std::time::Instant::now() + q);
                 }
+                let jumps = &self.jumps;
+                jumps
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(recv, excess);
+                self.news.send_modify(|n| *n += 1);
                 tracing::warn!(
                     node = self.index,
                     "node {}'s clock ran {:.1} ms ahead of ours beyond the drift allowance \
@@ -213,6 +241,61 @@ impl ClockWatch {
                 );
             }
         }
+    }
+}
+
+impl ClockWatch {
+    /// When the latest reading came in (`None` before the first).
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        last.map(|r| r.recv)
+    }
+
+    /// How much a key set on the node at or after `since` may have lost of
+    /// its life to the jumps ahead seen since (zero if none; see
+    /// [`Jumps::since`]).
+    pub(crate) fn ran_ahead_since(&self, since: Instant) -> Duration {
+        let jumps = self.jumps.lock().unwrap_or_else(PoisonError::into_inner);
+        jumps.since(since)
+    }
+}
+
+/// A node's latest jumps ahead, each with when it was seen (the reply that
+/// showed it came in) and the sum of the excesses seen before it.
+#[derive(Debug, Default)]
+pub(crate) struct Jumps {
+    /// Oldest first: (seen at, the total before it).
+    kept: VecDeque<(Instant, Duration)>,
+    /// Every excess seen, summed.
+    total: Duration,
+    /// When the latest jump no longer kept was seen.
+    forgotten: Option<Instant>,
+}
+
+impl Jumps {
+    /// Records a jump ahead by `excess` seen at `at`.
+    pub(crate) fn push(&mut self, at: Instant, excess: Duration) {
+        if self.kept.len() == JUMPS_KEPT {
+            self.forgotten = self.kept.pop_front().map(|(at, _)| at);
+        }
+        self.kept.push_back((at, self.total));
+        self.total = self.total.saturating_add(excess);
+    }
+
+    /// What the jumps seen after `since` add up to: each one took its
+    /// excess off the life of every key there, so two steps of 10 s cost a
+    /// key 20 s. Where jumps seen after `since` were no longer kept, all
+    /// of its life ([`Duration::MAX`]).
+    pub(crate) fn since(&self, since: Instant) -> Duration {
+        if self.forgotten.is_some_and(|at| at > since) {
+            return Duration::MAX;
+        }
+        self.kept
+            .iter()
+            .find(|(at, _)| *at > since)
+            .map_or(Duration::ZERO, |(_, before)| {
+                self.total.saturating_sub(*before)
+            })
     }
 }
 
@@ -264,6 +347,26 @@ mod tests {
         let a = reading(t, 0, 1, 10_000);
         let b = reading(t, 1_000, 1_001, 5_000);
         assert!(matches!(judge(&a, &b, 0.01), Verdict::Behind(_)));
+    }
+
+    #[test]
+    fn jumps_since_a_key_was_set_add_up() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut jumps = Jumps::default();
+        assert_eq!(jumps.since(t), Duration::ZERO);
+        jumps.push(t + ms(10), ms(300));
+        jumps.push(t + ms(20), ms(200));
+        // A key set before both lost both; one set between, the second.
+        assert_eq!(jumps.since(t), ms(500));
+        assert_eq!(jumps.since(t + ms(15)), ms(200));
+        assert_eq!(jumps.since(t + ms(20)), Duration::ZERO);
+        // Past what is kept: a key set before a forgotten jump lost all.
+        for i in 0..JUMPS_KEPT as u64 {
+            jumps.push(t + ms(100 + i), ms(1));
+        }
+        assert_eq!(jumps.since(t + ms(15)), Duration::MAX);
+        assert_eq!(jumps.since(t + ms(100)), ms(JUMPS_KEPT as u64 - 1));
     }
 
     #[test]

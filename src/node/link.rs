@@ -11,7 +11,7 @@ use redis::{RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::node::amnesia::{AmnesiaCheck, Trust};
-use crate::node::clockwatch::ClockWatch;
+use crate::node::clockwatch::{ClockNews, ClockWatch};
 use crate::node::open::Opener;
 use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
@@ -118,10 +118,10 @@ impl Link {
         client: redis::Client,
         connect_timeout: Duration,
         amnesia: Option<AmnesiaCheck>,
-        allowance: f64,
+        (allowance, news): (f64, &ClockNews),
     ) -> Self {
         let trust = Arc::<Trust>::default();
-        let clock = ClockWatch::new(index, allowance, amnesia.as_ref(), &trust);
+        let clock = ClockWatch::new(index, allowance, amnesia.as_ref(), &trust, news);
         Self {
             clock: Arc::new(clock),
             amnesia,

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::node::amnesia::{AmnesiaCheck, Cause, TrustState};
 use crate::node::call::Call;
+use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
 
@@ -54,14 +55,15 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    /// Wraps a client; connects to nothing yet. `allowance` is the drift
-    /// factor its clock is judged by (`clockwatch.rs`).
+    /// Wraps a client; connects to nothing yet. `clock` is the drift
+    /// factor its clock is judged by and where a jump ahead is told
+    /// (`clockwatch.rs`).
     pub(crate) fn new(
         index: usize,
         client: redis::Client,
         connect_timeout: Duration,
         amnesia: Option<AmnesiaCheck>,
-        allowance: f64,
+        clock: (f64, &ClockNews),
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
@@ -73,13 +75,7 @@ impl Node {
         Self {
             index,
             addr,
-            link: Arc::new(Link::new(
-                index,
-                client,
-                connect_timeout,
-                amnesia,
-                allowance,
-            )),
+            link: Arc::new(Link::new(index, client, connect_timeout, amnesia, clock)),
         }
     }
 
@@ -128,6 +124,17 @@ impl Node {
                     expire before their time";
         }
         trust.cause.map_or("may have lost writes", Cause::describe)
+    }
+
+    /// How much a key set on the node at or after `since` may have lost
+    /// of its life to its clock running ahead (see `clockwatch.rs`).
+    pub(crate) fn ran_ahead_since(&self, since: tokio::time::Instant) -> Duration {
+        self.link.clock.ran_ahead_since(since)
+    }
+
+    /// When the node's clock was last read (`None` before the first).
+    pub(crate) fn clock_read_at(&self) -> Option<tokio::time::Instant> {
+        self.link.clock.last_heard()
     }
 
     /// How often this client saw the node's clock run ahead of ours

@@ -15,9 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
+use tokio::sync::watch;
 use tracing::{debug, trace};
 
 use crate::error::NodeErrorKind;
+use crate::node::clockwatch::ClockNews;
 use crate::node::request::Request;
 use crate::node::Node;
 use crate::quorum::background::Background;
@@ -50,17 +52,29 @@ pub(crate) struct Quorum {
     pub(crate) background: Arc<Background>,
     /// What the client counts and reports.
     pub(crate) telemetry: Arc<Telemetry>,
+    /// Told whenever a node's clock ran ahead (its held locks look).
+    clock_news: ClockNews,
+    /// Held by every lock this client holds, while its clocks are read
+    /// even where nothing else is sent ([`Quorum::probe_while_held`]).
+    probing: std::sync::Mutex<std::sync::Weak<()>>,
 }
+
+/// While this client holds a lock, a node it sent nothing to for this long
+/// gets a `PING` (with its `TIME` behind it), so that a clock that runs
+/// ahead is seen, and a holder told, within about this long.
+pub(crate) const CLOCK_PROBE: Duration = Duration::from_secs(1);
 
 impl Quorum {
     /// The set of `nodes` of which `needed` must agree, each request
     /// bounded by `node_timeout`.
-    /// Each round's node replies and decision go to `telemetry`.
+    /// Each round's node replies and decision go to `telemetry`; the
+    /// nodes' clock watches tell `clock_news` of a jump ahead.
     pub(crate) fn new(
         nodes: Vec<Node>,
         needed: usize,
         node_timeout: Duration,
         telemetry: Arc<Telemetry>,
+        clock_news: ClockNews,
     ) -> Self {
         Self {
             nodes,
@@ -68,7 +82,71 @@ impl Quorum {
             node_timeout,
             background: Arc::default(),
             telemetry,
+            clock_news,
+            probing: std::sync::Mutex::default(),
         }
+    }
+
+    /// A token a held lock keeps: while any is kept, a task started here
+    /// reads the clock of every node that answers but was sent nothing for
+    /// [`CLOCK_PROBE`], once per [`CLOCK_PROBE`]. `this` is how the task
+    /// reaches the nodes (it stops once the client is gone, or once the
+    /// last token is dropped).
+    pub(crate) fn probe_while_held<T: Send + Sync + 'static>(
+        &self,
+        this: std::sync::Weak<T>,
+        quorum: fn(&T) -> &Quorum,
+    ) -> Arc<()> {
+        let mut probing = self
+            .probing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(token) = probing.upgrade() {
+            return token;
+        }
+        let token = Arc::new(());
+        *probing = Arc::downgrade(&token);
+        let held = Arc::downgrade(&token);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CLOCK_PROBE).await;
+                let (Some(_), Some(this)) = (held.upgrade(), this.upgrade()) else {
+                    return;
+                };
+                quorum(&this).probe_idle_clocks();
+            }
+        });
+        token
+    }
+
+    /// Reads the clock of each answering node that was sent nothing for
+    /// [`CLOCK_PROBE`].
+    fn probe_idle_clocks(&self) {
+        let now = crate::clock::now();
+        let idle = self.nodes.iter().filter(|n| {
+            n.is_healthy()
+                && n.clock_read_at()
+                    .is_none_or(|at| now.saturating_duration_since(at) >= CLOCK_PROBE)
+        });
+        let targets = idle.fold(0, |set, n| set | node_bit(n.index));
+        self.send_quietly(&Request::plain(redis::cmd("PING")), targets);
+    }
+
+    /// A receiver that changes whenever a node's clock ran ahead.
+    pub(crate) fn clock_news(&self) -> watch::Receiver<u64> {
+        self.clock_news.subscribe()
+    }
+
+    /// How much keys set at or after `since` on the nodes in `held` may
+    /// have lost of their life to clocks that ran ahead: the most any one
+    /// of them lost (a lock counted on all of them, each quorum-needed).
+    pub(crate) fn ran_ahead_since(&self, held: NodeSet, since: tokio::time::Instant) -> Duration {
+        self.nodes
+            .iter()
+            .filter(|n| held & node_bit(n.index) != 0)
+            .map(|n| n.ran_ahead_since(since))
+            .max()
+            .unwrap_or_default()
     }
 
     /// Nodes whose last request was answered in time.

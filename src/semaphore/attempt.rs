@@ -27,6 +27,7 @@ use crate::error::Error;
 use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, UndoOnDrop, Waiter};
 use crate::lock::guard::Lock;
 use crate::lock::redlock::valid_until;
+use crate::lock::shared::Basis;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, NodeSet, Tally};
@@ -154,7 +155,8 @@ impl Semaphore {
                 w.gone_from(took.fold(0, |set, (i, _)| set | node_bit(i)));
             }
             let keys = (self.keys.slots()[slot].as_str(), self.line.as_str());
-            let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, until, queued);
+            let basis = Basis::new(holders, start, until);
+            let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, basis, queued);
             return Ok(lock.for_permit(&self.keys, slot));
         }
         let error = if winner.is_some() {
