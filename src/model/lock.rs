@@ -36,7 +36,7 @@ use crate::lock::config::Config;
 use crate::lock::redlock::validity;
 use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
 use crate::model::lock_state::{
-    representative, send, Action, Ext, Kind, Mint, Node, Phase, State, JUMP,
+    representative, send, Action, ClockRules, Ext, Kind, Mint, Node, Phase, State, JUMP,
 };
 use crate::model::{check, check_symmetric, insert_sorted, take_one};
 use crate::node::amnesia::assess;
@@ -121,6 +121,11 @@ pub(crate) struct LockModel {
     /// Rule: a reading ahead of the last beyond the allowance keeps the
     /// node's yes from counting for one TTL (as shipped: `clockwatch.rs`).
     pub(crate) clock_check: bool,
+    /// Clock readings holders take of idle nodes (`quorum/mod.rs`).
+    pub(crate) probes: u8,
+    /// Rule: such a reading cuts the holder's validity by the excess where
+    /// the node's yes counted for the lock (as shipped: `lock/shared.rs`).
+    pub(crate) holder_cut: bool,
 }
 
 impl LockModel {
@@ -156,6 +161,8 @@ impl LockModel {
             mint_before_acquire: false,
             steps: 0,
             clock_check: true,
+            probes: 0,
+            holder_cut: true,
         }
     }
 
@@ -223,6 +230,7 @@ impl Model for LockModel {
                 self.crashes,
                 self.extends,
                 self.steps,
+                self.probes,
             ],
             foreign_delete: false,
             counter: 0,
@@ -259,6 +267,9 @@ impl Model for LockModel {
                             if self.short_ttl != 0 {
                                 actions.push(Action::Extend(c, self.short_ttl));
                             }
+                        }
+                        for n in (0..self.nodes as u8).filter(|_| s.faults[5] > 0) {
+                            actions.push(Action::Probe(c, n));
                         }
                         for e in h.exts.iter().filter(|e| !e.decided && s.faults[1] > 0) {
                             for n in self.unheard(e.yes | e.no | e.failed) {
@@ -337,9 +348,7 @@ impl Model for LockModel {
                 take_one(&mut s.net, &m)?;
                 self.probe(&mut s.nodes[m.node as usize], s.now);
                 let done = self.apply(&mut s, &m);
-                let clock = (self.drift_factor, self.ttl, self.clock_check);
-                let clock_ok =
-                    self.steps == 0 || s.read_clock((m.client, m.node), clock.0, clock.1, clock.2);
+                let clock_ok = self.steps == 0 || s.read_clock((m.client, m.node), self.clock());
                 let vote = match done {
                     // A quarantined node's yes to a SET or an extension
                     // does not count (it still applied it).
@@ -422,6 +431,10 @@ impl Model for LockModel {
                 send(&mut s.net, c, self.all(), Kind::Release);
             }
             Action::Step(n) => s.step_clock(n, JUMP),
+            Action::Probe(c, n) => {
+                s.faults[5] -= 1;
+                s.read_clock((c, n), self.clock());
+            }
             Action::Crash(n) => {
                 s.faults[2] -= 1;
                 let node = &mut s.nodes[n as usize];
@@ -451,32 +464,7 @@ impl Model for LockModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(
-                "no two clients hold a valid lock at once",
-                |_, s: &State| {
-                    let valid = s
-                        .clients
-                        .iter()
-                        .filter(|p| matches!(p, Phase::Holding(h) if s.now < h.until))
-                        .count();
-                    valid <= 1
-                },
-            ),
-            Property::always(FENCING, |_, s: &State| {
-                // Sorted by acquisition: tokens must be sorted too.
-                s.returned.windows(2).all(|w| w[0].1 < w[1].1)
-            }),
-            Property::always(
-                "a release or an extension never deletes another holder's key",
-                |_, s: &State| !s.foreign_delete,
-            ),
-            Property::sometimes("both clients held the lock", |_, s: &State| {
-                s.clients.iter().all(|p| *p == Phase::Done)
-                    && s.nodes.iter().all(|n| n.key.is_none())
-                    && s.net.is_empty()
-            }),
-        ]
+        Self::checked()
     }
 }
 
@@ -484,6 +472,16 @@ impl LockModel {
     /// Every node.
     pub(crate) fn all(&self) -> NodeSet {
         (1 << self.nodes) - 1
+    }
+
+    /// The clock rules a client judges a reading by.
+    fn clock(&self) -> ClockRules {
+        ClockRules {
+            allowance: self.drift_factor,
+            quarantine: self.ttl,
+            check: self.clock_check,
+            cut: self.holder_cut,
+        }
     }
 }
 
@@ -679,6 +677,38 @@ mod tests {
         safe(
             "lock: a node's clock jumps ahead, seen in the TIME behind a reply",
             m,
+        );
+    }
+
+    /// A step while the lock is held, one holder's probe of every node
+    /// after it: its validity is cut by the step's excess.
+    fn probed_step() -> LockModel {
+        LockModel {
+            steps: 1,
+            probes: 1,
+            timeouts: 0,
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_lock_holder_cut_by_a_step_it_read() {
+        safe(
+            "lock: a node's clock jumps ahead under a holder, which reads it",
+            probed_step(),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_a_holder_counting_on_a_dropped_key_without_the_cut() {
+        let m = LockModel {
+            holder_cut: false,
+            ..probed_step()
+        };
+        unsafe_(
+            "lock, weakened: a holder that read a step keeps its validity",
+            m,
+            LockModel::CUT,
         );
     }
 

@@ -2,7 +2,9 @@
 //! it; a client counts the vote of its attempt or of one of its extensions
 //! and, once the round decided, acts by the crate's rules (see `lock.rs`).
 
-use crate::model::lock::LockModel;
+use stateright::Property;
+
+use crate::model::lock::{LockModel, FENCING};
 use crate::model::lock_state::send;
 use crate::model::lock_state::{Hold, Kind, Mint, Msg, Phase, State};
 use crate::model::tally_of;
@@ -80,6 +82,7 @@ impl LockModel {
             h.until = until;
         } else if seq > h.confirmed {
             h.confirmed = seq;
+            h.held = e.yes;
             h.exts.retain(|e| e.seq > seq);
             h.until = h.exts.iter().fold(until, |u, e| u.min(e.bound));
         }
@@ -123,6 +126,7 @@ impl LockModel {
                 sent: 0,
                 confirmed: 0,
                 exts: Vec::new(),
+                held: *yes,
                 mint: match s.premint[c as usize] {
                     0 if self.fenced => Mint::Asked,
                     0 => Mint::None,
@@ -134,5 +138,59 @@ impl LockModel {
             s.clients[c as usize] = Phase::Done;
             send(&mut s.net, c, undo, Kind::Release);
         }
+    }
+}
+
+impl LockModel {
+    /// The property a holder's clock cut keeps.
+    pub(crate) const CUT: &str =
+        "a holder that read a stepped clock counts on that node's key no longer than it lives";
+
+    /// What the lock model checks: no two valid holders at one real instant;
+    /// fenced locks returned in token order; no release or extension deletes
+    /// another's key; and a holder whose client read a node's clock since its
+    /// latest step, where the node's yes counted for the lock, counts the lock
+    /// valid no longer than its key there lives (the cut of `lock/shared.rs`).
+    pub(crate) fn checked() -> Vec<Property<LockModel>> {
+        vec![
+            Property::always(
+                "no two clients hold a valid lock at once",
+                |_, s: &State| {
+                    let valid = s
+                        .clients
+                        .iter()
+                        .filter(|p| matches!(p, Phase::Holding(h) if s.now < h.until))
+                        .count();
+                    valid <= 1
+                },
+            ),
+            Property::always(FENCING, |_, s: &State| {
+                // Sorted by acquisition: tokens must be sorted too.
+                s.returned.windows(2).all(|w| w[0].1 < w[1].1)
+            }),
+            Property::always(
+                "a release or an extension never deletes another holder's key",
+                |_, s: &State| !s.foreign_delete,
+            ),
+            Property::always(Self::CUT, |_, s: &State| {
+                s.clients.iter().enumerate().all(|(c, p)| {
+                    let Phase::Holding(h) = p else { return true };
+                    s.now >= h.until
+                        || s.nodes.iter().enumerate().all(|(n, node)| {
+                            let read = node.jumped > 0 && s.readings[c][n] == node.jumped;
+                            h.held & node_bit(n) == 0
+                                || !read
+                                || node
+                                    .key
+                                    .is_some_and(|(k, e)| k as usize == c && e >= h.until)
+                        })
+                })
+            }),
+            Property::sometimes("both clients held the lock", |_, s: &State| {
+                s.clients.iter().all(|p| *p == Phase::Done)
+                    && s.nodes.iter().all(|n| n.key.is_none())
+                    && s.net.is_empty()
+            }),
+        ]
     }
 }

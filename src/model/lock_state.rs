@@ -66,6 +66,9 @@ pub(crate) struct Hold {
     pub(crate) exts: Vec<Ext>,
     /// Where its fencing token stands.
     pub(crate) mint: Mint,
+    /// The nodes whose yes counted in the round that last set its keys
+    /// (the acquisition, then the latest confirmed extension).
+    pub(crate) held: NodeSet,
 }
 
 /// One extension sent by a holder.
@@ -144,8 +147,9 @@ pub(crate) struct State {
     pub(crate) clients: Vec<Phase>,
     /// Messages in flight, sorted.
     pub(crate) net: Vec<Msg>,
-    /// Faults left: drops, timeouts, crashes; extensions left; clock steps.
-    pub(crate) faults: [u8; 5],
+    /// Faults left: drops, timeouts, crashes; extensions left; clock
+    /// steps; holders' clock probes.
+    pub(crate) faults: [u8; 6],
     /// A release or an extension deleted a key another client held.
     pub(crate) foreign_delete: bool,
     /// The fencing counter (linearizable: the counter model checks that).
@@ -191,6 +195,8 @@ pub(crate) enum Action {
     Restart(u8),
     /// A node's clock jumps ahead.
     Step(u8),
+    /// A holder's client reads a node's clock (an idle node's probe).
+    Probe(u8, u8),
 }
 
 /// The least of the states equal to `s` but for the names of its nodes
@@ -223,6 +229,7 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
                 failed: set(*failed),
             },
             Phase::Holding(h) => Phase::Holding(Hold {
+                held: set(h.held),
                 exts: h
                     .exts
                     .iter()
@@ -293,15 +300,11 @@ impl State {
     /// readings never tells anything: they are weighed as if taken at one
     /// instant, which leaves the rule the jumps between them (and keeps
     /// reading times out of the state). A jump ahead keeps the node's yes
-    /// from counting for `quarantine` ms (when `check`). Returns whether
+    /// from counting for `quarantine` ms (when `rules.check`), and cuts the
+    /// validity of the client's lock by its excess where the node's yes
+    /// counted for it (when `rules.cut`: `lock/shared.rs`). Returns whether
     /// the yes counts.
-    pub(crate) fn read_clock(
-        &mut self,
-        (c, n): (u8, u8),
-        allowance: f64,
-        quarantine: u8,
-        check: bool,
-    ) -> bool {
+    pub(crate) fn read_clock(&mut self, (c, n): (u8, u8), rules: ClockRules) -> bool {
         let at = tokio::time::Instant::now();
         let reading = |jumped: u8| Reading {
             sent: at,
@@ -311,13 +314,31 @@ impl State {
         let (c, n) = (c as usize, n as usize);
         let now = self.nodes[n].jumped;
         let before = std::mem::replace(&mut self.readings[c][n], now);
-        let ahead = matches!(
-            judge(&reading(before), &reading(now), allowance),
-            Verdict::Ahead(_)
-        );
-        if check && ahead {
-            self.clock_q[c][n] = self.now.saturating_add(quarantine);
+        let Verdict::Ahead(excess) = judge(&reading(before), &reading(now), rules.allowance) else {
+            return self.now >= self.clock_q[c][n];
+        };
+        if rules.check {
+            self.clock_q[c][n] = self.now.saturating_add(rules.quarantine);
+        }
+        if let Phase::Holding(h) = &mut self.clients[c] {
+            if rules.cut && h.held & node_bit(n) != 0 {
+                let cut = excess.as_millis().min(255) as u8;
+                h.until = h.until.saturating_sub(cut);
+            }
         }
         self.now >= self.clock_q[c][n]
     }
+}
+
+/// The clock rules a reading is judged by.
+#[derive(Clone, Copy)]
+pub(crate) struct ClockRules {
+    /// The drift factor.
+    pub(crate) allowance: f64,
+    /// How long a node seen running ahead does not count, ms.
+    pub(crate) quarantine: u8,
+    /// Whether a node seen running ahead does not count (as shipped).
+    pub(crate) check: bool,
+    /// Whether a holder's validity is cut by the excess (as shipped).
+    pub(crate) cut: bool,
 }
