@@ -149,8 +149,11 @@
 //                       marker), read when a connection is made.
 //   node/amnesia.rs     The table that decides from it whether a node may
 //                       have lost writes, and the quarantine that follows.
+//   node/clockrate.rs   A node clock's rate against ours, from two agreeing
+//                       spans of readings, with its bound.
 //   node/clockwatch.rs  A node's clock from the TIME behind each request:
-//                       a jump ahead keeps it out of lock quorums.
+//                       a jump ahead keeps it out of lock quorums and cuts
+//                       its holders' validity; a rate is counted.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
 //   node/open.rs        Opens one connection to a node and checks it for

@@ -194,6 +194,68 @@ async fn clocks_within_the_allowance_change_nothing() {
     }
 }
 
+/// The case: three of five nodes 5 % fast (five times the drift
+/// factor). Once about a second of replies measured their rate (the first
+/// readings, judged by the drift factor alone, quarantine them for a
+/// while), they count again, at their own rate: a lock's validity is
+/// counted from when their keys really expire, and a second client trying
+/// every few milliseconds never holds it while the first counts it valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_running_fast_counts_at_its_own_rate() {
+    let (c, clocks) = faked_cluster();
+    for clock in &clocks[..3] {
+        clock.wall(0, 1.05);
+    }
+    let build = || c.builder().restart_quarantine(ms(3_000)).build().unwrap();
+    let (first, second) = (build(), build());
+    let measured = |client: &Redlock| {
+        client.stats().nodes[..3]
+            .iter()
+            .all(|n| n.clock_rate_ppm.is_some_and(|ppm| ppm >= 49_000) && !n.quarantined)
+    };
+    let mut ready = false;
+    for _ in 0..200 {
+        for client in [&first, &second] {
+            if let Ok(lock) = client.try_lock("warm-up", ms(1_000)).await {
+                lock.release().await.unwrap();
+            }
+        }
+        if measured(&first) && measured(&second) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(ms(50)).await;
+    }
+    assert!(
+        ready,
+        "{:?}\n{:?}",
+        first.stats().nodes,
+        second.stats().nodes
+    );
+    let ttl = ms(2_000);
+    for _ in 0..5 {
+        let lock = first.try_lock("fast", ttl).await.unwrap();
+        // Counted at 5 % fast, not the drift factor's 1 %.
+        assert!(
+            lock.validity() <= ttl.mul_f64(0.951),
+            "{:?}",
+            lock.validity()
+        );
+        let mut other = None;
+        for _ in 0..1_000 {
+            if let Ok(taken) = second.try_lock("fast", ttl).await {
+                other = Some(taken);
+                break;
+            }
+            tokio::time::sleep(ms(3)).await;
+        }
+        let other = other.expect("the second client got the lock once it was free");
+        assert!(!lock.is_valid(), "two valid holders");
+        other.release().await.unwrap();
+        let _ = lock.release().await;
+    }
+}
+
 /// A step back only keeps keys longer: reported, never quarantined.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_back_is_reported_and_costs_nothing() {

@@ -345,7 +345,7 @@ impl Redlock {
             .nodes()
             .vote_until(&req, "set", Counts::Trusted, classify, |t, _| t.explained())
             .await;
-        let valid_until = valid_until(start, clock::now(), ttl, self.config().drift(ttl));
+        let valid_until = valid_until(start, clock::now(), ttl, self.drift_on(ttl, tally.yes));
         cleanup.disarm();
         if tally.decided() == Some(true) {
             if let Some(valid_until) = valid_until {

@@ -216,7 +216,16 @@ impl Config {
 
     /// The drift allowance for a TTL: `ttl * drift_factor + 2 ms`.
     pub(crate) fn drift(&self, ttl: Duration) -> Duration {
-        ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
+        self.drift_at(ttl, 0.0)
+    }
+
+    /// The drift allowance for a TTL on nodes whose clocks were measured
+    /// running up to `excess` faster than ours: `ttl * max(drift_factor,
+    /// excess) + 2 ms` (an excess of 1, a clock twice as fast, leaves no
+    /// validity: it is not counted higher).
+    pub(crate) fn drift_at(&self, ttl: Duration, excess: f64) -> Duration {
+        let factor = self.drift_factor.max(excess.clamp(0.0, 1.0));
+        ttl.mul_f64(factor) + Duration::from_millis(2)
     }
 
     /// Rejects TTLs that could never give a positive validity, or that are

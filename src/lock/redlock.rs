@@ -97,6 +97,13 @@ impl Redlock {
         &self.inner.config
     }
 
+    /// The drift allowance for `ttl` on keys the nodes in `held` hold: the
+    /// configured factor, or the fastest of their clocks' measured rates
+    /// beyond ours where that is more (`node/clockrate.rs`), plus 2 ms.
+    pub(crate) fn drift_on(&self, ttl: Duration, held: NodeSet) -> Duration {
+        self.config().drift_at(ttl, self.nodes().rate_excess(held))
+    }
+
     /// What this client (every clone of it) did since it was built, and
     /// where it stands: acquisitions by outcome, waits by what woke them,
     /// extensions, releases, losses, what is held now, counter allocations,
@@ -120,6 +127,7 @@ impl Redlock {
             s.up = node.is_healthy();
             s.quarantined = node.quarantined(now).is_some();
             (s.clock_ahead, s.clock_behind) = node.clock_jumps();
+            s.clock_rate_ppm = node.clock_rate().map(|r| ((r - 1.0) * 1e6).ceil() as i64);
             s.notifications = self.inner.waiting.notifying(node.index);
         }
         stats.nodes_up = stats.nodes.iter().filter(|n| n.up).count();

@@ -210,7 +210,9 @@ impl Shared {
     async fn extend_round(&self, ttl: Duration, start: Instant) -> Result<()> {
         let redlock = &self.redlock;
         let ttl_ms = redlock.config().check_ttl(ttl)?;
-        let drift = redlock.config().drift(ttl);
+        // The nodes that will extend are not known yet: counted at the
+        // fastest clock measured among all.
+        let drift = redlock.drift_on(ttl, redlock.nodes().all());
         let (seq, old) = {
             let mut ext = Extensions::locked(&self.extensions);
             let old = self.state.now();

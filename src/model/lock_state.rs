@@ -3,7 +3,8 @@
 //! `lock.rs`).
 
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
-use crate::node::clockwatch::{judge, Reading, Verdict};
+use crate::node::clockrate::Reading;
+use crate::node::clockwatch::{judge, Verdict};
 use crate::quorum::tally::{node_bit, NodeSet};
 
 /// How far a node's clock jumps in one step, ms: beyond the allowance's

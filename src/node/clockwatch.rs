@@ -10,7 +10,8 @@
 //! From two readings `a` and `b` of one node, the node's clock advanced
 //! `b.node - a.node`, while at most `b.recv - a.sent` passed on ours (our
 //! clock counts a suspend of this machine too: `clock.rs`). An advance
-//! beyond that times `1 + drift_factor`, plus [`SLACK`], is an excess `E`
+//! beyond that times `1 + drift_factor` (or the node's own rate, where one
+//! was measured beyond it: `clockrate.rs`), plus [`SLACK`], is an excess `E`
 //! the node's clock ran ahead: every key there may have lost up to `E` of
 //! its life ([`judge`]).
 //!
@@ -44,6 +45,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::node::amnesia::{AmnesiaCheck, Trust};
+use crate::node::clockrate::{Rate, RateTrack, Reading};
 use crate::telemetry::metrics;
 
 /// What two readings of a node's clock may differ by beyond the rate
@@ -59,18 +61,6 @@ const JUMPS_KEPT: usize = 64;
 /// client bumps, so that its held locks look at the jumps (see
 /// [`ClockWatch::ran_ahead_since`]).
 pub(crate) type ClockNews = Arc<watch::Sender<u64>>;
-
-/// One reading of a node's clock: the node's `TIME` in microseconds, and
-/// when (on our clock) the request went out and its reply came back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Reading {
-    /// When the request was handed to the connection.
-    pub(crate) sent: Instant,
-    /// When the reply was in.
-    pub(crate) recv: Instant,
-    /// The node's clock, µs since the Unix epoch.
-    pub(crate) node_us: u64,
-}
 
 /// What two readings show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,8 +133,8 @@ pub(crate) struct ClockWatch {
     quarantine: Option<Duration>,
     /// Where that quarantine is kept.
     trust: Arc<Trust>,
-    /// The latest reading (by arrival).
-    last: Mutex<Option<Reading>>,
+    /// The latest reading (by arrival), and the rate measured.
+    last: Mutex<Track>,
     /// The jumps ahead this watch remembers (see [`Jumps`]).
     jumps: Mutex<Jumps>,
     /// Where a jump ahead is told.
@@ -171,7 +161,7 @@ impl ClockWatch {
             allowance,
             quarantine: check.map(|c| Duration::from_secs(c.quarantine_secs)),
             trust: Arc::clone(trust),
-            last: Mutex::new(None),
+            last: Mutex::default(),
             jumps: Mutex::default(),
             news: Arc::clone(news),
             ahead: AtomicU64::new(0),
@@ -192,16 +182,25 @@ impl ClockWatch {
             recv,
             node_us,
         };
-        let before = {
-            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-            let before = *last;
+        let (before, allowance, accepted) = {
+            let mut track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = track.last;
+            // Judged by the rate known before this reading.
+            let allowance = self.allowance.max(track.rate.excess());
+            let mut accepted = None;
             if before.is_none_or(|b| b.recv <= recv) {
-                *last = Some(now);
+                track.last = Some(now);
+                let was = track.rate.rate();
+                track.rate.observe(now);
+                accepted = track.rate.rate().filter(|r| Some(*r) != was);
             }
-            before
+            (before, allowance, accepted)
         };
+        if let Some(rate) = accepted {
+            self.rate_accepted(rate);
+        }
         let Some(before) = before else { return };
-        match judge(&before, &now, self.allowance) {
+        match judge(&before, &now, allowance) {
             Verdict::Steady => {}
             Verdict::Ahead(excess) => {
                 self.ahead.fetch_add(1, Ordering::Relaxed);
@@ -244,11 +243,52 @@ impl ClockWatch {
     }
 }
 
+/// A watch's readings: the latest, and the rate they show.
+#[derive(Debug, Default)]
+struct Track {
+    /// The latest reading (by arrival).
+    last: Option<Reading>,
+    /// The rate measured.
+    rate: RateTrack,
+}
+
 impl ClockWatch {
     /// When the latest reading came in (`None` before the first).
     pub(crate) fn last_heard(&self) -> Option<Instant> {
-        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        last.map(|r| r.recv)
+        let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        track.last.map(|r| r.recv)
+    }
+
+    /// The node clock's accepted rate against ours (`None` until one is).
+    pub(crate) fn rate(&self) -> Option<Rate> {
+        let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        track.rate.rate()
+    }
+
+    /// How much faster than ours the node's clock runs beyond the drift
+    /// factor, by its accepted rate (zero if it does not): a key set there
+    /// with a TTL lives that fraction less of it on our clock.
+    pub(crate) fn rate_excess(&self) -> f64 {
+        let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        track.rate.excess()
+    }
+
+    /// A new rate was accepted: the gauge, and a warning when it is beyond
+    /// the drift allowance.
+    fn rate_accepted(&self, rate: Rate) {
+        metrics::clock_rate(self.index, rate.hi);
+        if rate.hi > 1.0 + self.allowance {
+            tracing::warn!(
+                node = self.index,
+                rate = rate.hi,
+                "node {}'s clock runs {:.2} % faster than ours, beyond the drift allowance of \
+                 {:.2} %: keys there live that much less, and locks counted on it are valid \
+                 that much less",
+                self.index,
+                (rate.hi - 1.0) * 100.0,
+                self.allowance * 100.0
+            );
+        }
     }
 
     /// How much a key set on the node at or after `since` may have lost of

@@ -12,6 +12,7 @@
 pub(crate) mod amnesia;
 pub(crate) mod call;
 pub(crate) mod channels;
+pub(crate) mod clockrate;
 pub(crate) mod clockwatch;
 pub(crate) mod evidence;
 pub(crate) mod link;
@@ -130,6 +131,18 @@ impl Node {
     /// of its life to its clock running ahead (see `clockwatch.rs`).
     pub(crate) fn ran_ahead_since(&self, since: tokio::time::Instant) -> Duration {
         self.link.clock.ran_ahead_since(since)
+    }
+
+    /// How much faster than ours the node's clock runs, by its measured
+    /// rate (zero if not, or not known yet; see `clockrate.rs`).
+    pub(crate) fn rate_excess(&self) -> f64 {
+        self.link.clock.rate_excess()
+    }
+
+    /// The node clock's measured rate against ours, at most (`None` until
+    /// one is known).
+    pub(crate) fn clock_rate(&self) -> Option<f64> {
+        self.link.clock.rate().map(|r| r.hi)
     }
 
     /// When the node's clock was last read (`None` before the first).

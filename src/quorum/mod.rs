@@ -137,6 +137,16 @@ impl Quorum {
         self.clock_news.subscribe()
     }
 
+    /// How much faster than ours the fastest clock among the nodes in
+    /// `held` was measured running (zero if none is).
+    pub(crate) fn rate_excess(&self, held: NodeSet) -> f64 {
+        self.nodes
+            .iter()
+            .filter(|n| held & node_bit(n.index) != 0)
+            .map(Node::rate_excess)
+            .fold(0.0, f64::max)
+    }
+
     /// How much keys set at or after `since` on the nodes in `held` may
     /// have lost of their life to clocks that ran ahead: the most any one
     /// of them lost (a lock counted on all of them, each quorum-needed).

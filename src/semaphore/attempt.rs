@@ -134,7 +134,8 @@ impl Semaphore {
         let all = redlock.nodes().all();
         // Counted from the first round's start, also for a moved permit:
         // its slot was set there first.
-        let validity = || valid_until(start, clock::now(), ttl, redlock.config().drift(ttl));
+        let drift = redlock.drift_on(ttl, redlock.nodes().all());
+        let validity = || valid_until(start, clock::now(), ttl, drift);
         let mut winner = won(&tally, &choices);
         if let Some(plan) = move_plan(&tally, &choices) {
             if validity().is_some() {

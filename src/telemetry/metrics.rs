@@ -50,6 +50,8 @@ const ERRORS: &str = "redquorum.node.errors";
 const UP: &str = "redquorum.nodes.up";
 /// A node's clock jumps, seen in the `TIME` behind our requests.
 const CLOCK: &str = "redquorum.node.clock.jumps";
+/// A node clock's measured rate against ours.
+const RATE: &str = "redquorum.node.clock.rate";
 /// Quorum rounds.
 const ROUND: &str = "redquorum.quorum.round.duration";
 /// Counter allocations.
@@ -62,7 +64,7 @@ const LEADER: &str = "redquorum.election.leader";
 const TRANSITIONS: &str = "redquorum.election.transitions";
 
 /// Every metric this crate records.
-pub(crate) const METRICS: [Described; 17] = [
+pub(crate) const METRICS: [Described; 18] = [
     (ACQUIRE, "histogram", "seconds", "primitive, mode, outcome, class", "time from the call to its result: a lock, permit or leadership, or the error"),
     (ROUNDS, "histogram", "count", "primitive, mode, outcome", "attempts (quorum rounds on the lock keys) one acquisition made"),
     (WAIT, "histogram", "seconds", "woken_by", "one sleep of a waiter between attempts, by what ended it: notification, ttl, own_release, cap, deadline, pause"),
@@ -74,6 +76,7 @@ pub(crate) const METRICS: [Described; 17] = [
     (REQUEST, "histogram", "seconds", "node", "one node's answer (or failure) to a request of a quorum round"),
     (ERRORS, "counter", "count", "node, kind", "a node's failures: timeout, connection, server, unexpected_reply, denied, quarantined, unrepaired"),
     (CLOCK, "counter", "count", "node, direction", "a node's clock ran ahead of ours beyond the drift allowance (ahead: it sits out lock quorums for the restart quarantine) or stepped back (behind)"),
+    (RATE, "gauge", "ratio", "node", "how fast a node's clock runs against ours, measured over the last second or two (upper bound; 1 = same rate), set whenever a new rate is accepted; beyond 1 + drift_factor, its keys' life is counted at this rate"),
     (UP, "gauge", "count", "", "nodes whose last request was answered in time, after each round"),
     (ROUND, "histogram", "seconds", "op, decided", "one quorum round, by how it was decided: early (before every node answered), all, timeout"),
     (ALLOCATION, "histogram", "seconds", "outcome", "one allocation from a quorum counter (serial numbers, fencing tokens, terms), ok or failed"),
@@ -166,6 +169,15 @@ pub(crate) fn clock_jump(node: usize, ahead: bool) {
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (node, ahead);
+}
+
+/// Node `node`'s clock was measured running at `rate` against ours (see
+/// `node/clockrate.rs`).
+pub(crate) fn clock_rate(node: usize, rate: f64) {
+    #[cfg(feature = "metrics")]
+    ::metrics::gauge!(RATE, "node" => node.to_string()).set(rate);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (node, rate);
 }
 
 /// See `Telemetry::round`.

@@ -122,6 +122,11 @@ pub struct NodeStats {
     pub clock_ahead: u64,
     /// Times its clock stepped back against ours (safe: keys live longer).
     pub clock_behind: u64,
+    /// How much faster than ours its clock runs, in parts per million (at
+    /// most: the measurement's upper bound; negative: slower), once about a
+    /// second of replies measured it; `None` before. Beyond the drift
+    /// factor, a lock's validity on it is counted at this rate.
+    pub clock_rate_ppm: Option<i64>,
 }
 
 /// The counters behind [`Stats`].

@@ -1,0 +1,189 @@
+//! How fast a node's clock runs against ours, measured from the readings
+//! `clockwatch.rs` takes (the node's `TIME` behind our requests), with the
+//! bound our round trips leave.
+//!
+//! Between two readings `a` and `b`, the node's clock advanced `b.node -
+//! a.node` while at least `b.sent - a.recv` and at most `b.recv - a.sent`
+//! passed on ours: its rate lies between the advance over the most and
+//! over the least. Two readings cannot tell a rate from a step, so a rate
+//! is accepted only where two back-to-back spans of at least [`HALF`] each
+//! agree (their ranges overlap): a step inside one of them makes them
+//! disagree, and leaves the window once it slid past. The accepted rate is
+//! the one over both spans, its upper bound the one used: a node found
+//! running faster than the drift allowance is then judged, and its keys'
+//! life counted, at its own rate ([`RateTrack::excess`]). Until a rate is
+//! accepted (about a second of readings), the drift factor is all there is.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// One reading of a node's clock: the node's `TIME` in microseconds, and
+/// when (on our clock) the request went out and its reply came back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// When the request was handed to the connection.
+    pub(crate) sent: Instant,
+    /// When the reply was in.
+    pub(crate) recv: Instant,
+    /// The node's clock, µs since the Unix epoch.
+    pub(crate) node_us: u64,
+}
+
+/// The shortest span a rate is measured over: our round trips' spread
+/// (well under a millisecond on a LAN) is then a small part of it.
+pub(crate) const HALF: Duration = Duration::from_millis(500);
+
+/// A node clock's rate against ours: how many of its seconds pass in one
+/// of ours, between `lo` and `hi`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Rate {
+    /// At least this.
+    pub(crate) lo: f64,
+    /// At most this.
+    pub(crate) hi: f64,
+}
+
+impl Rate {
+    /// The rate between readings `a` and `b` (`b` later), if at least some
+    /// time surely passed between them.
+    pub(crate) fn between(a: &Reading, b: &Reading) -> Option<Self> {
+        let least = b.sent.checked_duration_since(a.recv)?.as_micros() as f64;
+        let most = b.recv.checked_duration_since(a.sent)?.as_micros() as f64;
+        if least <= 0.0 {
+            return None;
+        }
+        // TIME's grain is a microsecond.
+        let advance = b.node_us as f64 - a.node_us as f64;
+        Some(Self {
+            lo: (advance - 1.0) / most,
+            hi: (advance + 1.0) / least,
+        })
+    }
+
+    /// Whether the two ranges share a rate.
+    fn agrees(&self, other: &Self) -> bool {
+        self.lo <= other.hi && other.lo <= self.hi
+    }
+}
+
+/// The measurement of one node's rate: a sliding window of two spans.
+#[derive(Debug, Default)]
+pub(crate) struct RateTrack {
+    /// Where the window starts.
+    anchor: Option<Reading>,
+    /// The first reading at least [`HALF`] after the anchor.
+    mid: Option<Reading>,
+    /// The latest rate two agreeing spans gave.
+    accepted: Option<Rate>,
+}
+
+impl RateTrack {
+    /// Takes in a reading, newer than every one before.
+    pub(crate) fn observe(&mut self, r: Reading) {
+        let Some(anchor) = self.anchor else {
+            self.anchor = Some(r);
+            return;
+        };
+        let Some(mid) = self.mid else {
+            if spans(&anchor, &r) {
+                self.mid = Some(r);
+            }
+            return;
+        };
+        if !spans(&mid, &r) {
+            return;
+        }
+        if let (Some(first), Some(second)) = (Rate::between(&anchor, &mid), Rate::between(&mid, &r))
+        {
+            if first.agrees(&second) {
+                self.accepted = Rate::between(&anchor, &r);
+            }
+        }
+        self.anchor = Some(mid);
+        self.mid = Some(r);
+    }
+
+    /// The accepted rate, if any.
+    pub(crate) fn rate(&self) -> Option<Rate> {
+        self.accepted
+    }
+
+    /// How much faster than ours the node's clock may run, by the accepted
+    /// rate's upper bound (zero if none, or not faster).
+    pub(crate) fn excess(&self) -> f64 {
+        self.accepted.map_or(0.0, |r| (r.hi - 1.0).max(0.0))
+    }
+}
+
+/// Whether at least [`HALF`] surely passed from `a` to `b`.
+fn spans(a: &Reading, b: &Reading) -> bool {
+    b.sent
+        .checked_duration_since(a.recv)
+        .is_some_and(|d| d >= HALF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reading at `ms` on our clock (a 0.2 ms round trip), the node's
+    /// clock at `rate` and `step_ms` ahead.
+    fn at(base: Instant, ms: u64, rate: f64, step_ms: u64) -> Reading {
+        let sent = base + Duration::from_micros(ms * 1000);
+        Reading {
+            sent,
+            recv: sent + Duration::from_micros(200),
+            node_us: 1_000_000_000_000 + ((ms as f64 * rate) as u64 + step_ms) * 1000,
+        }
+    }
+
+    #[test]
+    fn a_steady_rate_is_accepted_after_two_agreeing_spans() {
+        let t = Instant::now();
+        let mut track = RateTrack::default();
+        // Spans of at least 500 ms, each reading's round trip 0.2 ms: the
+        // anchor at 0, the middle at 600, the end at 1200.
+        for ms in (0..=1_200).step_by(100) {
+            track.observe(at(t, ms, 1.05, 0));
+        }
+        let rate = track.rate().expect("accepted after 1.2 s");
+        assert!(rate.lo <= 1.05 && 1.05 <= rate.hi, "{rate:?}");
+        assert!(rate.hi - rate.lo < 0.002, "bound {rate:?}");
+        assert!((track.excess() - 0.05).abs() < 0.002);
+        // Not before: half a second of readings tells nothing.
+        let mut early = RateTrack::default();
+        for ms in (0..=600).step_by(100) {
+            early.observe(at(t, ms, 1.05, 0));
+        }
+        assert_eq!(early.rate(), None);
+        assert_eq!(early.excess(), 0.0);
+    }
+
+    #[test]
+    fn a_step_is_never_taken_for_a_rate() {
+        let t = Instant::now();
+        let mut track = RateTrack::default();
+        // A 30 s step at 700 ms, readings every 100 ms: the spans around
+        // it disagree; once it slid out, the true rate (1.0) is accepted.
+        for ms in (0..=3_000).step_by(100) {
+            let step = if ms >= 700 { 30_000 } else { 0 };
+            track.observe(at(t, ms, 1.0, step));
+            if let Some(r) = track.rate() {
+                assert!(r.hi < 1.01, "took a step for a rate at {ms} ms: {r:?}");
+            }
+        }
+        assert!(track.rate().is_some());
+    }
+
+    #[test]
+    fn a_slow_clock_has_no_excess() {
+        let t = Instant::now();
+        let mut track = RateTrack::default();
+        for ms in (0..=1_500).step_by(100) {
+            track.observe(at(t, ms, 0.9, 0));
+        }
+        assert!(track.rate().is_some_and(|r| r.hi < 0.91));
+        assert_eq!(track.excess(), 0.0);
+    }
+}
