@@ -32,7 +32,6 @@ use std::time::Duration;
 use stateright::{Model, Property};
 
 use crate::error::NodeErrorKind;
-use crate::lock::config::Config;
 use crate::lock::redlock::validity;
 use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
 use crate::model::lock_state::{
@@ -126,6 +125,14 @@ pub(crate) struct LockModel {
     /// Rule: such a reading cuts the holder's validity by the excess where
     /// the node's yes counted for the lock (as shipped: `lock/shared.rs`).
     pub(crate) holder_cut: bool,
+    /// One node whose clock runs faster than the drift factor allows: its
+    /// index and rate (a key there lives `ttl / rate`); the clients have
+    /// measured that rate (`node/clockrate.rs`).
+    pub(crate) fast: Option<(u8, f64)>,
+    /// Rule: validity is counted at a measured rate beyond the drift
+    /// factor where that node's yes counted (an extension: any node), by
+    /// the crate's `Config::drift_at` (as shipped).
+    pub(crate) rate_counted: bool,
 }
 
 impl LockModel {
@@ -163,27 +170,9 @@ impl LockModel {
             clock_check: true,
             probes: 0,
             holder_cut: true,
+            fast: None,
+            rate_counted: true,
         }
-    }
-
-    /// Validity left by a round of `ttl` that decided `elapsed` ms after it
-    /// started: the crate's rule, in whole ms (rounded down: the client's
-    /// view); zero when nothing is left.
-    pub(crate) fn left(&self, ttl: u8, elapsed: u8) -> u8 {
-        let ttl_d = Duration::from_millis(ttl.into());
-        let drift = self.drift_of(ttl);
-        (self.validity)(ttl_d, Duration::from_millis(elapsed.into()), drift)
-            .map_or(0, |v| v.as_millis().min(255) as u8)
-    }
-
-    /// The clients' drift allowance for `ttl`, from the crate's
-    /// configuration code.
-    fn drift_of(&self, ttl: u8) -> Duration {
-        let config = Config {
-            drift_factor: self.drift_factor,
-            ..Config::default()
-        };
-        config.drift(Duration::from_millis(ttl.into()))
     }
 
     /// The connection check on a node that restarted empty, at `now`: its
@@ -197,12 +186,6 @@ impl LockModel {
         let margin = if self.grain_margin { g } else { 0 };
         let left = (self.real_ttl(self.ttl) + margin).saturating_sub(uptime);
         node.quarantined_until = now.saturating_add(left);
-    }
-
-    /// How long a key set with `ttl` lasts in real time on a node whose
-    /// clock runs the drift fast (rounded down: the worst case).
-    pub(crate) fn real_ttl(&self, ttl: u8) -> u8 {
-        (f64::from(ttl) / (1.0 + self.drift_factor)).floor() as u8
     }
 }
 
@@ -378,7 +361,7 @@ impl Model for LockModel {
             }
             Action::Extend(c, ttl) => {
                 s.faults[3] -= 1;
-                let (now, bound) = (s.now, s.now + self.left(ttl, 0));
+                let (now, bound) = (s.now, s.now + self.left(ttl, 0, self.all()));
                 let Phase::Holding(h) = &mut s.clients[c as usize] else {
                     return None;
                 };
@@ -709,6 +692,39 @@ mod tests {
             "lock, weakened: a holder that read a step keeps its validity",
             m,
             LockModel::CUT,
+        );
+    }
+
+    /// Node 1's clock 1.6 times as fast, measured by the clients: a key
+    /// there lives 5 ms of a 9 ms TTL, where the drift factor's validity
+    /// is 6 ms.
+    fn fast_node() -> LockModel {
+        LockModel {
+            ttl: 9,
+            horizon: 6,
+            fast: Some((1, 1.6)),
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_lock_safe_with_a_node_clock_beyond_the_allowance() {
+        safe(
+            "lock: a node's clock runs 1.6 times as fast, counted at its rate",
+            fast_node(),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_a_measured_rate_is_ignored() {
+        let m = LockModel {
+            rate_counted: false,
+            ..fast_node()
+        };
+        unsafe_(
+            "lock, weakened: validity at the drift factor on a node measured faster",
+            m,
+            EXCLUSION,
         );
     }
 

@@ -2,8 +2,11 @@
 //! it; a client counts the vote of its attempt or of one of its extensions
 //! and, once the round decided, acts by the crate's rules (see `lock.rs`).
 
+use std::time::Duration;
+
 use stateright::Property;
 
+use crate::lock::config::Config;
 use crate::model::lock::{LockModel, FENCING};
 use crate::model::lock_state::send;
 use crate::model::lock_state::{Hold, Kind, Mint, Msg, Phase, State};
@@ -11,6 +14,47 @@ use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, NodeSet, Vote};
 
 impl LockModel {
+    /// Validity left by a round of `ttl` that decided `elapsed` ms after it
+    /// started, counted on the yes of the nodes in `held`: the crate's
+    /// rule, in whole ms (rounded down: the client's view); zero when
+    /// nothing is left.
+    pub(crate) fn left(&self, ttl: u8, elapsed: u8, held: NodeSet) -> u8 {
+        let ttl_d = Duration::from_millis(ttl.into());
+        let drift = self.drift_of(ttl, held);
+        (self.validity)(ttl_d, Duration::from_millis(elapsed.into()), drift)
+            .map_or(0, |v| v.as_millis().min(255) as u8)
+    }
+
+    /// The clients' drift allowance for `ttl` on keys the nodes in `held`
+    /// hold, from the crate's configuration code: at the fast node's
+    /// measured rate where it counted (and the rule is on).
+    fn drift_of(&self, ttl: u8, held: NodeSet) -> Duration {
+        let config = Config {
+            drift_factor: self.drift_factor,
+            ..Config::default()
+        };
+        let excess = match self.fast {
+            Some((n, rate)) if self.rate_counted && held & node_bit(n.into()) != 0 => rate - 1.0,
+            _ => 0.0,
+        };
+        config.drift_at(Duration::from_millis(ttl.into()), excess)
+    }
+
+    /// How long a key set with `ttl` lasts in real time on a node whose
+    /// clock runs the drift fast (rounded down: the worst case).
+    pub(crate) fn real_ttl(&self, ttl: u8) -> u8 {
+        (f64::from(ttl) / (1.0 + self.drift_factor)).floor() as u8
+    }
+
+    /// How long a key set with `ttl` lasts in real time on node `n`: the
+    /// fast node's rate there, the drift elsewhere.
+    fn key_life(&self, n: u8, ttl: u8) -> u8 {
+        match self.fast {
+            Some((fast, rate)) if fast == n => (f64::from(ttl) / rate).floor() as u8,
+            _ => self.real_ttl(ttl),
+        }
+    }
+
     /// A node applies a message at the current instant; returns whether it
     /// did what was asked (a `SET NX` set the key, an extension extended).
     pub(crate) fn apply(&self, s: &mut State, m: &Msg) -> bool {
@@ -22,11 +66,11 @@ impl LockModel {
         match m.kind {
             Kind::Set if live.is_some() => false,
             Kind::Set => {
-                node.key = Some((m.client, now + self.real_ttl(self.ttl)));
+                node.key = Some((m.client, now + self.key_life(m.node, self.ttl)));
                 true
             }
             Kind::Extend { ttl, .. } if ours => {
-                node.key = Some((m.client, now + self.real_ttl(ttl)));
+                node.key = Some((m.client, now + self.key_life(m.node, ttl)));
                 true
             }
             Kind::Extend { .. } if self.failed_extend_deletes => {
@@ -71,7 +115,7 @@ impl LockModel {
         let tally = tally_of(self.nodes, (self.quorum)(self.nodes), e.yes, e.no, e.failed);
         let Some(won) = tally.decided() else { return };
         e.decided = true;
-        let left = self.left(e.ttl, now - e.start);
+        let left = self.left(e.ttl, now - e.start, self.all());
         // Confirmed: won, time left, and finished within the validity it
         // was sent with. Otherwise the guard keeps what it has.
         if !won || left == 0 || now >= e.before {
@@ -115,7 +159,7 @@ impl LockModel {
             Some(won) => won,
         };
         let left = if won {
-            self.left(self.ttl, now - *start)
+            self.left(self.ttl, now - *start, *yes)
         } else {
             0
         };
