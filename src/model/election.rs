@@ -12,11 +12,17 @@
 //! rule the checker must break: minting the term before taking the lock.
 //! The fenced lock's own checks in `model/lock.rs` cover the rest: a slow
 //! node with expiry, and keeping a token whose lock expired while it was
-//! minted.
+//! minted. Node clocks: the lease under a node clock that steps ahead (the
+//! node seen running ahead sits out; counting it at once makes two
+//! leaders) and under one that runs 1.6 times as fast (counted at its
+//! measured rate).
 
 #[cfg(test)]
 mod tests {
     use crate::model::lock::{safe, unsafe_, LockModel, FENCING};
+
+    /// The lock model's exclusion property: one leader with validity left.
+    const EXCLUSION: &str = "no two clients hold a valid lock at once";
 
     #[test]
     fn model_election_one_leader_and_terms_in_order_with_a_crash() {
@@ -28,6 +34,48 @@ mod tests {
             ..LockModel::shipped()
         };
         safe("election: a crash (AOF), clocks 10 % fast", m);
+    }
+
+    /// The lease, fenced, under a node clock that steps ahead once (6 ms,
+    /// no timeouts: the lock's own model has the full bounds).
+    fn stepped() -> LockModel {
+        LockModel {
+            fenced: true,
+            steps: 1,
+            timeouts: 0,
+            horizon: 6,
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_election_one_leader_when_a_node_clock_steps_ahead() {
+        safe("election: a node's clock steps ahead", stepped());
+    }
+
+    #[test]
+    fn model_election_finds_two_leaders_when_a_stepped_node_counts() {
+        let m = LockModel {
+            clock_check: false,
+            ..stepped()
+        };
+        unsafe_(
+            "election, weakened: a node whose clock jumped ahead counts at once",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_election_one_leader_with_a_node_clock_beyond_the_allowance() {
+        let m = LockModel {
+            fenced: true,
+            ttl: 9,
+            horizon: 6,
+            fast: Some((1, 1.6)),
+            ..LockModel::shipped()
+        };
+        safe("election: a node's clock runs 1.6 times as fast", m);
     }
 
     #[test]
