@@ -13,6 +13,7 @@
 
 mod args;
 mod client;
+mod clockrate;
 mod elect;
 mod exit;
 mod group;

@@ -1,5 +1,5 @@
 //! `redquorum status`: one row per node (reachable, round trip, version,
-//! clock offset, persistence) and warnings where a node is unsafe.
+//! clock offset and rate, persistence) and warnings where a node is unsafe.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use redquorum::{redis, NodeTrust};
 
 use crate::client::build;
+use crate::clockrate::{self, Clock};
 use crate::exit;
 
 /// One node's health, as `status` prints it.
@@ -21,6 +22,8 @@ struct NodeReport {
     version: String,
     /// Its clock minus ours.
     offset_ms: Option<i64>,
+    /// Its clock's rate against ours, or a jump seen (`clockrate.rs`).
+    clock: Option<Clock>,
     /// What the last column says: the persistence, or why it is unreachable.
     detail: String,
     /// What makes it unsafe for locks and counters.
@@ -43,12 +46,12 @@ pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
     let (reports, trust) =
         futures::future::join(futures::future::join_all(checks), redlock.node_trust()).await;
     println!(
-        "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  {:<24} trust",
-        "node", "address", "reachable", "rtt", "version", "clock", "persistence"
+        "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10} {:>8}  {:<24} trust",
+        "node", "address", "reachable", "rtt", "version", "clock", "rate", "persistence"
     );
     for (i, r) in reports.iter().enumerate() {
         println!(
-            "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10}  {:<24} {}",
+            "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10} {:>8}  {:<24} {}",
             i,
             r.addr,
             if r.reachable { "yes" } else { "NO" },
@@ -56,6 +59,7 @@ pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
                 .map_or("-".into(), |d| format!("{:.2}ms", d.as_secs_f64() * 1e3)),
             r.version,
             r.offset_ms.map_or("-".into(), |o| format!("{o:+}ms")),
+            clockrate::cell(r.clock),
             r.detail,
             match trust.get(i) {
                 Some(t) if r.reachable => describe(t),
@@ -180,6 +184,7 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
         rtt: None,
         version: "-".into(),
         offset_ms: None,
+        clock: None,
         detail: "-".into(),
         warnings: Vec::new(),
     };
@@ -210,6 +215,7 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
         let config = config_get(&mut conn, "appendfsync").await;
         let policy = config_get(&mut conn, "maxmemory-policy").await;
         Ok::<_, redis::RedisError>((
+            conn,
             rtt,
             before,
             after,
@@ -224,8 +230,21 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
     match tokio::time::timeout(timeout, work).await {
         Err(_) => r.detail = format!("no answer within {}ms", timeout.as_millis()),
         Ok(Err(e)) => r.detail = unreachable(&e),
-        Ok(Ok((rtt, before, after, secs, micros, info, pers, fsync, policy))) => {
+        Ok(Ok((mut conn, rtt, before, after, secs, micros, info, pers, fsync, policy))) => {
             r.reachable = true;
+            r.clock = watch_clock(&mut conn, timeout).await;
+            match r.clock {
+                Some(Clock::Rate { lo, hi }) if hi < 0.99 || lo > 1.01 => r.warnings.push(format!(
+                    "clock runs {} against ours, beyond the default drift allowance (1%): \
+                     clients count locks on it at its measured rate once they measured it",
+                    clockrate::cell(r.clock)
+                )),
+                Some(Clock::Jumped(ms)) => r.warnings.push(format!(
+                    "clock jumped {ms:+.0} ms while status watched: clients that see a jump \
+                     ahead keep the node out of lock quorums for the restart quarantine"
+                )),
+                _ => {}
+            }
             r.rtt = Some(rtt);
             r.version = field(&info, "redis_version").unwrap_or("?").to_owned();
             let to_us = |t: std::time::SystemTime| {
@@ -271,6 +290,19 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
     r
 }
 
+/// Three readings of the node's clock [`clockrate::SPAN`] apart, judged.
+async fn watch_clock(
+    conn: &mut redis::aio::MultiplexedConnection,
+    timeout: Duration,
+) -> Option<Clock> {
+    let first = clockrate::read(conn, timeout).await?;
+    tokio::time::sleep(clockrate::SPAN).await;
+    let second = clockrate::read(conn, timeout).await?;
+    tokio::time::sleep(clockrate::SPAN).await;
+    let third = clockrate::read(conn, timeout).await?;
+    clockrate::judge(&[first, second, third])
+}
+
 /// `CONFIG GET name` as `[name, value]`; empty where the command is not
 /// allowed (managed Redis often disables it).
 async fn config_get(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
@@ -300,6 +332,7 @@ mod tests {
             rtt: None,
             version: String::new(),
             offset_ms: None,
+            clock: None,
             detail: String::new(),
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bin::cli;
 use support::clock::ClockFile;
-use support::{wait_until, Cluster};
+use support::{wait_until, Cluster, Persistence, RedisNode};
 
 #[tokio::test]
 async fn a_suspend_longer_than_the_validity_ends_the_command_with_76() {
@@ -51,4 +51,32 @@ async fn a_suspend_longer_than_the_validity_ends_the_command_with_76() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(76), "{err}");
     assert!(err.contains("lost"), "{err}");
+}
+
+/// `status` watches each node's clock for a second: a node whose clock runs
+/// 5 % fast shows its rate, and a warning names it; the others show none.
+#[tokio::test]
+async fn status_shows_a_clock_running_fast() {
+    let clocks: Vec<ClockFile> = (0..3).map(|_| ClockFile::new()).collect();
+    let nodes = clocks
+        .iter()
+        .map(|c| RedisNode::start_with_clock(Persistence::Aof, c))
+        .collect();
+    let c = Cluster { nodes };
+    clocks[1].wall(0, 1.05);
+    let o = cli(&c).arg("status").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let row = |n: usize| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{n} ")))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(row(1).contains(" +5.0"), "{out}");
+    assert!(
+        row(0).contains(" 0.00%") && row(2).contains(" 0.00%"),
+        "{out}"
+    );
+    assert!(err.contains("warning: node 1: clock runs +5.0"), "{err}");
 }
