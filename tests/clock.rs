@@ -75,6 +75,38 @@ async fn warmed(c: &Cluster) -> Redlock {
     redlock
 }
 
+/// How many times each scenario runs: `REDQUORUM_CLOCK_RUNS` (1 unless
+/// set; the docs' figures are from 20).
+fn runs() -> usize {
+    std::env::var("REDQUORUM_CLOCK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// `first` takes `name` for `ttl` (no renewal); `second` tries every 3 ms
+/// until it has it: it must get it, and only once `first` no longer counts
+/// its lock valid. Returns how long after `first`'s validity ended.
+async fn hand_over(first: &Redlock, second: &Redlock, name: &str, ttl: Duration) -> Duration {
+    let lock = first.try_lock(name, ttl).await.unwrap();
+    let deadline = std::time::Instant::now() + ttl * 4 + Duration::from_secs(10);
+    let other = loop {
+        if let Ok(taken) = second.try_lock(name, ttl).await {
+            break taken;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second client never got the lock"
+        );
+        tokio::time::sleep(ms(3)).await;
+    };
+    assert!(!lock.is_valid(), "two valid holders");
+    let after = tokio::time::Instant::now().saturating_duration_since(lock.valid_until());
+    other.release().await.unwrap();
+    let _ = lock.release().await;
+    after
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -87,6 +119,12 @@ fn ms(n: u64) -> Duration {
 /// first is valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_under_a_bare_quorum_gives_no_second_holder() {
+    for _ in 0..runs() {
+        a_step_under_a_bare_quorum_gives_no_second_holder_once().await;
+    }
+}
+
+async fn a_step_under_a_bare_quorum_gives_no_second_holder_once() {
     let (c, clocks) = faked_cluster();
     let (first, second) = (warmed(&c).await, warmed(&c).await);
     // Nodes 3 and 4 hold the key for someone else for a moment: the first
@@ -175,6 +213,12 @@ async fn a_step_cuts_the_validity_of_a_holder_that_needed_the_node() {
 /// passes from one client to the other as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clocks_within_the_allowance_change_nothing() {
+    for _ in 0..runs() {
+        clocks_within_the_allowance_change_nothing_once().await;
+    }
+}
+
+async fn clocks_within_the_allowance_change_nothing_once() {
     let (c, clocks) = faked_cluster();
     for clock in &clocks[..3] {
         clock.wall(0, 1.005);
@@ -194,7 +238,7 @@ async fn clocks_within_the_allowance_change_nothing() {
     }
 }
 
-/// The case: three of five nodes 5 % fast (five times the drift
+/// Three of five nodes 5 % fast (five times the drift
 /// factor). Once about a second of replies measured their rate (the first
 /// readings, judged by the drift factor alone, quarantine them for a
 /// while), they count again, at their own rate: a lock's validity is
@@ -202,6 +246,12 @@ async fn clocks_within_the_allowance_change_nothing() {
 /// every few milliseconds never holds it while the first counts it valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_majority_running_fast_counts_at_its_own_rate() {
+    for _ in 0..runs() {
+        a_majority_running_fast_counts_at_its_own_rate_once().await;
+    }
+}
+
+async fn a_majority_running_fast_counts_at_its_own_rate_once() {
     let (c, clocks) = faked_cluster();
     for clock in &clocks[..3] {
         clock.wall(0, 1.05);
@@ -233,32 +283,109 @@ async fn a_majority_running_fast_counts_at_its_own_rate() {
         second.stats().nodes
     );
     let ttl = ms(2_000);
+    let lock = first.try_lock("fast", ttl).await.unwrap();
+    // Counted at 5 % fast, not the drift factor's 1 %.
+    assert!(
+        lock.validity() <= ttl.mul_f64(0.951),
+        "{:?}",
+        lock.validity()
+    );
+    lock.release().await.unwrap();
     for _ in 0..5 {
-        let lock = first.try_lock("fast", ttl).await.unwrap();
-        // Counted at 5 % fast, not the drift factor's 1 %.
-        assert!(
-            lock.validity() <= ttl.mul_f64(0.951),
-            "{:?}",
-            lock.validity()
-        );
-        let mut other = None;
-        for _ in 0..1_000 {
-            if let Ok(taken) = second.try_lock("fast", ttl).await {
-                other = Some(taken);
-                break;
-            }
-            tokio::time::sleep(ms(3)).await;
-        }
-        let other = other.expect("the second client got the lock once it was free");
-        assert!(!lock.is_valid(), "two valid holders");
-        other.release().await.unwrap();
-        let _ = lock.release().await;
+        let after = hand_over(&first, &second, "fast", ttl).await;
+        println!("majority 5 % fast: taken {after:?} after the validity ended");
     }
+}
+
+/// The same +30 s step on three of five nodes, under a lock held on all
+/// five: a second client that had used the nodes counts none of the three
+/// (no quorum of the other two), and the holder's own client cuts its
+/// validity by the step: lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_on_three_of_five_gives_no_second_holder() {
+    for _ in 0..runs() {
+        a_step_on_three_of_five_once().await;
+    }
+}
+
+async fn a_step_on_three_of_five_once() {
+    let (c, clocks) = faked_cluster();
+    let (first, second) = (warmed(&c).await, warmed(&c).await);
+    let lock = first
+        .try_lock("three", Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || c.set_on("three") == 5).await);
+    for clock in &clocks[..3] {
+        clock.wall(30_000_000_000, 1.0);
+    }
+    assert!(wait_until(Duration::from_secs(5), || c.set_on("three") == 2).await);
+    for _ in 0..30 {
+        if let Ok(other) = second.try_lock("three", Duration::from_secs(20)).await {
+            let both = lock.is_valid() && other.is_valid();
+            other.release().await.unwrap();
+            assert!(!both, "two valid holders");
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), lock.lost())
+            .await
+            .is_ok(),
+        "the holder was not told"
+    );
+    let quarantined = second.stats().nodes[..3]
+        .iter()
+        .filter(|n| n.quarantined)
+        .count();
+    assert_eq!(quarantined, 3, "{:?}", second.stats().nodes);
+    let _ = lock.release().await;
+}
+
+/// Clocks that run slow (a node at 0.9, two at 0.95) or stop (one node):
+/// keys there live longer, which costs only liveness. The rates are
+/// measured, none counts as running ahead, and the lock passes from one
+/// client to the other only once the first's validity ended (the stopped
+/// node never expires it: the four others decide).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_stopped_clocks_cost_only_waiting() {
+    for _ in 0..runs() {
+        slow_and_stopped_clocks_once().await;
+    }
+}
+
+async fn slow_and_stopped_clocks_once() {
+    let (c, clocks) = faked_cluster();
+    clocks[0].wall(0, 0.9);
+    clocks[1].wall(0, 0.95);
+    clocks[2].wall(0, 0.95);
+    clocks[3].wall(0, 1e-9);
+    let (first, second) = (warmed(&c).await, warmed(&c).await);
+    for _ in 0..3 {
+        let after = hand_over(&first, &second, "slow", ms(1_000)).await;
+        println!("slow and stopped clocks: taken {after:?} after the validity ended");
+    }
+    for client in [&first, &second] {
+        for node in client.stats().nodes {
+            assert_eq!((node.clock_ahead, node.quarantined), (0, false), "{node:?}");
+        }
+    }
+    let rate = first.stats().nodes[0].clock_rate_ppm;
+    assert!(
+        rate.is_some_and(|ppm| (-101_000..=-99_000).contains(&ppm)),
+        "{rate:?}"
+    );
 }
 
 /// A step back only keeps keys longer: reported, never quarantined.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_back_is_reported_and_costs_nothing() {
+    for _ in 0..runs() {
+        a_step_back_is_reported_and_costs_nothing_once().await;
+    }
+}
+
+async fn a_step_back_is_reported_and_costs_nothing_once() {
     let (c, clocks) = faked_cluster();
     let client = warmed(&c).await;
     clocks[0].wall(-30_000_000_000, 1.0);
