@@ -107,6 +107,35 @@ async fn hand_over(first: &Redlock, second: &Redlock, name: &str, ttl: Duration)
     after
 }
 
+/// Two clients (quarantine 3 s) that used the nodes until each measured
+/// the clocks of `fast` at least `ppm` fast and counts them again (the
+/// first readings, judged by the drift factor alone, quarantine them).
+async fn measured(c: &Cluster, fast: std::ops::Range<usize>, ppm: i64) -> (Redlock, Redlock) {
+    let build = || c.builder().restart_quarantine(ms(3_000)).build().unwrap();
+    let (first, second) = (build(), build());
+    let done = |client: &Redlock| {
+        client.stats().nodes[fast.clone()]
+            .iter()
+            .all(|n| n.clock_rate_ppm.is_some_and(|p| p >= ppm) && !n.quarantined)
+    };
+    for _ in 0..200 {
+        for client in [&first, &second] {
+            if let Ok(lock) = client.try_lock("warm-up", ms(1_000)).await {
+                lock.release().await.unwrap();
+            }
+        }
+        if done(&first) && done(&second) {
+            return (first, second);
+        }
+        tokio::time::sleep(ms(50)).await;
+    }
+    panic!(
+        "not measured: {:?}\n{:?}",
+        first.stats().nodes,
+        second.stats().nodes
+    );
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -256,32 +285,7 @@ async fn a_majority_running_fast_counts_at_its_own_rate_once() {
     for clock in &clocks[..3] {
         clock.wall(0, 1.05);
     }
-    let build = || c.builder().restart_quarantine(ms(3_000)).build().unwrap();
-    let (first, second) = (build(), build());
-    let measured = |client: &Redlock| {
-        client.stats().nodes[..3]
-            .iter()
-            .all(|n| n.clock_rate_ppm.is_some_and(|ppm| ppm >= 49_000) && !n.quarantined)
-    };
-    let mut ready = false;
-    for _ in 0..200 {
-        for client in [&first, &second] {
-            if let Ok(lock) = client.try_lock("warm-up", ms(1_000)).await {
-                lock.release().await.unwrap();
-            }
-        }
-        if measured(&first) && measured(&second) {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(ms(50)).await;
-    }
-    assert!(
-        ready,
-        "{:?}\n{:?}",
-        first.stats().nodes,
-        second.stats().nodes
-    );
+    let (first, second) = measured(&c, 0..3, 49_000).await;
     let ttl = ms(2_000);
     let lock = first.try_lock("fast", ttl).await.unwrap();
     // Counted at 5 % fast, not the drift factor's 1 %.
@@ -375,6 +379,30 @@ async fn slow_and_stopped_clocks_once() {
         rate.is_some_and(|ppm| (-101_000..=-99_000).contains(&ppm)),
         "{rate:?}"
     );
+}
+
+/// Rates are relative: a client whose clock runs 5 % slow sees every
+/// node's clock run 1/0.95 as fast as its own, the same as every node
+/// running that much fast against a true client clock, which is what this
+/// makes (the client's own clock is the test process's). Validity is then
+/// counted at that rate on every node, and no second holder overlaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_fast_as_for_a_slow_client_clock() {
+    for _ in 0..runs() {
+        every_node_fast_once().await;
+    }
+}
+
+async fn every_node_fast_once() {
+    let (c, clocks) = faked_cluster();
+    for clock in &clocks {
+        clock.wall(0, 1.0 / 0.95);
+    }
+    let (first, second) = measured(&c, 0..5, 52_000).await;
+    for _ in 0..3 {
+        let after = hand_over(&first, &second, "relative", ms(2_000)).await;
+        println!("every node 1/0.95 fast: taken {after:?} after the validity ended");
+    }
 }
 
 /// A step back only keeps keys longer: reported, never quarantined.
