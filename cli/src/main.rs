@@ -6,7 +6,8 @@
 //! from `--nodes`), `guard.rs` (the process that ends the command if we
 //! die), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
-//! leadership), `keep.rs` (a lock held with no command), then one file per
+//! leadership), `keep.rs` (a lock held with no command), `clockrate.rs`
+//! (a node clock's rate from three readings, for `status`), then one file per
 //! subcommand: `lock.rs`, `elect.rs`,
 //! `serial.rs`, `status.rs`, `init.rs`, `inspect.rs`, which never import each other; `main.rs`
 //! dispatches.

@@ -104,6 +104,9 @@ impl Lock {
             armed: true,
         };
         let bound = lock.shared.clock_bound(&basis);
+        if bound < basis.until {
+            lock.shared.cut_by_clock(basis.until - bound);
+        }
         if let Some(shared) = Arc::get_mut(&mut lock.shared) {
             shared.state = Standing::new(bound);
         }

@@ -161,13 +161,17 @@ impl Shared {
             return basis.until;
         }
         let bound = basis.until.checked_sub(cut).unwrap_or(basis.start);
+        bound.max(basis.start)
+    }
+
+    /// Says that a clock that ran ahead cut the validity by `by`.
+    pub(crate) fn cut_by_clock(&self, by: Duration) {
         warn!(
             resource = %self.resource,
-            cut_ms = cut.as_millis().min(u128::from(u64::MAX)) as u64,
+            cut_ms = by.as_millis().min(u128::from(u64::MAX)) as u64,
             "a node this lock's quorum needed ran its clock ahead: its key there may expire \
-             that much early, so the lock's validity is cut by as much"
+             early, so the lock's validity is cut by as much"
         );
-        bound.max(basis.start)
     }
 
     /// A node's clock ran ahead: cuts the validity where the lock's keys
@@ -175,8 +179,10 @@ impl Shared {
     pub(crate) fn clock_jumped(&self) {
         let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
         let bound = self.clock_bound(&basis);
-        if bound < self.state.now().valid_until {
+        let until = self.state.now().valid_until;
+        if bound < until {
             self.state.lower_to(bound);
+            self.cut_by_clock(until - bound);
         }
     }
 
@@ -241,7 +247,11 @@ impl Shared {
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
             (Some(true), Some(until)) if now < old.valid_until => {
                 let basis = Basis::new(tally.yes, start, until);
-                let until = self.clock_bound(&basis);
+                let cut = self.clock_bound(&basis);
+                if cut < until {
+                    self.cut_by_clock(until - cut);
+                }
+                let until = cut;
                 let mut ext = Extensions::locked(&self.extensions);
                 if let Some(until) = ext.confirm(seq, until) {
                     *self.basis.lock().unwrap_or_else(PoisonError::into_inner) = basis;

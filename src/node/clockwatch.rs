@@ -192,12 +192,17 @@ impl ClockWatch {
                 track.last = Some(now);
                 let was = track.rate.rate();
                 track.rate.observe(now);
-                accepted = track.rate.rate().filter(|r| Some(*r) != was);
+                if let Some(rate) = track.rate.rate().filter(|r| Some(*r) != was) {
+                    // Said once each time it goes beyond the allowance.
+                    let beyond = rate.hi > 1.0 + self.allowance;
+                    accepted = Some((rate, beyond && !track.beyond));
+                    track.beyond = beyond;
+                }
             }
             (before, allowance, accepted)
         };
-        if let Some(rate) = accepted {
-            self.rate_accepted(rate);
+        if let Some((rate, newly_beyond)) = accepted {
+            self.rate_accepted(rate, newly_beyond);
         }
         let Some(before) = before else { return };
         match judge(&before, &now, allowance) {
@@ -250,6 +255,8 @@ struct Track {
     last: Option<Reading>,
     /// The rate measured.
     rate: RateTrack,
+    /// The accepted rate is beyond the drift allowance (said once).
+    beyond: bool,
 }
 
 impl ClockWatch {
@@ -273,11 +280,11 @@ impl ClockWatch {
         track.rate.excess()
     }
 
-    /// A new rate was accepted: the gauge, and a warning when it is beyond
-    /// the drift allowance.
-    fn rate_accepted(&self, rate: Rate) {
+    /// A new rate was accepted: the gauge, and a warning when it went
+    /// beyond the drift allowance.
+    fn rate_accepted(&self, rate: Rate, newly_beyond: bool) {
         metrics::clock_rate(self.index, rate.hi);
-        if rate.hi > 1.0 + self.allowance {
+        if newly_beyond {
             tracing::warn!(
                 node = self.index,
                 rate = rate.hi,
