@@ -75,6 +75,19 @@ async fn warmed(c: &Cluster) -> Redlock {
     redlock
 }
 
+/// A test that runs a scenario [`runs`] times on a multi-threaded runtime.
+macro_rules! scenario {
+    ($(#[$doc:meta])* $name:ident => $once:ident) => {
+        $(#[$doc])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            for _ in 0..runs() {
+                $once().await;
+            }
+        }
+    };
+}
+
 /// How many times each scenario runs: `REDQUORUM_CLOCK_RUNS` (1 unless
 /// set; the docs' figures are from 20).
 fn runs() -> usize {
@@ -136,21 +149,34 @@ async fn measured(c: &Cluster, fast: std::ops::Range<usize>, ppm: i64) -> (Redlo
     );
 }
 
+/// After a step under `lock`: `second` tries 30 times, 20 ms apart, and
+/// never holds `name` while `lock` is valid; then `lock`'s own client,
+/// reading the stepped clock, tells it lost.
+async fn no_second_holder(lock: &redquorum::Lock, second: &Redlock, name: &str) {
+    for _ in 0..30 {
+        if let Ok(other) = second.try_lock(name, Duration::from_secs(20)).await {
+            let both = lock.is_valid() && other.is_valid();
+            other.release().await.unwrap();
+            assert!(!both, "two valid holders");
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    let told = tokio::time::timeout(Duration::from_secs(10), lock.lost()).await;
+    assert!(told.is_ok(), "the holder was not told");
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A lock held on exactly three of five nodes (the other two were taken
-/// by someone else for a moment), then one of the three
-/// steps its clock 30 s forward and drops the key. A second client that
-/// had used that node sees the jump in the `TIME` behind its own `SET`
-/// there and does not count the node's yes: no second holder while the
-/// first is valid.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_under_a_bare_quorum_gives_no_second_holder() {
-    for _ in 0..runs() {
-        a_step_under_a_bare_quorum_gives_no_second_holder_once().await;
-    }
+scenario! {
+    /// A lock held on exactly three of five nodes (the other two were taken
+    /// by someone else for a moment), then one of the three
+    /// steps its clock 30 s forward and drops the key. A second client that
+    /// had used that node sees the jump in the `TIME` behind its own `SET`
+    /// there and does not count the node's yes: no second holder while the
+    /// first is valid.
+    a_step_under_a_bare_quorum_gives_no_second_holder => a_step_under_a_bare_quorum_gives_no_second_holder_once
 }
 
 async fn a_step_under_a_bare_quorum_gives_no_second_holder_once() {
@@ -179,23 +205,10 @@ async fn a_step_under_a_bare_quorum_gives_no_second_holder_once() {
         wait_until(Duration::from_secs(5), || c.set_on("bare") == 2).await,
         "the stepped node dropped the key"
     );
-    for _ in 0..30 {
-        if let Ok(other) = second.try_lock("bare", Duration::from_secs(20)).await {
-            let both = lock.is_valid() && other.is_valid();
-            other.release().await.unwrap();
-            assert!(!both, "two valid holders");
-        }
-        tokio::time::sleep(ms(20)).await;
-    }
     // The holder's own client reads the node's clock too (while a lock is
     // held, at least once a second): its key there lost 30 s of a 20 s
     // life, so the lock is told lost.
-    assert!(
-        tokio::time::timeout(Duration::from_secs(10), lock.lost())
-            .await
-            .is_ok(),
-        "the holder was not told"
-    );
+    no_second_holder(&lock, &second, "bare").await;
     assert!(!lock.is_valid());
     let node = &second.stats().nodes[2];
     assert!(node.clock_ahead >= 1 && node.quarantined, "{node:?}");
@@ -237,14 +250,11 @@ async fn a_step_cuts_the_validity_of_a_holder_that_needed_the_node() {
     let _ = lock.release().await;
 }
 
-/// Within the allowance nothing changes: a majority of nodes 0.5 % fast
-/// (half the default drift factor) is never quarantined, and the lock
-/// passes from one client to the other as usual.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clocks_within_the_allowance_change_nothing() {
-    for _ in 0..runs() {
-        clocks_within_the_allowance_change_nothing_once().await;
-    }
+scenario! {
+    /// Within the allowance nothing changes: a majority of nodes 0.5 % fast
+    /// (half the default drift factor) is never quarantined, and the lock
+    /// passes from one client to the other as usual.
+    clocks_within_the_allowance_change_nothing => clocks_within_the_allowance_change_nothing_once
 }
 
 async fn clocks_within_the_allowance_change_nothing_once() {
@@ -267,17 +277,14 @@ async fn clocks_within_the_allowance_change_nothing_once() {
     }
 }
 
-/// Three of five nodes 5 % fast (five times the drift
-/// factor). Once about a second of replies measured their rate (the first
-/// readings, judged by the drift factor alone, quarantine them for a
-/// while), they count again, at their own rate: a lock's validity is
-/// counted from when their keys really expire, and a second client trying
-/// every few milliseconds never holds it while the first counts it valid.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_majority_running_fast_counts_at_its_own_rate() {
-    for _ in 0..runs() {
-        a_majority_running_fast_counts_at_its_own_rate_once().await;
-    }
+scenario! {
+    /// Three of five nodes 5 % fast (five times the drift
+    /// factor). Once about a second of replies measured their rate (the first
+    /// readings, judged by the drift factor alone, quarantine them for a
+    /// while), they count again, at their own rate: a lock's validity is
+    /// counted from when their keys really expire, and a second client trying
+    /// every few milliseconds never holds it while the first counts it valid.
+    a_majority_running_fast_counts_at_its_own_rate => a_majority_running_fast_counts_at_its_own_rate_once
 }
 
 async fn a_majority_running_fast_counts_at_its_own_rate_once() {
@@ -301,15 +308,12 @@ async fn a_majority_running_fast_counts_at_its_own_rate_once() {
     }
 }
 
-/// The same +30 s step on three of five nodes, under a lock held on all
-/// five: a second client that had used the nodes counts none of the three
-/// (no quorum of the other two), and the holder's own client cuts its
-/// validity by the step: lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_on_three_of_five_gives_no_second_holder() {
-    for _ in 0..runs() {
-        a_step_on_three_of_five_once().await;
-    }
+scenario! {
+    /// The same +30 s step on three of five nodes, under a lock held on all
+    /// five: a second client that had used the nodes counts none of the three
+    /// (no quorum of the other two), and the holder's own client cuts its
+    /// validity by the step: lost.
+    a_step_on_three_of_five_gives_no_second_holder => a_step_on_three_of_five_once
 }
 
 async fn a_step_on_three_of_five_once() {
@@ -324,20 +328,7 @@ async fn a_step_on_three_of_five_once() {
         clock.wall(30_000_000_000, 1.0);
     }
     assert!(wait_until(Duration::from_secs(5), || c.set_on("three") == 2).await);
-    for _ in 0..30 {
-        if let Ok(other) = second.try_lock("three", Duration::from_secs(20)).await {
-            let both = lock.is_valid() && other.is_valid();
-            other.release().await.unwrap();
-            assert!(!both, "two valid holders");
-        }
-        tokio::time::sleep(ms(20)).await;
-    }
-    assert!(
-        tokio::time::timeout(Duration::from_secs(10), lock.lost())
-            .await
-            .is_ok(),
-        "the holder was not told"
-    );
+    no_second_holder(&lock, &second, "three").await;
     let quarantined = second.stats().nodes[..3]
         .iter()
         .filter(|n| n.quarantined)
@@ -346,16 +337,13 @@ async fn a_step_on_three_of_five_once() {
     let _ = lock.release().await;
 }
 
-/// Clocks that run slow (a node at 0.9, two at 0.95) or stop (one node):
-/// keys there live longer, which costs only liveness. The rates are
-/// measured, none counts as running ahead, and the lock passes from one
-/// client to the other only once the first's validity ended (the stopped
-/// node never expires it: the four others decide).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_and_stopped_clocks_cost_only_waiting() {
-    for _ in 0..runs() {
-        slow_and_stopped_clocks_once().await;
-    }
+scenario! {
+    /// Clocks that run slow (a node at 0.9, two at 0.95) or stop (one node):
+    /// keys there live longer, which costs only liveness. The rates are
+    /// measured, none counts as running ahead, and the lock passes from one
+    /// client to the other only once the first's validity ended (the stopped
+    /// node never expires it: the four others decide).
+    slow_and_stopped_clocks_cost_only_waiting => slow_and_stopped_clocks_once
 }
 
 async fn slow_and_stopped_clocks_once() {
@@ -381,16 +369,13 @@ async fn slow_and_stopped_clocks_once() {
     );
 }
 
-/// Rates are relative: a client whose clock runs 5 % slow sees every
-/// node's clock run 1/0.95 as fast as its own, the same as every node
-/// running that much fast against a true client clock, which is what this
-/// makes (the client's own clock is the test process's). Validity is then
-/// counted at that rate on every node, and no second holder overlaps.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_node_fast_as_for_a_slow_client_clock() {
-    for _ in 0..runs() {
-        every_node_fast_once().await;
-    }
+scenario! {
+    /// Rates are relative: a client whose clock runs 5 % slow sees every
+    /// node's clock run 1/0.95 as fast as its own, the same as every node
+    /// running that much fast against a true client clock, which is what this
+    /// makes (the client's own clock is the test process's). Validity is then
+    /// counted at that rate on every node, and no second holder overlaps.
+    every_node_fast_as_for_a_slow_client_clock => every_node_fast_once
 }
 
 async fn every_node_fast_once() {
@@ -405,12 +390,9 @@ async fn every_node_fast_once() {
     }
 }
 
-/// A step back only keeps keys longer: reported, never quarantined.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_back_is_reported_and_costs_nothing() {
-    for _ in 0..runs() {
-        a_step_back_is_reported_and_costs_nothing_once().await;
-    }
+scenario! {
+    /// A step back only keeps keys longer: reported, never quarantined.
+    a_step_back_is_reported_and_costs_nothing => a_step_back_is_reported_and_costs_nothing_once
 }
 
 async fn a_step_back_is_reported_and_costs_nothing_once() {
