@@ -73,10 +73,18 @@ async fn status_shows_a_clock_running_fast() {
             .unwrap_or_default()
             .to_owned()
     };
-    assert!(row(1).contains(" +5.0"), "{out}");
+    // The cell is the rate's upper bound: 5 % and what the round trips
+    // leave unknown (more on a busy machine).
+    let percent = row(1)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('+')?.strip_suffix('%')?.parse::<f64>().ok());
+    assert!(percent.is_some_and(|p| (4.99..7.0).contains(&p)), "{out}");
     assert!(
         row(0).contains(" 0.00%") && row(2).contains(" 0.00%"),
         "{out}"
     );
-    assert!(err.contains("warning: node 1: clock runs +5.0"), "{err}");
+    assert!(
+        err.contains("warning: node 1: clock runs +") && err.contains("beyond the default drift"),
+        "{err}"
+    );
 }
