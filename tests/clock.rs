@@ -362,9 +362,11 @@ async fn slow_and_stopped_clocks_once() {
             assert_eq!((node.clock_ahead, node.quarantined), (0, false), "{node:?}");
         }
     }
+    // 10 % slow, by the rate's upper bound (a busy machine's round trips
+    // widen it).
     let rate = first.stats().nodes[0].clock_rate_ppm;
     assert!(
-        rate.is_some_and(|ppm| (-101_000..=-99_000).contains(&ppm)),
+        rate.is_some_and(|ppm| (-100_000..=-95_000).contains(&ppm)),
         "{rate:?}"
     );
 }
