@@ -53,12 +53,7 @@ async fn a_node_whose_clock_runs_fast_expires_keys_early() {
 /// Five nodes, each with a clock a test can move, declared new; and the
 /// files that move them.
 fn faked_cluster() -> (Cluster, Vec<ClockFile>) {
-    let clocks: Vec<ClockFile> = (0..5).map(|_| ClockFile::new()).collect();
-    let nodes = clocks
-        .iter()
-        .map(|c| RedisNode::start_with_clock(Persistence::Aof, c))
-        .collect();
-    let cluster = Cluster { nodes };
+    let (cluster, clocks) = Cluster::start_with_clocks(5);
     cluster.declare_new();
     (cluster, clocks)
 }

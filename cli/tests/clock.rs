@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bin::cli;
 use support::clock::ClockFile;
-use support::{wait_until, Cluster, Persistence, RedisNode};
+use support::{wait_until, Cluster};
 
 #[tokio::test]
 async fn a_suspend_longer_than_the_validity_ends_the_command_with_76() {
@@ -57,12 +57,7 @@ async fn a_suspend_longer_than_the_validity_ends_the_command_with_76() {
 /// 5 % fast shows its rate, and a warning names it; the others show none.
 #[tokio::test]
 async fn status_shows_a_clock_running_fast() {
-    let clocks: Vec<ClockFile> = (0..3).map(|_| ClockFile::new()).collect();
-    let nodes = clocks
-        .iter()
-        .map(|c| RedisNode::start_with_clock(Persistence::Aof, c))
-        .collect();
-    let c = Cluster { nodes };
+    let (c, clocks) = Cluster::start_with_clocks(3);
     clocks[1].wall(0, 1.05);
     let o = cli(&c).arg("status").output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout).to_string();

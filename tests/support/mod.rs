@@ -672,6 +672,17 @@ impl Cluster {
         Self { nodes }
     }
 
+    /// Starts `n` nodes (AOF, undeclared) each with a clock a test can
+    /// move, and the files that move them.
+    pub fn start_with_clocks(n: usize) -> (Self, Vec<clock::ClockFile>) {
+        let clocks: Vec<clock::ClockFile> = (0..n).map(|_| clock::ClockFile::new()).collect();
+        let nodes = clocks
+            .iter()
+            .map(|c| RedisNode::start_with_clock(Persistence::Aof, c))
+            .collect();
+        (Self { nodes }, clocks)
+    }
+
     /// All node URLs.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisNode::url).collect()
