@@ -139,6 +139,9 @@ pub(crate) struct ClockWatch {
     jumps: Mutex<Jumps>,
     /// Where a jump ahead is told.
     news: ClockNews,
+    /// The accepted rate's excess ([`RateTrack::excess`]) as `f64` bits,
+    /// read on every acquisition without taking the lock.
+    excess: AtomicU64,
     /// Jumps ahead seen.
     pub(crate) ahead: AtomicU64,
     /// Steps back seen.
@@ -164,6 +167,7 @@ impl ClockWatch {
             last: Mutex::default(),
             jumps: Mutex::default(),
             news: Arc::clone(news),
+            excess: AtomicU64::new(0.0_f64.to_bits()),
             ahead: AtomicU64::new(0),
             behind: AtomicU64::new(0),
         }
@@ -193,6 +197,8 @@ impl ClockWatch {
                 let was = track.rate.rate();
                 track.rate.observe(now);
                 if let Some(rate) = track.rate.rate().filter(|r| Some(*r) != was) {
+                    let excess = track.rate.excess().to_bits();
+                    self.excess.store(excess, Ordering::Relaxed);
                     // Said once each time it goes beyond the allowance.
                     let beyond = rate.hi > 1.0 + self.allowance;
                     accepted = Some((rate, beyond && !track.beyond));
@@ -276,8 +282,7 @@ impl ClockWatch {
     /// factor, by its accepted rate (zero if it does not): a key set there
     /// with a TTL lives that fraction less of it on our clock.
     pub(crate) fn rate_excess(&self) -> f64 {
-        let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        track.rate.excess()
+        f64::from_bits(self.excess.load(Ordering::Relaxed))
     }
 
     /// A new rate was accepted: the gauge, and a warning when it went
@@ -302,6 +307,11 @@ impl ClockWatch {
     /// its life to the jumps ahead seen since (zero if none; see
     /// [`Jumps::since`]).
     pub(crate) fn ran_ahead_since(&self, since: Instant) -> Duration {
+        // Never ran ahead (the usual case): no lock taken. A jump counted
+        // after this read is recorded, and its news sent, after it.
+        if self.ahead.load(Ordering::Relaxed) == 0 {
+            return Duration::ZERO;
+        }
         let jumps = self.jumps.lock().unwrap_or_else(PoisonError::into_inner);
         jumps.since(since)
     }
