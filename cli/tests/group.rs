@@ -326,7 +326,8 @@ fn report_alive(pids: &[i32]) -> Vec<String> {
         "sh".into(),
         "-c".into(),
         format!(
-            "for p in {}; do if [ -e /proc/$p/status ] && ! grep -q '^State:.*[ZX]' /proc/$p/status; \
+            "for p in {}; do if [ -e /proc/$p/status ] && ! grep -q '^State:.*[ZX]' /proc/$p/status \
+             && [ \"$(head -c 5 /proc/$p/cmdline 2>/dev/null)\" = sleep ]; \
              then echo alive $p; fi; done; echo checked",
             list.join(" ")
         ),
