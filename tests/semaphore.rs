@@ -119,6 +119,8 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
     for i in 0..3 {
         let s = client(&c).semaphore("fifo", 2).unwrap();
         let order = order.clone();
+        // Counted before it starts: it may register before the count.
+        let n = c.nodes[0].waiters(key);
         waiters.push(tokio::spawn(async move {
             let p = s
                 .acquire_timeout(ms(5_000), Duration::from_secs(50))
@@ -128,7 +130,6 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
             p
         }));
         // Each registers before the next starts.
-        let n = c.nodes[0].waiters(key);
         assert!(
             wait_until(Duration::from_secs(20), || c.nodes[0].waiters(key) > n).await,
             "waiter {i} registers"
