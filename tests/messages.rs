@@ -298,6 +298,14 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         support::wait_until(ms(3000), heard).await,
         "the waiter hears the channel"
     );
+    // Subscribed is not yet waiting: a release before its first try would
+    // hand it the permit on that try, with no wake-up to count.
+    assert!(
+        support::wait_until(ms(3000), || c.waiting_on("redquorum:semaphore:{acl}:acl")
+            >= 2)
+        .await,
+        "the waiter is listed"
+    );
     let woken = b2.stats().woken_by_notification;
     let released = std::time::Instant::now();
     held.release().await.unwrap();
