@@ -2,7 +2,10 @@
  * (LD_PRELOAD), it shifts and scales that process's wall clock and shifts
  * its boot-time clock as the file named by REDQUORUM_TEST_CLOCK says, so a
  * redis-server's clock can run fast or step, and a client can look as if
- * its machine had been suspended. The monotonic clock is left alone.
+ * its machine had been suspended. Where REDQUORUM_TEST_MONOTONIC_RATE is
+ * set (a client whose own clock runs slow or fast), the monotonic and
+ * boot-time clocks run at that rate from the process's first reading of
+ * each; otherwise they are left alone (boot time only shifted).
  *
  * The file holds four numbers: wall offset (ns), wall rate, the wall
  * instant (ns) the rate counts from, boot-time offset (ns). The faked wall
@@ -22,6 +25,32 @@
 
 static long long loaded_at = -1, wall_offset, anchor, boot_offset;
 static double rate = 1.0;
+
+/* The monotonic rate (0: not read yet) and each scaled clock's first
+ * real reading (-1: none yet). */
+static double mono_rate;
+static long long anchors[2] = {-1, -1};
+
+static double monotonic_rate(void) {
+    if (mono_rate == 0) {
+        const char *v = getenv("REDQUORUM_TEST_MONOTONIC_RATE");
+        double r = v ? strtod(v, NULL) : 1.0;
+        mono_rate = r > 0 ? r : 1.0;
+    }
+    return mono_rate;
+}
+
+/* A monotonic or boot-time reading at the monotonic rate, counted from
+ * the clock's first reading in this process (`which`: 0 or 1). */
+static long long scaled(int which, long long real) {
+    double r = monotonic_rate();
+    if (r == 1.0) return real;
+    long long none = -1;
+    __atomic_compare_exchange_n(&anchors[which], &none, real, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    long long a = __atomic_load_n(&anchors[which], __ATOMIC_SEQ_CST);
+    return a + (long long)((double)(real - a) * r);
+}
 
 static int raw(clockid_t id, struct timespec *ts) {
     return (int)syscall(SYS_clock_gettime, id, ts);
@@ -74,7 +103,10 @@ int clock_gettime(clockid_t id, struct timespec *ts) {
         from_nanos(wall(nanos(ts)), ts);
     } else if (id == CLOCK_BOOTTIME) {
         load();
-        from_nanos(nanos(ts) + boot_offset, ts);
+        from_nanos(scaled(1, nanos(ts)) + boot_offset, ts);
+    } else if (id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE ||
+               id == CLOCK_MONOTONIC_RAW) {
+        from_nanos(scaled(0, nanos(ts)), ts);
     }
     return 0;
 }
