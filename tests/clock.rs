@@ -410,3 +410,59 @@ async fn a_step_back_is_reported_and_costs_nothing_once() {
     assert!(node.clock_behind >= 1, "{node:?}");
     assert_eq!((node.clock_ahead, node.quarantined), (0, false), "{node:?}");
 }
+
+scenario! {
+    /// Every node's clock starts running 10 % fast just after a lock was
+    /// taken on them (no step: a rate that changes). The holder's client,
+    /// reading the nodes once a second, first sees excesses (cut by them),
+    /// then accepts the new rate and sees none; a second client trying
+    /// every 3 ms sees each node advance too little between its readings to
+    /// call it a jump, so it counts them and takes the lock the moment the
+    /// keys expire, 6 s / 1.1 after they were set. The holder counts the
+    /// lock's life at the fastest rate it has since accepted for a node
+    /// whose yes counted, so it no longer counts it valid by then.
+    a_rate_that_grows_under_a_held_lock_shortens_it => a_rate_that_grows_under_a_held_lock_shortens_it_once
+}
+
+async fn a_rate_that_grows_under_a_held_lock_shortens_it_once() {
+    let (c, clocks) = faked_cluster();
+    let build = || c.builder().restart_quarantine(ms(6_000)).build().unwrap();
+    let (first, second) = (build(), build());
+    for client in [&first, &second] {
+        for _ in 0..20 {
+            client
+                .lock("warm-up", ms(1_000))
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+            tokio::time::sleep(ms(50)).await;
+        }
+    }
+    let lock = first.try_lock("speeds-up", ms(6_000)).await.unwrap();
+    for clock in &clocks {
+        clock.wall(0, 1.1);
+    }
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    let (tried_at, taken) = loop {
+        let tried_at = tokio::time::Instant::now();
+        if let Ok(taken) = second.try_lock("speeds-up", ms(2_000)).await {
+            break (tried_at, taken);
+        }
+        assert!(std::time::Instant::now() < give_up, "never taken");
+        tokio::time::sleep(ms(3)).await;
+    };
+    let ended = lock.valid_until();
+    println!(
+        "rate grew under a held lock: taken {:?} after the holder's validity ended",
+        tried_at.checked_duration_since(ended)
+    );
+    assert!(
+        ended <= tried_at,
+        "two valid holders: tried {:?} before the holder's validity ended",
+        ended - tried_at
+    );
+    taken.release().await.unwrap();
+    let _ = lock.release().await;
+}

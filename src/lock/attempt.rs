@@ -359,7 +359,7 @@ impl Redlock {
                     (key, key),
                     value,
                     ttl,
-                    Basis::new(tally.yes, start, valid_until),
+                    Basis::new(tally.yes, start, ttl, valid_until),
                     matches!(ask, Ask::Queued(_)),
                 ));
             }

@@ -75,25 +75,33 @@ pub(crate) struct Shared {
 }
 
 /// What a lock's validity was counted from: the round that last set its
-/// keys (the acquisition, then each confirmed extension). A node among
-/// `held` whose clock was seen running ahead after `start` drops its key
-/// that much early, so the validity is cut by as much
-/// ([`Shared::clock_bound`]).
+/// keys (the acquisition, then each confirmed extension), for `ttl`. A
+/// node among `held` whose clock was seen running ahead after `start`
+/// drops its key that much early, and one whose clock was since measured
+/// running faster than the validity allowed for drops it at that rate: the
+/// validity is cut by as much ([`Shared::clock_bound`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Basis {
     /// The nodes whose yes counted toward the quorum.
     pub(crate) held: NodeSet,
     /// When the round started (its keys were set after this).
     pub(crate) start: Instant,
+    /// The TTL the round set.
+    pub(crate) ttl: Duration,
     /// The validity the round gave.
     pub(crate) until: Instant,
 }
 
 impl Basis {
-    /// The validity `until` of a round started at `start`, counted on the
-    /// yes of the nodes in `held`.
-    pub(crate) fn new(held: NodeSet, start: Instant, until: Instant) -> Self {
-        Self { held, start, until }
+    /// The validity `until` of a round started at `start` that set `ttl`,
+    /// counted on the yes of the nodes in `held`.
+    pub(crate) fn new(held: NodeSet, start: Instant, ttl: Duration, until: Instant) -> Self {
+        Self {
+            held,
+            start,
+            ttl,
+            until,
+        }
     }
 }
 
@@ -153,14 +161,23 @@ impl Shared {
 
     /// The validity `basis` gives, less what clocks seen running ahead
     /// since its round started took from its keys (the jumps of the node
-    /// that lost the most: the quorum needed every node that counted).
+    /// that lost the most: the quorum needed every node that counted), and
+    /// no later than the keys' life at the fastest rate now accepted for a
+    /// node whose yes counted (a clock that started running faster after
+    /// the keys were set: its early readings are jumps, the later ones, once
+    /// its new rate is accepted, are not).
     pub(crate) fn clock_bound(&self, basis: &Basis) -> Instant {
         let nodes = self.redlock.nodes();
+        let at_rate = basis
+            .ttl
+            .checked_sub(self.redlock.drift_on(basis.ttl, basis.held))
+            .map_or(basis.start, |life| basis.start + life);
+        let until = basis.until.min(at_rate).max(basis.start);
         let cut = nodes.ran_ahead_since(basis.held, basis.start);
         if cut.is_zero() {
-            return basis.until;
+            return until;
         }
-        let bound = basis.until.checked_sub(cut).unwrap_or(basis.start);
+        let bound = until.checked_sub(cut).unwrap_or(basis.start);
         bound.max(basis.start)
     }
 
@@ -174,8 +191,8 @@ impl Shared {
         );
     }
 
-    /// A node's clock ran ahead: cuts the validity where the lock's keys
-    /// were on it (see [`Basis`]).
+    /// A node's clock ran ahead, or was measured running faster: cuts the
+    /// validity where the lock's keys were on it (see [`Basis`]).
     pub(crate) fn clock_jumped(&self) {
         let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
         let bound = self.clock_bound(&basis);
@@ -246,7 +263,7 @@ impl Shared {
         let now = clock::now();
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
             (Some(true), Some(until)) if now < old.valid_until => {
-                let basis = Basis::new(tally.yes, start, until);
+                let basis = Basis::new(tally.yes, start, ttl, until);
                 let cut = self.clock_bound(&basis);
                 if cut < until {
                     self.cut_by_clock(until - cut);

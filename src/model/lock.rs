@@ -35,7 +35,7 @@ use crate::error::NodeErrorKind;
 use crate::lock::redlock::validity;
 use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
 use crate::model::lock_state::{
-    representative, send, Action, ClockRules, Ext, Kind, Mint, Node, Phase, State, JUMP,
+    representative_for, send, Action, ClockRules, Ext, Kind, Mint, Node, Phase, State, JUMP,
 };
 use crate::model::{check, check_symmetric, insert_sorted, take_one};
 use crate::node::amnesia::assess;
@@ -133,6 +133,14 @@ pub(crate) struct LockModel {
     /// factor where that node's yes counted (an extension: any node), by
     /// the crate's `Config::drift_at` (as shipped).
     pub(crate) rate_counted: bool,
+    /// The fast node's clock runs the drift fast at first and starts
+    /// running at its rate at a moment the checker picks (a rate that grows
+    /// under a held lock); every client learns the new rate then.
+    pub(crate) grows: bool,
+    /// Rule: a holder whose keys sit on a node whose faster rate it learns
+    /// counts them valid no longer than they live at that rate (as shipped:
+    /// `lock/shared.rs`, `Shared::clock_bound`).
+    pub(crate) rebound: bool,
 }
 
 impl LockModel {
@@ -172,6 +180,8 @@ impl LockModel {
             holder_cut: true,
             fast: None,
             rate_counted: true,
+            grows: false,
+            rebound: true,
         }
     }
 
@@ -221,6 +231,7 @@ impl Model for LockModel {
             premint: vec![0; self.clients],
             readings: vec![vec![0; self.nodes]; self.clients],
             clock_q: vec![vec![0; self.nodes]; self.clients],
+            grown: false,
         }]
     }
 
@@ -289,6 +300,9 @@ impl Model for LockModel {
             if s.faults[4] > 0 {
                 actions.push(Action::Step(n as u8));
             }
+        }
+        if self.grows && !s.grown {
+            actions.push(Action::Grow);
         }
     }
 
@@ -361,7 +375,7 @@ impl Model for LockModel {
             }
             Action::Extend(c, ttl) => {
                 s.faults[3] -= 1;
-                let (now, bound) = (s.now, s.now + self.left(ttl, 0, self.all()));
+                let (now, bound) = (s.now, s.now + self.left(s.grown, ttl, 0, self.all()));
                 let Phase::Holding(h) = &mut s.clients[c as usize] else {
                     return None;
                 };
@@ -414,6 +428,7 @@ impl Model for LockModel {
                 send(&mut s.net, c, self.all(), Kind::Release);
             }
             Action::Step(n) => s.step_clock(n, JUMP),
+            Action::Grow => self.grow(&mut s),
             Action::Probe(c, n) => {
                 s.faults[5] -= 1;
                 s.read_clock((c, n), self.clock());
@@ -470,7 +485,8 @@ impl LockModel {
 
 /// Safe: explored to the end, no counterexample, both clients held it.
 pub(crate) fn safe(name: &str, m: LockModel) {
-    check_symmetric(name, m, representative).assert_safe(name, 1_000, "both clients held the lock");
+    let rep = representative_for(m.fast.is_some());
+    check_symmetric(name, m, rep).assert_safe(name, 1_000, "both clients held the lock");
 }
 
 /// Unsafe: the checker finds a counterexample to `property`.
@@ -723,6 +739,29 @@ mod tests {
         };
         unsafe_(
             "lock, weakened: validity at the drift factor on a node measured faster",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_lock_safe_when_a_rate_grows_under_a_held_lock() {
+        let m = LockModel {
+            grows: true,
+            ..fast_node()
+        };
+        safe("lock: a node's clock starts running 1.6 times as fast", m);
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_a_grown_rate_leaves_held_locks_alone() {
+        let m = LockModel {
+            grows: true,
+            rebound: false,
+            ..fast_node()
+        };
+        unsafe_(
+            "lock, weakened: a holder keeps its validity when a node's rate grows",
             m,
             EXCLUSION,
         );

@@ -18,23 +18,25 @@ impl LockModel {
     /// started, counted on the yes of the nodes in `held`: the crate's
     /// rule, in whole ms (rounded down: the client's view); zero when
     /// nothing is left.
-    pub(crate) fn left(&self, ttl: u8, elapsed: u8, held: NodeSet) -> u8 {
+    pub(crate) fn left(&self, grown: bool, ttl: u8, elapsed: u8, held: NodeSet) -> u8 {
         let ttl_d = Duration::from_millis(ttl.into());
-        let drift = self.drift_of(ttl, held);
+        let drift = self.drift_of(ttl, held, !self.grows || grown);
         (self.validity)(ttl_d, Duration::from_millis(elapsed.into()), drift)
             .map_or(0, |v| v.as_millis().min(255) as u8)
     }
 
     /// The clients' drift allowance for `ttl` on keys the nodes in `held`
     /// hold, from the crate's configuration code: at the fast node's
-    /// measured rate where it counted (and the rule is on).
-    fn drift_of(&self, ttl: u8, held: NodeSet) -> Duration {
+    /// measured rate where it counted (and the rule is on), once `known`.
+    fn drift_of(&self, ttl: u8, held: NodeSet, known: bool) -> Duration {
         let config = Config {
             drift_factor: self.drift_factor,
             ..Config::default()
         };
         let excess = match self.fast {
-            Some((n, rate)) if self.rate_counted && held & node_bit(n.into()) != 0 => rate - 1.0,
+            Some((n, rate)) if known && self.rate_counted && held & node_bit(n.into()) != 0 => {
+                rate - 1.0
+            }
             _ => 0.0,
         };
         config.drift_at(Duration::from_millis(ttl.into()), excess)
@@ -47,10 +49,12 @@ impl LockModel {
     }
 
     /// How long a key set with `ttl` lasts in real time on node `n`: the
-    /// fast node's rate there, the drift elsewhere.
-    fn key_life(&self, n: u8, ttl: u8) -> u8 {
+    /// fast node's rate there (once it runs at it), the drift elsewhere.
+    fn key_life(&self, grown: bool, n: u8, ttl: u8) -> u8 {
         match self.fast {
-            Some((fast, rate)) if fast == n => (f64::from(ttl) / rate).floor() as u8,
+            Some((fast, rate)) if fast == n && (!self.grows || grown) => {
+                (f64::from(ttl) / rate).floor() as u8
+            }
             _ => self.real_ttl(ttl),
         }
     }
@@ -58,7 +62,7 @@ impl LockModel {
     /// A node applies a message at the current instant; returns whether it
     /// did what was asked (a `SET NX` set the key, an extension extended).
     pub(crate) fn apply(&self, s: &mut State, m: &Msg) -> bool {
-        let now = s.now;
+        let (now, grown) = (s.now, s.grown);
         let node = &mut s.nodes[m.node as usize];
         let live = node.key.filter(|(_, expires)| now < *expires);
         let ours = live.is_some_and(|(holder, _)| holder == m.client);
@@ -66,11 +70,11 @@ impl LockModel {
         match m.kind {
             Kind::Set if live.is_some() => false,
             Kind::Set => {
-                node.key = Some((m.client, now + self.key_life(m.node, self.ttl)));
+                node.key = Some((m.client, now + self.key_life(grown, m.node, self.ttl)));
                 true
             }
             Kind::Extend { ttl, .. } if ours => {
-                node.key = Some((m.client, now + self.key_life(m.node, ttl)));
+                node.key = Some((m.client, now + self.key_life(grown, m.node, ttl)));
                 true
             }
             Kind::Extend { .. } if self.failed_extend_deletes => {
@@ -96,7 +100,7 @@ impl LockModel {
     /// Holder `c` counts node `n`'s vote on its extension `seq` and, once
     /// the round decided, updates its validity by the guard's rule.
     pub(crate) fn ext_vote(&self, s: &mut State, c: u8, seq: u8, n: u8, vote: Vote) {
-        let now = s.now;
+        let (now, grown) = (s.now, s.grown);
         let Phase::Holding(h) = &mut s.clients[c as usize] else {
             return;
         };
@@ -115,7 +119,7 @@ impl LockModel {
         let tally = tally_of(self.nodes, (self.quorum)(self.nodes), e.yes, e.no, e.failed);
         let Some(won) = tally.decided() else { return };
         e.decided = true;
-        let left = self.left(e.ttl, now - e.start, self.all());
+        let left = self.left(grown, e.ttl, now - e.start, self.all());
         // Confirmed: won, time left, and finished within the validity it
         // was sent with. Otherwise the guard keeps what it has.
         if !won || left == 0 || now >= e.before {
@@ -127,6 +131,7 @@ impl LockModel {
         } else if seq > h.confirmed {
             h.confirmed = seq;
             h.held = e.yes;
+            h.basis = (e.start, e.ttl);
             h.exts.retain(|e| e.seq > seq);
             h.until = h.exts.iter().fold(until, |u, e| u.min(e.bound));
         }
@@ -134,7 +139,7 @@ impl LockModel {
 
     /// Client `c` counts node `n`'s vote and acts once the round decided.
     pub(crate) fn vote(&self, s: &mut State, c: u8, n: u8, vote: Vote) {
-        let now = s.now;
+        let (now, grown) = (s.now, s.grown);
         let Phase::Trying {
             start,
             yes,
@@ -159,7 +164,7 @@ impl LockModel {
             Some(won) => won,
         };
         let left = if won {
-            self.left(self.ttl, now - *start, *yes)
+            self.left(grown, self.ttl, now - *start, *yes)
         } else {
             0
         };
@@ -171,6 +176,7 @@ impl LockModel {
                 confirmed: 0,
                 exts: Vec::new(),
                 held: *yes,
+                basis: (*start, self.ttl),
                 mint: match s.premint[c as usize] {
                     0 if self.fenced => Mint::Asked,
                     0 => Mint::None,
@@ -181,6 +187,33 @@ impl LockModel {
             let undo = self.all() & !tally.no;
             s.clients[c as usize] = Phase::Done;
             send(&mut s.net, c, undo, Kind::Release);
+        }
+    }
+}
+
+impl LockModel {
+    /// The fast node's clock starts running at its rate: a key there has
+    /// the rest of its life shortened by as much, and every client learns
+    /// the rate; a holder whose keys sit there bounds its validity by it
+    /// (where `rebound`), counted from the round that set them, as the
+    /// crate's `Shared::clock_bound` does.
+    pub(crate) fn grow(&self, s: &mut State) {
+        let Some((fast, rate)) = self.fast else {
+            return;
+        };
+        s.grown = true;
+        let now = s.now;
+        let node = &mut s.nodes[fast as usize];
+        node.key = node.key.map(|(c, expires)| {
+            let rest = f64::from(expires.saturating_sub(now)) * (1.0 + self.drift_factor) / rate;
+            (c, now + rest.floor() as u8)
+        });
+        for phase in &mut s.clients {
+            let Phase::Holding(h) = phase else { continue };
+            if self.rebound && h.held & node_bit(fast.into()) != 0 {
+                let (start, ttl) = h.basis;
+                h.until = h.until.min(start + self.left(true, ttl, 0, h.held));
+            }
         }
     }
 }

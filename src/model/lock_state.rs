@@ -70,6 +70,8 @@ pub(crate) struct Hold {
     /// The nodes whose yes counted in the round that last set its keys
     /// (the acquisition, then the latest confirmed extension).
     pub(crate) held: NodeSet,
+    /// When that round started and the TTL it set.
+    pub(crate) basis: (u8, u8),
 }
 
 /// One extension sent by a holder.
@@ -166,6 +168,8 @@ pub(crate) struct State {
     /// Per client and node, until when (real ms) the client does not count
     /// the node's yes: it saw the node's clock run ahead.
     pub(crate) clock_q: Vec<Vec<u8>>,
+    /// The fast node's clock runs at its rate (see `LockModel::grows`).
+    pub(crate) grown: bool,
 }
 
 /// What can happen next.
@@ -198,6 +202,8 @@ pub(crate) enum Action {
     Step(u8),
     /// A holder's client reads a node's clock (an idle node's probe).
     Probe(u8, u8),
+    /// The fast node's clock starts running at its rate.
+    Grow,
 }
 
 /// The least of the states equal to `s` but for the names of its nodes
@@ -205,6 +211,26 @@ pub(crate) enum Action {
 pub(crate) fn representative(s: &State) -> State {
     let client_orders = permutations(s.clients.len());
     least_renaming(s, s.nodes.len(), &client_orders, renamed)
+}
+
+/// The symmetry reduction for a model whose nodes are all alike, or (with
+/// `fast`) one of which differs (a fast clock): clients only are renamed.
+pub(crate) fn representative_for(fast: bool) -> fn(&State) -> State {
+    if fast {
+        representative_clients
+    } else {
+        representative
+    }
+}
+
+/// The least of the states equal to `s` but for the names of its clients.
+fn representative_clients(s: &State) -> State {
+    let nodes: Vec<usize> = (0..s.nodes.len()).collect();
+    permutations(s.clients.len())
+        .iter()
+        .map(|clients| renamed(s, &nodes, clients))
+        .min()
+        .unwrap_or_else(|| s.clone())
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.

@@ -186,29 +186,34 @@ impl ClockWatch {
             recv,
             node_us,
         };
-        let (before, allowance, accepted) = {
+        let (before, allowance, accepted, grew) = {
             let mut track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
             let before = track.last;
             // Judged by the rate known before this reading.
             let allowance = self.allowance.max(track.rate.excess());
-            let mut accepted = None;
+            let (mut accepted, mut grew) = (None, false);
             if before.is_none_or(|b| b.recv <= recv) {
                 track.last = Some(now);
                 let was = track.rate.rate();
                 track.rate.observe(now);
                 if let Some(rate) = track.rate.rate().filter(|r| Some(*r) != was) {
-                    let excess = track.rate.excess().to_bits();
-                    self.excess.store(excess, Ordering::Relaxed);
+                    let excess = track.rate.excess();
+                    let old = self.excess.swap(excess.to_bits(), Ordering::Relaxed);
+                    grew = excess > f64::from_bits(old);
                     // Said once each time it goes beyond the allowance.
                     let beyond = rate.hi > 1.0 + self.allowance;
                     accepted = Some((rate, beyond && !track.beyond));
                     track.beyond = beyond;
                 }
             }
-            (before, allowance, accepted)
+            (before, allowance, accepted, grew)
         };
         if let Some((rate, newly_beyond)) = accepted {
             self.rate_accepted(rate, newly_beyond);
+        }
+        if grew {
+            // Keys set here before live less than their holders counted.
+            self.news.send_modify(|n| *n += 1);
         }
         let Some(before) = before else { return };
         match judge(&before, &now, allowance) {

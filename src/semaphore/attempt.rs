@@ -156,7 +156,7 @@ impl Semaphore {
                 w.gone_from(took.fold(0, |set, (i, _)| set | node_bit(i)));
             }
             let keys = (self.keys.slots()[slot].as_str(), self.line.as_str());
-            let basis = Basis::new(holders, start, until);
+            let basis = Basis::new(holders, start, ttl, until);
             let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, basis, queued);
             return Ok(lock.for_permit(&self.keys, slot));
         }
