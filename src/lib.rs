@@ -277,6 +277,7 @@ pub use lock::config::{
 pub use lock::guard::{Lock, LockHandle};
 pub use lock::inspect::{Holder, LockState};
 pub use lock::redlock::Redlock;
+pub use node::clockrate::{ClockReading, NodeClock};
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;
 pub use serial::generator::{

@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use redquorum::{redis, NodeTrust};
+use redquorum::{redis, NodeClock, NodeTrust};
 
 use crate::client::build;
-use crate::clockrate::{self, Clock};
+use crate::clockrate;
 use crate::exit;
 
 /// One node's health, as `status` prints it.
@@ -23,7 +23,7 @@ struct NodeReport {
     /// Its clock minus ours.
     offset_ms: Option<i64>,
     /// Its clock's rate against ours, or a jump seen (`clockrate.rs`).
-    clock: Option<Clock>,
+    clock: Option<NodeClock>,
     /// What the last column says: the persistence, or why it is unreachable.
     detail: String,
     /// What makes it unsafe for locks and counters.
@@ -234,12 +234,14 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
             r.reachable = true;
             r.clock = watch_clock(&mut conn, timeout).await;
             match r.clock {
-                Some(Clock::Rate { lo, hi }) if hi < 0.99 || lo > 1.01 => r.warnings.push(format!(
-                    "clock runs {} against ours, beyond the default drift allowance (1%): \
+                Some(NodeClock::Rate { lo, hi }) if hi < 0.99 || lo > 1.01 => {
+                    r.warnings.push(format!(
+                        "clock runs {} against ours, beyond the default drift allowance (1%): \
                      clients count locks on it at its measured rate once they measured it",
-                    clockrate::cell(r.clock)
-                )),
-                Some(Clock::Jumped(ms)) => r.warnings.push(format!(
+                        clockrate::cell(r.clock)
+                    ))
+                }
+                Some(NodeClock::Jumped { ms }) => r.warnings.push(format!(
                     "clock jumped {ms:+.0} ms while status watched: clients that see a jump \
                      ahead keep the node out of lock quorums for the restart quarantine"
                 )),
@@ -294,13 +296,13 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
 async fn watch_clock(
     conn: &mut redis::aio::MultiplexedConnection,
     timeout: Duration,
-) -> Option<Clock> {
+) -> Option<NodeClock> {
     let first = clockrate::read(conn, timeout).await?;
     tokio::time::sleep(clockrate::SPAN).await;
     let second = clockrate::read(conn, timeout).await?;
     tokio::time::sleep(clockrate::SPAN).await;
     let third = clockrate::read(conn, timeout).await?;
-    clockrate::judge(&[first, second, third])
+    NodeClock::from_readings(&[first, second, third])
 }
 
 /// `CONFIG GET name` as `[name, value]`; empty where the command is not

@@ -116,6 +116,73 @@ impl RateTrack {
     }
 }
 
+/// One reading of a node's clock, for [`NodeClock::from_readings`]: the
+/// node's `TIME` in microseconds since the Unix epoch, and when (on this
+/// machine's monotonic clock) the request went out and its reply came in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockReading {
+    /// When `TIME` was sent.
+    pub sent: std::time::Instant,
+    /// When its reply came in.
+    pub recv: std::time::Instant,
+    /// The node's clock, µs since the Unix epoch.
+    pub node_us: u64,
+}
+
+impl From<ClockReading> for Reading {
+    fn from(r: ClockReading) -> Self {
+        Self {
+            sent: Instant::from_std(r.sent),
+            recv: Instant::from_std(r.recv),
+            node_us: r.node_us,
+        }
+    }
+}
+
+/// What readings of a node's clock show against ours, judged as a client
+/// judges the replies it gets (`redquorum status` shows it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NodeClock {
+    /// Its clock runs between `lo` and `hi` times as fast as ours.
+    Rate {
+        /// At least this.
+        lo: f64,
+        /// At most this.
+        hi: f64,
+    },
+    /// The second span's advance differs from what the first span's rate
+    /// allows by at least this many ms (positive: ahead): a step while the
+    /// readings were taken.
+    Jumped {
+        /// The step, ms.
+        ms: f64,
+    },
+}
+
+impl NodeClock {
+    /// What three readings, in order, show: a rate where the two spans
+    /// between them agree (their ranges overlap), the step otherwise;
+    /// `None` where no time surely passed between two of them.
+    pub fn from_readings(r: &[ClockReading; 3]) -> Option<Self> {
+        let [a, b, c] = r.map(Reading::from);
+        let (first, second) = (Rate::between(&a, &b)?, Rate::between(&b, &c)?);
+        if first.agrees(&second) {
+            let Rate { lo, hi } = Rate::between(&a, &c)?;
+            return Some(Self::Rate { lo, hi });
+        }
+        // The second span against what the first span's rate allows.
+        let most = c.recv.duration_since(b.sent).as_micros() as f64;
+        let least = c.sent.duration_since(b.recv).as_micros() as f64;
+        let advance = c.node_us as f64 - b.node_us as f64;
+        let ms = if second.lo > first.hi {
+            (advance - most * first.hi) / 1e3
+        } else {
+            (advance - least * first.lo) / 1e3
+        };
+        Some(Self::Jumped { ms })
+    }
+}
+
 /// Whether at least [`HALF`] surely passed from `a` to `b`.
 fn spans(a: &Reading, b: &Reading) -> bool {
     b.sent
@@ -174,6 +241,36 @@ mod tests {
             }
         }
         assert!(track.rate().is_some());
+    }
+
+    #[test]
+    fn three_readings_show_a_rate_or_a_step() {
+        let t = std::time::Instant::now();
+        let at = |ms: u64, node_ms: f64| {
+            let sent = t + Duration::from_millis(ms);
+            ClockReading {
+                sent,
+                recv: sent + Duration::from_micros(200),
+                node_us: 1_700_000_000_000_000 + (node_ms * 1000.0) as u64,
+            }
+        };
+        let fast = [at(0, 0.0), at(600, 630.0), at(1200, 1260.0)];
+        let Some(NodeClock::Rate { lo, hi }) = NodeClock::from_readings(&fast) else {
+            panic!("{:?}", NodeClock::from_readings(&fast))
+        };
+        assert!(lo <= 1.05 && 1.05 <= hi && hi - lo < 0.001, "{lo} {hi}");
+        let step = [at(0, 0.0), at(600, 600.0), at(1200, 31_200.0)];
+        let Some(NodeClock::Jumped { ms }) = NodeClock::from_readings(&step) else {
+            panic!("{:?}", NodeClock::from_readings(&step))
+        };
+        assert!((29_990.0..=30_000.0).contains(&ms), "{ms}");
+        let back = [at(0, 30_000.0), at(600, 30_600.0), at(1200, 1_200.0)];
+        let shown = NodeClock::from_readings(&back);
+        assert!(
+            matches!(shown, Some(NodeClock::Jumped { ms }) if ms < -29_990.0),
+            "{shown:?}"
+        );
+        assert_eq!(NodeClock::from_readings(&[at(0, 0.0); 3]), None);
     }
 
     #[test]
