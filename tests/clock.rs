@@ -466,3 +466,32 @@ async fn a_rate_that_grows_under_a_held_lock_shortens_it_once() {
     taken.release().await.unwrap();
     let _ = lock.release().await;
 }
+
+/// Each node's offset from our wall clock is told, from the latest reply,
+/// with half that reply's round trip as its uncertainty.
+#[tokio::test]
+async fn each_nodes_offset_is_told() {
+    let (c, clocks) = faked_cluster();
+    clocks[2].wall(5_000_000_000, 1.0);
+    let client = c.redlock();
+    assert!(client
+        .stats()
+        .nodes
+        .iter()
+        .all(|n| n.clock_offset_us.is_none()));
+    client
+        .lock("offset", ms(1_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for (i, node) in client.stats().nodes.iter().enumerate() {
+        let (offset, within) = node.clock_offset_us.expect("read with the lock");
+        let expected = if i == 2 { 5_000_000 } else { 0 };
+        assert!(
+            (offset - expected).abs() <= within as i64 + 2_000,
+            "node {i}: {offset} µs ± {within}"
+        );
+    }
+}

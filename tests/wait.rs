@@ -580,3 +580,58 @@ async fn a_key_still_tracked_is_not_read_again_and_its_change_still_wakes() {
     assert!(got - released < ms(1_000), "{:?}", got - released);
     lock.release().await.unwrap();
 }
+
+/// Three of five nodes take no new connection (`maxclients` reached) once
+/// the clients' request connections are open: the waiter's notification
+/// connections cannot open there, so too few nodes can tell it of a
+/// change. It then tries again within a few node timeouts, not at its
+/// 10 s retry cap or the holder's expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_cannot_hear_a_quorum_tries_again_soon() {
+    let c = Cluster::start(5);
+    let holder = c.redlock();
+    let waiter = waiter_client(&c, ms(10_000));
+    for client in [&holder, &waiter] {
+        let lock = client.try_lock("unheard", ms(1_000)).await.unwrap();
+        lock.release().await.unwrap();
+    }
+    let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
+    for conn in &mut conns[..3] {
+        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+        let connected = info
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(connected)
+            .query(conn)
+            .unwrap();
+    }
+    let held = holder.try_lock("unheard", ms(10_000)).await.unwrap();
+    let task = wait_for(&waiter, "unheard");
+    let key = support::internal_key("waiters", "unheard");
+    let listed = |conn: &mut redis::Connection| {
+        redis::cmd("ZCARD").arg(&key).query::<u64>(conn).unwrap() > 0
+    };
+    let mut registered = false;
+    for _ in 0..500 {
+        registered = conns.iter_mut().all(|conn| listed(conn));
+        if registered {
+            break;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    assert!(registered, "the waiter registers on every node");
+    // Past the first timed retries that the failed connections caused.
+    tokio::time::sleep(ms(1_000)).await;
+    held.release().await.unwrap();
+    let released = Instant::now();
+    got_it_soon(task, released, ms(2_000))
+        .await
+        .release()
+        .await
+        .unwrap();
+}

@@ -128,6 +128,7 @@ impl Redlock {
             s.quarantined = node.quarantined(now).is_some();
             (s.clock_ahead, s.clock_behind) = node.clock_jumps();
             s.clock_rate_ppm = node.clock_rate().map(|r| ((r - 1.0) * 1e6).ceil() as i64);
+            s.clock_offset_us = node.clock_offset_us();
             s.notifications = self.inner.waiting.notifying(node.index);
         }
         stats.nodes_up = stats.nodes.iter().filter(|n| n.up).count();

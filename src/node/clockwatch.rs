@@ -277,6 +277,28 @@ impl ClockWatch {
         track.last.map(|r| r.recv)
     }
 
+    /// How far the node's wall clock is ahead of ours (negative: behind),
+    /// in µs, from the latest reading (its `TIME` taken as read halfway
+    /// through the round trip, moved on by our clock since), and the
+    /// reading's uncertainty, half that round trip; `None` before the
+    /// first reading.
+    pub(crate) fn offset_us(&self) -> Option<(i64, u64)> {
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last?;
+        let half = last.recv.duration_since(last.sent) / 2;
+        let since = crate::clock::now().saturating_duration_since(last.sent + half);
+        let node = i128::from(last.node_us) + since.as_micros() as i128;
+        let ours = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_micros() as i128;
+        let offset = i64::try_from(node - ours).ok()?;
+        Some((offset, half.as_micros() as u64))
+    }
+
     /// The node clock's accepted rate against ours (`None` until one is).
     pub(crate) fn rate(&self) -> Option<Rate> {
         let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);

@@ -145,6 +145,12 @@ impl Node {
         self.link.clock.rate().map(|r| r.hi)
     }
 
+    /// The node's clock offset from ours and its uncertainty, µs (see
+    /// `ClockWatch::offset_us`).
+    pub(crate) fn clock_offset_us(&self) -> Option<(i64, u64)> {
+        self.link.clock.offset_us()
+    }
+
     /// When the node's clock was last read (`None` before the first).
     pub(crate) fn clock_read_at(&self) -> Option<tokio::time::Instant> {
         self.link.clock.last_heard()

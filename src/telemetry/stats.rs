@@ -127,6 +127,12 @@ pub struct NodeStats {
     /// second of replies measured it; `None` before. Beyond the drift
     /// factor, a lock's validity on it is counted at this rate.
     pub clock_rate_ppm: Option<i64>,
+    /// How far its wall clock is ahead of ours (negative: behind), µs,
+    /// with the uncertainty of the reply it was read from (half its round
+    /// trip), as of its latest reply; `None` before the first. Told, not
+    /// used: no decision depends on clocks agreeing, only on their rates
+    /// and steps.
+    pub clock_offset_us: Option<(i64, u64)>,
 }
 
 /// The counters behind [`Stats`].

@@ -13,7 +13,10 @@
 //! TTLs, or at once when the nodes report a change to the key (server-
 //! assisted tracking on a notification connection per node,
 //! `node/watch.rs`), or when this client releases it; and never longer than
-//! the retry cap. A semaphore's waiters are woken by name instead, by the
+//! the retry cap, nor than two node timeouts where too few nodes could
+//! tell it of a change (their notification reads failed: a node at
+//! `maxclients`, or too slow to answer), so the next attempt reads them
+//! again. A semaphore's waiters are woken by name instead, by the
 //! release that lets them in ([`named`]). None of this is a safety input:
 //! the `SET NX` quorum still decides who holds the lock.
 
@@ -48,6 +51,9 @@ pub(crate) struct Waiting {
     watches: Vec<Watch>,
     /// Longest sleep between attempts without news.
     cap: Duration,
+    /// Longest sleep while too few nodes could tell news (their
+    /// notification reads failed): the next attempt reads them again.
+    rearm: Duration,
     /// How long a waiter's registration on a node lasts without renewal.
     lease: Duration,
     /// Where this client's listeners start (random), so that the clients
@@ -103,6 +109,7 @@ impl Waiting {
             queues,
             watches,
             cap,
+            rearm: cap.min(timeout.saturating_mul(2)),
             // The front waiter attempts at least once per cap (each attempt
             // renews), so three caps and two slow rounds never lapse a live
             // waiter's registration, and a dead one blocks others that long.
@@ -269,7 +276,8 @@ impl Waiting {
         (quorum, listen): (usize, Listen),
         deadline: Instant,
     ) -> Woken {
-        let cap_at = deadline_in(jittered(self.cap));
+        let mut cap_at = deadline_in(jittered(self.cap));
+        let mut short = false;
         loop {
             let heard = signal.news();
             if signal.poked() {
@@ -284,6 +292,13 @@ impl Waiting {
             let news = signal.dirty() | (signal.armed_free() & absent);
             if listen == Listen::One && news != 0 {
                 return Woken::Notification;
+            }
+            // Too few nodes can tell us of a change (their reads failed):
+            // try again soon, which reads them again.
+            let can_tell = seen.len() - signal.unarmed_nodes().count_ones() as usize;
+            if listen == Listen::Quorum && can_tell < quorum && !short {
+                short = true;
+                cap_at = cap_at.min(deadline_in(jittered(self.rearm)));
             }
             let at = next_try(seen, news, quorum, now)
                 .map_or(cap_at, |t| t.min(cap_at))
@@ -309,11 +324,14 @@ impl Waiting {
 }
 
 /// Reads `key` on `watch` (see [`Watch::arm`]), so that the node tells of
-/// its next change; a read that finds no key is news to `signal` for
+/// its next change (a read that fails is told to `signal`: no news will
+/// come from there); a read that finds no key is news to `signal` for
 /// `round`.
 async fn read_key(watch: &Watch, key: &str, signal: &Signal, round: u64) {
-    if let Ok(Some(pttl)) = watch.arm(key).await {
-        signal.armed(round, watch.index(), pttl);
+    match watch.arm(key).await {
+        Ok(Some(pttl)) => signal.armed(round, watch.index(), pttl),
+        Ok(None) => {}
+        Err(_) => signal.unarmed(round, watch.index()),
     }
 }
 

@@ -37,6 +37,8 @@ pub(crate) struct Signal {
     behind: AtomicBool,
     /// Nodes whose notification read (this round's) found no key.
     armed_free: AtomicU64,
+    /// Nodes whose notification read (this round's) failed: no news there.
+    unarmed: AtomicU64,
     /// Counts resets, so a late read of an earlier round is not news.
     round: AtomicU64,
     /// Wakes the front waiter (a stored permit if it is not waiting yet).
@@ -62,6 +64,7 @@ impl Signal {
         self.dirty.store(0, Ordering::Release);
         self.poked.store(false, Ordering::Release);
         self.armed_free.store(0, Ordering::Release);
+        self.unarmed.store(0, Ordering::Release);
         self.round.fetch_add(1, Ordering::AcqRel) + 1
     }
 
@@ -77,6 +80,19 @@ impl Signal {
             self.armed_free.fetch_or(node_bit(node), Ordering::AcqRel);
             self.notify.notify_one();
         }
+    }
+
+    /// The notification read of round `round` on `node` failed.
+    pub(crate) fn unarmed(&self, round: u64, node: usize) {
+        if self.round.load(Ordering::Acquire) == round {
+            self.unarmed.fetch_or(node_bit(node), Ordering::AcqRel);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Nodes whose notification read this round failed.
+    pub(crate) fn unarmed_nodes(&self) -> NodeSet {
+        self.unarmed.load(Ordering::Acquire)
     }
 
     /// Nodes whose notification read this round found no key.
