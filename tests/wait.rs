@@ -618,7 +618,7 @@ async fn a_waiter_that_cannot_hear_a_quorum_tries_again_soon() {
     };
     let mut registered = false;
     for _ in 0..500 {
-        registered = conns.iter_mut().all(|conn| listed(conn));
+        registered = conns.iter_mut().all(&listed);
         if registered {
             break;
         }
