@@ -34,6 +34,13 @@ pub(crate) struct Reading {
 /// (well under a millisecond on a LAN) is then a small part of it.
 pub(crate) const HALF: Duration = Duration::from_millis(500);
 
+/// How precise a span must be: its end readings' round trips together are
+/// at most this part of it, so a rate's bounds are about that far apart.
+/// A span is [`HALF`] on a LAN, longer where round trips are long (40 s at
+/// 100 ms each): the rate's upper bound, which counts, is never the round
+/// trips' doing (a 600 ms round trip over a 500 ms span would read 2.2).
+pub(crate) const PRECISION: f64 = 0.005;
+
 /// A node clock's rate against ours: how many of its seconds pass in one
 /// of ours, between `lo` and `hi`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -72,7 +79,7 @@ impl Rate {
 pub(crate) struct RateTrack {
     /// Where the window starts.
     anchor: Option<Reading>,
-    /// The first reading at least [`HALF`] after the anchor.
+    /// The first reading a span after the anchor (see [`spans`]).
     mid: Option<Reading>,
     /// The latest rate two agreeing spans gave.
     accepted: Option<Rate>,
@@ -88,6 +95,10 @@ impl RateTrack {
         let Some(mid) = self.mid else {
             if spans(&anchor, &r) {
                 self.mid = Some(r);
+            } else if rtt(&r) < rtt(&anchor) && !spans_half(&anchor, &r) {
+                // A closer start while the first span is young: a slow
+                // reply (a busy moment) would make the span long.
+                self.anchor = Some(r);
             }
             return;
         };
@@ -183,11 +194,24 @@ impl NodeClock {
     }
 }
 
-/// Whether at least [`HALF`] surely passed from `a` to `b`.
+/// Whether at least [`HALF`] surely passed from `a` to `b`, and their
+/// round trips together are at most [`PRECISION`] of it.
 fn spans(a: &Reading, b: &Reading) -> bool {
+    b.sent.checked_duration_since(a.recv).is_some_and(|d| {
+        d >= HALF && (rtt(a) + rtt(b)).as_secs_f64() <= d.as_secs_f64() * PRECISION
+    })
+}
+
+/// Whether at least [`HALF`] surely passed from `a` to `b`.
+fn spans_half(a: &Reading, b: &Reading) -> bool {
     b.sent
         .checked_duration_since(a.recv)
         .is_some_and(|d| d >= HALF)
+}
+
+/// A reading's round trip.
+fn rtt(r: &Reading) -> Duration {
+    r.recv.saturating_duration_since(r.sent)
 }
 
 #[cfg(test)]
@@ -271,6 +295,38 @@ mod tests {
             "{shown:?}"
         );
         assert_eq!(NodeClock::from_readings(&[at(0, 0.0); 3]), None);
+    }
+
+    #[test]
+    fn round_trips_make_spans_longer_never_a_rate_faster() {
+        let t = Instant::now();
+        // 600 ms round trips, a reading every second, a true rate of 1.
+        let far = |ms: u64| {
+            let sent = t + Duration::from_millis(ms);
+            Reading {
+                sent,
+                recv: sent + Duration::from_millis(600),
+                node_us: 1_000_000_000_000 + (ms + 300) * 1000,
+            }
+        };
+        let mut track = RateTrack::default();
+        for ms in (0..=60_000).step_by(1_000) {
+            track.observe(far(ms));
+        }
+        assert_eq!(track.rate(), None, "spans of 1.2 s round trips need 240 s");
+        for ms in (61_000..=600_000).step_by(1_000) {
+            track.observe(far(ms));
+        }
+        let rate = track.rate().expect("measured over 240 s spans");
+        assert!(rate.hi < 1.0 + 2.0 * PRECISION, "{rate:?}");
+        // A slow reply at the start does not hold the measurement up: the
+        // next, closer reading starts the span.
+        let mut track = RateTrack::default();
+        track.observe(far(0));
+        for ms in (100..=1_300).step_by(100) {
+            track.observe(at(t, ms, 1.0, 0));
+        }
+        assert!(track.rate().is_some());
     }
 
     #[test]
