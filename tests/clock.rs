@@ -418,7 +418,7 @@ scenario! {
     /// then accepts the new rate and sees none; a second client trying
     /// every 3 ms sees each node advance too little between its readings to
     /// call it a jump, so it counts them and takes the lock the moment the
-    /// keys expire, 6 s / 1.1 after they were set. The holder counts the
+    /// keys expire, 10 s / 1.1 after they were set. The holder counts the
     /// lock's life at the fastest rate it has since accepted for a node
     /// whose yes counted, so it no longer counts it valid by then.
     a_rate_that_grows_under_a_held_lock_shortens_it => a_rate_that_grows_under_a_held_lock_shortens_it_once
@@ -426,7 +426,7 @@ scenario! {
 
 async fn a_rate_that_grows_under_a_held_lock_shortens_it_once() {
     let (c, clocks) = faked_cluster();
-    let build = || c.builder().restart_quarantine(ms(6_000)).build().unwrap();
+    let build = || c.builder().restart_quarantine(ms(10_000)).build().unwrap();
     let (first, second) = (build(), build());
     for client in [&first, &second] {
         for _ in 0..20 {
@@ -440,7 +440,7 @@ async fn a_rate_that_grows_under_a_held_lock_shortens_it_once() {
             tokio::time::sleep(ms(50)).await;
         }
     }
-    let lock = first.try_lock("speeds-up", ms(6_000)).await.unwrap();
+    let lock = first.try_lock("speeds-up", ms(10_000)).await.unwrap();
     for clock in &clocks {
         clock.wall(0, 1.1);
     }
