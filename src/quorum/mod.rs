@@ -57,6 +57,8 @@ pub(crate) struct Quorum {
     /// Held by every lock this client holds, while its clocks are read
     /// even where nothing else is sent ([`Quorum::probe_while_held`]).
     probing: std::sync::Mutex<std::sync::Weak<()>>,
+    /// Whether the probing task runs.
+    probe_task: std::sync::atomic::AtomicBool,
 }
 
 /// While this client holds a lock, a node it sent nothing to for this long
@@ -84,39 +86,69 @@ impl Quorum {
             telemetry,
             clock_news,
             probing: std::sync::Mutex::default(),
+            probe_task: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// A token a held lock keeps: while any is kept, a task started here
     /// reads the clock of every node that answers but was sent nothing for
     /// [`CLOCK_PROBE`], once per [`CLOCK_PROBE`]. `this` is how the task
-    /// reaches the nodes (it stops once the client is gone, or once the
-    /// last token is dropped).
+    /// reaches the nodes (it stops once the client is gone, or when it
+    /// wakes and no token is kept).
     pub(crate) fn probe_while_held<T: Send + Sync + 'static>(
         &self,
         this: std::sync::Weak<T>,
         quorum: fn(&T) -> &Quorum,
     ) -> Arc<()> {
-        let mut probing = self
-            .probing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(token) = probing.upgrade() {
-            return token;
-        }
-        let token = Arc::new(());
-        *probing = Arc::downgrade(&token);
-        let held = Arc::downgrade(&token);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(CLOCK_PROBE).await;
-                let (Some(_), Some(this)) = (held.upgrade(), this.upgrade()) else {
-                    return;
-                };
-                quorum(&this).probe_idle_clocks();
+        let token = {
+            let mut probing = self
+                .probing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match probing.upgrade() {
+                Some(token) => token,
+                None => {
+                    let token = Arc::new(());
+                    *probing = Arc::downgrade(&token);
+                    token
+                }
             }
-        });
+        };
+        // One task per client, however many locks come and go: a task per
+        // lock (each sleeping a second) cost sequential lock+release about
+        // a tenth of its p50.
+        if !self
+            .probe_task
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(CLOCK_PROBE).await;
+                    let Some(this) = this.upgrade() else { return };
+                    let q = quorum(&this);
+                    if !q.held() {
+                        // A lock taken from here on starts a task of its own.
+                        q.probe_task
+                            .store(false, std::sync::atomic::Ordering::Release);
+                        if !q.held() || q.probe_task.swap(true, std::sync::atomic::Ordering::AcqRel)
+                        {
+                            return;
+                        }
+                    }
+                    q.probe_idle_clocks();
+                }
+            });
+        }
         token
+    }
+
+    /// Whether some lock holds a probing token.
+    fn held(&self) -> bool {
+        self.probing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .upgrade()
+            .is_some()
     }
 
     /// Reads the clock of each answering node that was sent nothing for
