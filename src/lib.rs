@@ -132,6 +132,7 @@
 //   predicates.rs       What callers ask of an Error (retry? operator?).
 //   lua.rs              Lua: how a script is sent; the commands it runs.
 //   scripts.rs          The Lua sources, each run atomically on one node.
+//   multi_scripts.rs    The multi-resource lock's Lua: every key or none.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   clock.rs            Our clock for safety deadlines: monotonic plus the
 //                       time the machine spent suspended (CLOCK_BOOTTIME).
@@ -191,6 +192,8 @@
 //                       release and loss bookkeeping, the auto-extend loop.
 //   lock/guard.rs       Lock and LockHandle: extend, release, auto-extend.
 //   lock/patience.rs    Patience: how long an acquisition keeps trying.
+//   lock/waiter.rs      A caller's entry in the nodes' waiting lists: id,
+//                       ticket, lease; joining and leaving.
 //   lock/attempt.rs     One attempt (plain SET NX, or as a queued waiter);
 //                       Attempts, what the waiting loop attempts.
 //   lock/waiting.rs     The waiting loop around attempts (locks, permits,
@@ -204,6 +207,10 @@
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
 //   lock/inspect.rs     Redlock::inspect: a lock's holder, time left and
 //                       waiters, read without taking it.
+//   lock/keyset.rs      Several resources locked together: their keys and
+//                       waiting lists in one order, the requests on all.
+//   lock/multi.rs       try_lock_all, lock_all, lock_all_fenced,
+//                       with_lock_all: the lock on several resources.
 //   lock/mod.rs         The lock module's map.
 //   trust.rs            NodeTrust: what the connection checks found; init_new_nodes.
 // 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
@@ -227,6 +234,8 @@
 //                       model/lock.rs (the lock), model/detection.rs (the
 //                       node-loss table as the models' detection step),
 //                       model/mint.rs (group-committed mints' order),
+//                       model/multilock.rs (the multi-resource lock's
+//                       exclusion and freedom from wait cycles),
 //                       model/pin.rs (a serial
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs
@@ -246,6 +255,7 @@ mod lock;
 mod lua;
 #[cfg(test)]
 mod model;
+mod multi_scripts;
 mod node;
 mod pin;
 mod predicates;
@@ -276,6 +286,7 @@ pub use lock::config::{
 };
 pub use lock::guard::{Lock, LockHandle};
 pub use lock::inspect::{Holder, LockState};
+pub use lock::keyset::MAX_RESOURCES;
 pub use lock::redlock::Redlock;
 pub use node::clockrate::{ClockReading, NodeClock};
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};

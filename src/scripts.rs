@@ -49,7 +49,7 @@ macro_rules! join_waiting_list {
     () => {
         concat!(
             "redis.replicate_commands()\n",
-            node_now!(),
+            $crate::scripts::node_now!(),
             r#"local dead = redis.call("ZRANGEBYSCORE", L, "-inf", now)
 for _, gone in ipairs(dead) do
   redis.call("ZREM", Q, gone)
@@ -58,7 +58,7 @@ end
 local id = ARGV[3]
 if id ~= "" then
 "#,
-            register_waiter!(),
+            $crate::scripts::register_waiter!(),
             r#"end
 local head = redis.call("ZRANGE", Q, 0, 0)[1]
 while head and head ~= id and not redis.call("ZSCORE", L, head) do
@@ -99,6 +99,8 @@ end
 "#
     };
 }
+
+pub(crate) use {join_waiting_list, node_now, register_waiter};
 
 /// Names the waiters a semaphore's free slots are for (see
 /// `wait/named.rs`): with `Q` and `L` its waiting list and leases and
@@ -518,6 +520,11 @@ mod tests {
             &super::INSPECT,
             &crate::trust::INIT_NEW,
             &crate::node::evidence::MARKER_CAS,
+            &crate::multi_scripts::TAKE_ALL,
+            &crate::multi_scripts::QUEUED_TAKE_ALL,
+            &crate::multi_scripts::RELEASE_ALL,
+            &crate::multi_scripts::EXTEND_ALL,
+            &crate::multi_scripts::HELD_ALL,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

@@ -10,9 +10,8 @@
 //! that did not clearly refuse, because a `SET` may have landed where the
 //! reply was lost; so does an attempt whose future is dropped.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
@@ -20,10 +19,11 @@ use tokio::time::Instant;
 use crate::clock;
 use crate::error::Error;
 use crate::lock::guard::Lock;
+use crate::lock::keyset::KeySet;
 use crate::lock::redlock::{valid_until, Redlock};
 use crate::lock::shared::Basis;
+use crate::lock::waiter::Waiter;
 use crate::node::request::Request;
-use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::telemetry::labels::Primitive;
@@ -37,6 +37,20 @@ pub(crate) enum Ask<'a> {
     Plain,
     /// As this registered waiter.
     Queued(&'a Waiter<'a>),
+}
+
+impl Ask<'_> {
+    /// The waiter's id, ticket and lease in ms, marked registered; `None`
+    /// for a plain attempt.
+    fn waiter(&self) -> Option<(&str, u64, u64)> {
+        match self {
+            Ask::Plain => None,
+            Ask::Queued(w) => {
+                let (_, id, ticket, lease_ms) = w.register();
+                Some((id, ticket, lease_ms))
+            }
+        }
+    }
 }
 
 /// A failed attempt: why, and what each node said about the lock.
@@ -79,6 +93,11 @@ pub(crate) trait Attempts {
     /// than when this client's line lets it try (see `lock/waiting.rs`).
     fn joins_on_arrival(&self) -> bool {
         false
+    }
+    /// The waiting lists a waiter is listed in besides its line's (a
+    /// multi-lock's other resources'): joined and left with it.
+    fn listed_also_in(&self) -> &[WaitKeys] {
+        &[]
     }
     /// One attempt, asking as `ask` says.
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed>;
@@ -147,154 +166,9 @@ impl Attempts for KeyAttempt<'_> {
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
         let (resource, key) = (self.resource, &self.key[0]);
         self.redlock
-            .attempt(resource, key, self.ttl, self.ttl_ms, ask)
+            .attempt_on(resource, key, None, self.ttl, self.ttl_ms, ask)
             .await
     }
-}
-
-/// A caller's entry in a resource's waiting list on the nodes. Dropping it
-/// takes the entry out again (sent in the background, ahead of anything the
-/// caller sends to the nodes later).
-#[derive(Debug)]
-pub(crate) struct Waiter<'a> {
-    /// The client.
-    redlock: &'a Redlock,
-    /// The waiting list's keys.
-    keys: WaitKeys,
-    /// This waiter's id in the list: this client's token, then random
-    /// (a release that names it wakes this client).
-    id: String,
-    /// When it started waiting (or last gave its place up), in
-    /// microseconds of this client's wall clock: its place in the list, the
-    /// same on every node.
-    ticket: AtomicU64,
-    /// How long its registration lasts without renewal, in ms.
-    lease_ms: u64,
-    /// Set once a queued attempt was sent: the entry may exist somewhere.
-    registered: AtomicBool,
-    /// Nodes known to have taken the entry out already (a semaphore
-    /// waiter's winning take leaves the list where it took a slot): leaving
-    /// skips them.
-    gone_from: AtomicU64,
-    /// Set when it gave its place up; cleared when read.
-    yielded: AtomicBool,
-    /// Set when its attempt won a permit with a slot to spare on a quorum
-    /// (`SEMAPHORE_TAKE`): the next waiter may take one at once.
-    spare: AtomicBool,
-}
-
-impl<'a> Waiter<'a> {
-    /// A waiter for the lock at `key` that started waiting at `since`.
-    pub(crate) fn new(redlock: &'a Redlock, key: &str, since: SystemTime) -> Self {
-        Self {
-            redlock,
-            keys: WaitKeys::of(&redlock.config().key_prefix, key),
-            id: format!(
-                "{}{:016x}",
-                redlock.waiting().token(),
-                rand::random::<u64>()
-            ),
-            ticket: AtomicU64::new(micros(since)),
-            lease_ms: redlock.waiting().lease().as_millis().max(1) as u64,
-            registered: AtomicBool::new(false),
-            gone_from: AtomicU64::new(0),
-            yielded: AtomicBool::new(false),
-            spare: AtomicBool::new(false),
-        }
-    }
-}
-
-impl Waiter<'_> {
-    /// Marks the entry as possibly made on the nodes (an attempt carrying
-    /// it is about to go out) and returns it: the waiting list's keys, the
-    /// id, the ticket and the lease in ms.
-    pub(crate) fn register(&self) -> (&WaitKeys, &str, u64, u64) {
-        self.registered.store(true, Ordering::Release);
-        let ticket = self.ticket.load(Ordering::Acquire);
-        (&self.keys, &self.id, ticket, self.lease_ms)
-    }
-
-    /// Gives its place in the list up: a waiter that won but could not use
-    /// the lock (its round took longer than the TTL allows), or failed for
-    /// want of nodes, would otherwise block everyone behind it for as long
-    /// as it waits. Its next attempt joins at the back.
-    pub(crate) fn yield_place(&self) {
-        self.leave();
-        self.ticket
-            .store(micros(SystemTime::now()), Ordering::Release);
-        self.yielded.store(true, Ordering::Release);
-    }
-
-    /// Whether it gave its place up since the last call.
-    pub(crate) fn take_yielded(&self) -> bool {
-        self.yielded.swap(false, Ordering::AcqRel)
-    }
-
-    /// Records whether its winning attempt left a slot to spare.
-    pub(crate) fn set_spare(&self, spare: bool) {
-        self.spare.store(spare, Ordering::Release);
-    }
-
-    /// Whether its winning attempt left a slot to spare.
-    pub(crate) fn spare(&self) -> bool {
-        self.spare.load(Ordering::Acquire)
-    }
-
-    /// Records that `nodes` took the entry out themselves (the winning
-    /// attempt's script did): leaving does not ask them again.
-    pub(crate) fn gone_from(&self, nodes: NodeSet) {
-        self.gone_from.fetch_or(nodes, Ordering::AcqRel);
-    }
-
-    /// Joins the list on every node now, without an attempt
-    /// (`JOIN_WAITING_LIST`; sent in the background, ahead of anything
-    /// sent to the nodes later).
-    pub(crate) fn join_now(&self) {
-        let (keys, id, ticket, lease_ms) = self.register();
-        let req = Request::script(&scripts::JOIN_WAITING_LIST, |cmd| {
-            cmd.arg(2)
-                .arg(&keys.queue)
-                .arg(&keys.leases)
-                .arg("")
-                .arg(0)
-                .arg(id)
-                .arg(ticket)
-                .arg(lease_ms);
-        });
-        let nodes = self.redlock.nodes();
-        nodes.send_quietly(&req, nodes.all());
-    }
-
-    /// Leaves the list on every node that has not taken the entry out
-    /// already (sent in the background, ahead of anything sent to the
-    /// nodes later).
-    fn leave(&self) {
-        let gone = self.gone_from.swap(0, Ordering::AcqRel);
-        if self.registered.swap(false, Ordering::AcqRel) {
-            let nodes = self.redlock.nodes();
-            let targets = nodes.all() & !gone;
-            if targets == 0 {
-                return;
-            }
-            let keys = &self.keys;
-            let req = Request::script(&scripts::UNQUEUE, |cmd| {
-                cmd.arg(2).arg(&keys.queue).arg(&keys.leases).arg(&self.id);
-            });
-            nodes.send_quietly(&req, targets);
-        }
-    }
-}
-
-impl Drop for Waiter<'_> {
-    fn drop(&mut self) {
-        self.leave();
-    }
-}
-
-/// `at` in microseconds since the Unix epoch (0 before it).
-fn micros(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros().min(u128::from(u64::MAX)) as u64)
 }
 
 impl Redlock {
@@ -309,23 +183,33 @@ impl Redlock {
         }
     }
 
-    /// One attempt to take the lock at `key` for `ttl` (`ttl_ms` in ms).
-    pub(crate) async fn attempt(
+    /// One attempt to take the lock at `key` for `ttl` (`ttl_ms` in ms),
+    /// or, given `set`, every key of it at once (`key` its first).
+    pub(crate) async fn attempt_on(
         &self,
         resource: &str,
         key: &str,
+        set: Option<&Arc<KeySet>>,
         ttl: Duration,
         ttl_ms: u64,
         ask: Ask<'_>,
     ) -> Result<Lock, Failed> {
         let value = self.new_value();
+        let release_quietly = |targets| match set {
+            None => self.release_quietly(key, &value, targets),
+            Some(set) => {
+                let nodes = self.nodes();
+                nodes.send_quietly(&set.release_request(&value, false), targets);
+            }
+        };
         // If this future is dropped mid-round, a SET may already have landed:
         // the guard releases everywhere in the background.
-        let cleanup = UndoOnDrop::new(|| {
-            self.release_quietly(key, &value, self.nodes().all());
-        });
+        let cleanup = UndoOnDrop::new(|| release_quietly(self.nodes().all()));
         let start = clock::now();
-        let req = set_request(key, &value, ttl_ms, ask);
+        let req = match set {
+            None => set_request(key, &value, ttl_ms, ask),
+            Some(set) => set.take_request(&value, ttl_ms, ask.waiter()),
+        };
         // What the nodes say about the lock, for a waiter's next sleep (a
         // plain attempt's failure is followed by a waiter's attempt at once).
         let mut seen = match ask {
@@ -353,7 +237,7 @@ impl Redlock {
                 // node timeout), so the lock sits on every healthy node and
                 // survives the loss of a holder node.
                 stragglers.finish_in_background();
-                return Ok(Lock::new(
+                let lock = Lock::new(
                     self.clone(),
                     resource,
                     (key, key),
@@ -361,7 +245,11 @@ impl Redlock {
                     ttl,
                     Basis::new(tally.yes, start, ttl, valid_until),
                     matches!(ask, Ask::Queued(_)),
-                ));
+                );
+                return Ok(match set {
+                    None => lock,
+                    Some(set) => lock.for_set(set),
+                });
             }
         }
         // Failed. A plain attempt drops the SETs still waiting (one already
@@ -399,7 +287,7 @@ impl Redlock {
             }
         }
         let resent = self.nodes().reconnected_after(start.into_std());
-        self.release_quietly(key, &value, self.nodes().all() & (!refused | resent));
+        release_quietly(self.nodes().all() & (!refused | resent));
         Err(Failed { error, seen })
     }
 }

@@ -16,6 +16,7 @@ use tracing::{debug, instrument};
 
 use crate::clock;
 use crate::error::{Error, Result};
+use crate::lock::keyset::KeySet;
 use crate::lock::redlock::Redlock;
 use crate::lock::shared::{nanos, watchdog, Basis, Shared};
 use crate::quorum::background::Background;
@@ -84,9 +85,11 @@ impl Lock {
                 key: key.to_owned(),
                 line: line.to_owned(),
                 permit: None,
+                set: None,
                 value,
                 ttl,
                 fencing_token: std::sync::OnceLock::new(),
+                tokens: std::sync::OnceLock::new(),
                 contended,
                 state: Standing::new(valid_until),
                 watchdog: AtomicBool::new(false),
@@ -161,15 +164,49 @@ impl Lock {
         self
     }
 
+    /// Marks it a lock on every resource of `set` (right after
+    /// acquisition, before sharing): its extension, check and release act
+    /// on every key.
+    pub(crate) fn for_set(mut self, set: &Arc<KeySet>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.set = Some(Arc::clone(set));
+        }
+        self
+    }
+
     /// Attaches the fencing token (right after acquisition).
     pub(crate) fn with_fencing_token(self, token: u64) -> Self {
         let _ = self.shared.fencing_token.set(token);
         self
     }
 
-    /// The resource name.
+    /// Attaches a multi-lock's fencing tokens, one per resource in its
+    /// order (right after acquisition).
+    pub(crate) fn with_fencing_tokens(self, tokens: Vec<u64>) -> Self {
+        if let Some(first) = tokens.first() {
+            let _ = self.shared.fencing_token.set(*first);
+        }
+        let _ = self.shared.tokens.set(tokens);
+        self
+    }
+
+    /// The resource name; for a lock on several resources
+    /// ([`Redlock::lock_all`]), their names in key order joined by `+`.
     pub fn resource(&self) -> &str {
         &self.shared.resource
+    }
+
+    /// The resources held: the one resource, or a multi-lock's in key
+    /// order, each once.
+    pub fn resources(&self) -> Vec<&str> {
+        self.shared.resources()
+    }
+
+    /// The fencing token of `resource`, one of those held, for locks from
+    /// [`Redlock::lock_fenced`] or [`Redlock::lock_all_fenced`]; `None`
+    /// otherwise.
+    pub fn fencing_token_for(&self, resource: &str) -> Option<u64> {
+        self.shared.token_for(resource)
     }
 
     /// The Redis key held.
@@ -226,6 +263,8 @@ impl Lock {
     /// The fencing token, for locks from [`Redlock::lock_fenced`]: strictly
     /// greater than every token handed to earlier holders of this resource.
     /// Pass it to the storage you write to and have it reject smaller tokens.
+    /// A fenced multi-lock has one per resource
+    /// ([`Lock::fencing_token_for`]); this is its first resource's.
     pub fn fencing_token(&self) -> Option<u64> {
         self.shared.fencing_token.get().copied()
     }
@@ -387,6 +426,16 @@ impl LockHandle {
     /// See [`Lock::fencing_token`].
     pub fn fencing_token(&self) -> Option<u64> {
         self.shared.fencing_token.get().copied()
+    }
+
+    /// See [`Lock::fencing_token_for`].
+    pub fn fencing_token_for(&self, resource: &str) -> Option<u64> {
+        self.shared.token_for(resource)
+    }
+
+    /// See [`Lock::resources`].
+    pub fn resources(&self) -> Vec<&str> {
+        self.shared.resources()
     }
 
     /// See [`Lock::lost`].

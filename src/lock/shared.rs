@@ -18,6 +18,7 @@ use tracing::{debug, error, instrument, warn};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::extensions::Extensions;
+use crate::lock::keyset::KeySet;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
@@ -43,6 +44,9 @@ pub(crate) struct Shared {
     /// A semaphore's permit: the semaphore's keys and the slot held (its
     /// release names the waiters it lets in).
     pub(crate) permit: Option<(Arc<SlotKeys>, usize)>,
+    /// A multi-lock's resources: every request acts on all their keys
+    /// (`key` is the first).
+    pub(crate) set: Option<Arc<KeySet>>,
     /// Our random value: proves ownership to the compare-and-X scripts.
     pub(crate) value: String,
     /// The TTL the lock was taken with; auto-extension renews to it.
@@ -51,6 +55,9 @@ pub(crate) struct Shared {
     /// Set once, after the lock is counted (its expiry watch then holds a
     /// weak reference, so the lock can no longer be changed in place).
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
+    /// A fenced multi-lock's tokens, one per resource of `set`, in its
+    /// order.
+    pub(crate) tokens: std::sync::OnceLock<Vec<u64>>,
     /// Taken after waiting: its release asks whether others wait.
     pub(crate) contended: bool,
     /// Validity and status, observable by `lost()` waiters.
@@ -140,6 +147,25 @@ impl Shared {
         );
     }
 
+    /// See [`Lock::resources`].
+    pub(crate) fn resources(&self) -> Vec<&str> {
+        match &self.set {
+            Some(set) => set.resources.iter().map(String::as_str).collect(),
+            None => vec![self.resource.as_str()],
+        }
+    }
+
+    /// See [`Lock::fencing_token_for`].
+    pub(crate) fn token_for(&self, resource: &str) -> Option<u64> {
+        let Some(set) = &self.set else {
+            return (resource == self.resource)
+                .then(|| self.fencing_token.get().copied())
+                .flatten();
+        };
+        let i = set.resources.iter().position(|r| r == resource)?;
+        self.tokens.get().and_then(|t| t.get(i).copied())
+    }
+
     /// See [`Lock::lost_reason`].
     pub(crate) fn lost_reason(&self) -> Option<Error> {
         let st = self.state.now();
@@ -155,7 +181,13 @@ impl Shared {
         let permit = self.permit.as_ref().map(|(keys, slot)| (&**keys, *slot));
         let held = (self.key.as_str(), self.value.as_str());
         self.redlock
-            .release_round(held, self.contended, &self.line, permit)
+            .release_round(
+                held,
+                self.contended,
+                &self.line,
+                permit,
+                self.set.as_deref(),
+            )
             .await
     }
 
@@ -252,9 +284,12 @@ impl Shared {
             self.state.lower_to(bound);
             (ext.send(bound), old)
         };
-        let req = Request::script(&scripts::EXTEND, |cmd| {
-            cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
-        });
+        let req = match &self.set {
+            None => Request::script(&scripts::EXTEND, |cmd| {
+                cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
+            }),
+            Some(set) => set.extend_request(&self.value, ttl_ms),
+        };
         let (tally, stragglers) = redlock
             .nodes()
             .vote_round(&req, "extend", Counts::Trusted, int_vote)
@@ -289,12 +324,14 @@ impl Shared {
     /// See [`Lock::is_held`].
     pub(crate) async fn is_held(&self) -> Result<bool> {
         let redlock = &self.redlock;
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(&self.key);
-        let req = Request::plain(cmd);
+        let req = match &self.set {
+            None => Request::plain(redis::cmd("GET").arg(&self.key).to_owned()),
+            Some(set) => set.held_request(&self.value),
+        };
         let ours = |_: usize, v: &Value| match v {
             Value::BulkString(b) => Some(b == self.value.as_bytes()),
-            Value::Nil => Some(false),
+            Value::Nil | Value::Int(0) => Some(false),
+            Value::Int(1) => Some(true),
             _ => None,
         };
         let (tally, _) = redlock

@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::error::{Error, Result};
-use crate::lock::attempt::{Ask, Attempts, Failed, Waiter};
+use crate::lock::attempt::{Ask, Attempts, Failed};
 use crate::lock::guard::Lock;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
+use crate::lock::waiter::Waiter;
 use crate::quorum::tally::node_bit;
 use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
@@ -52,7 +53,7 @@ impl Redlock {
         let give_up = |last: Error| patience.give_up(resource, started, last);
         let waiting = self.waiting();
         let place = waiting.queues.join(line, what.heard());
-        let waiter = Waiter::new(self, line, since);
+        let waiter = Waiter::new(self, line, since).also_in(what.listed_also_in());
         // Behind others of this client: where `what` says so (a
         // semaphore's permits), join the nodes' waiting list now, ranked by
         // arrival, rather than when this client's line lets us try. Else

@@ -17,6 +17,7 @@ mod lock;
 mod lock_rules;
 mod lock_state;
 mod mint;
+mod multilock;
 mod pin;
 mod semaphore;
 mod semaphore_state;

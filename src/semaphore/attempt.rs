@@ -24,10 +24,11 @@ use tokio::time::Instant;
 
 use crate::clock;
 use crate::error::Error;
-use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, UndoOnDrop, Waiter};
+use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, UndoOnDrop};
 use crate::lock::guard::Lock;
 use crate::lock::redlock::valid_until;
 use crate::lock::shared::Basis;
+use crate::lock::waiter::Waiter;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, NodeSet, Tally};

@@ -1,0 +1,136 @@
+//! Several resources locked together: the resources in the one order every
+//! client uses, their keys and waiting lists, and the requests that act on
+//! every key at once (`multi_scripts.rs`).
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::multi_scripts;
+use crate::node::request::Request;
+use crate::wait::list::WaitKeys;
+
+/// Most resources one multi-lock may take (a script's keys: three per
+/// resource for a waiter).
+pub const MAX_RESOURCES: usize = 64;
+
+/// Several resources taken together.
+#[derive(Debug)]
+pub(crate) struct KeySet {
+    /// The resources, in the order of their keys (the order every client
+    /// uses), without repeats.
+    pub(crate) resources: Vec<String>,
+    /// Their lock keys, in that order.
+    pub(crate) keys: Vec<String>,
+    /// Their waiting lists, in that order.
+    waits: Vec<WaitKeys>,
+    /// The resources as one name, for errors and logs: `a+b`.
+    pub(crate) name: String,
+}
+
+impl KeySet {
+    /// The set of `resources` (checked: at least one, at most
+    /// [`MAX_RESOURCES`], none empty or reserved) under the key prefix
+    /// `prefix`.
+    pub(crate) fn new(prefix: &str, resources: &[&str]) -> Result<Self> {
+        if resources.is_empty() {
+            return Err(Error::InvalidConfig(
+                "no resources to lock: name at least one".into(),
+            ));
+        }
+        if resources.len() > MAX_RESOURCES {
+            return Err(Error::InvalidConfig(format!(
+                "{} resources in one lock: at most {MAX_RESOURCES} may be taken together",
+                resources.len()
+            )));
+        }
+        let mut pairs = Vec::with_capacity(resources.len());
+        for r in resources {
+            if r.is_empty() {
+                return Err(Error::InvalidConfig("a resource name is empty".into()));
+            }
+            crate::keys::check_resource(r)?;
+            pairs.push((format!("{prefix}{r}"), (*r).to_owned()));
+        }
+        pairs.sort();
+        pairs.dedup();
+        let waits = pairs.iter().map(|(k, _)| WaitKeys::of(prefix, k)).collect();
+        let (keys, resources): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+        let name = resources.join("+");
+        Ok(Self {
+            resources,
+            keys,
+            waits,
+            name,
+        })
+    }
+
+    /// The first key: this client's callers line up on it.
+    pub(crate) fn line(&self) -> &str {
+        &self.keys[0]
+    }
+
+    /// The waiting lists but the first one's (a waiter's own is that).
+    pub(crate) fn other_lists(&self) -> &[WaitKeys] {
+        &self.waits[1..]
+    }
+
+    /// An attempt to take every key with `value` for `ttl_ms`: a plain one,
+    /// or one by the waiter `(id, ticket, lease ms)`.
+    pub(crate) fn take_request(
+        &self,
+        value: &str,
+        ttl_ms: u64,
+        waiter: Option<(&str, u64, u64)>,
+    ) -> Arc<Request> {
+        match waiter {
+            None => Request::script(&multi_scripts::TAKE_ALL, |cmd| {
+                cmd.arg(self.keys.len())
+                    .arg(&self.keys)
+                    .arg(value)
+                    .arg(ttl_ms);
+            }),
+            Some((id, ticket, lease_ms)) => {
+                Request::script(&multi_scripts::QUEUED_TAKE_ALL, |cmd| {
+                    cmd.arg(self.keys.len() * 3).arg(&self.keys);
+                    for w in &self.waits {
+                        cmd.arg(&w.queue);
+                    }
+                    for w in &self.waits {
+                        cmd.arg(&w.leases);
+                    }
+                    cmd.arg(value).arg(ttl_ms).arg(id).arg(ticket).arg(lease_ms);
+                })
+            }
+        }
+    }
+
+    /// Compare-and-delete of every key holding `value`; `telling`: the
+    /// reply also says whether a live waiter is listed for one of them.
+    pub(crate) fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
+        Request::script(&multi_scripts::RELEASE_ALL, |cmd| {
+            let lists = if telling { self.waits.len() } else { 0 };
+            cmd.arg(self.keys.len() + lists).arg(&self.keys);
+            for w in &self.waits[..lists] {
+                cmd.arg(&w.leases);
+            }
+            cmd.arg(value).arg(self.keys.len());
+        })
+    }
+
+    /// Compare-and-pexpire of every key to `ttl_ms`, all or none.
+    pub(crate) fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
+        Request::script(&multi_scripts::EXTEND_ALL, |cmd| {
+            cmd.arg(self.keys.len())
+                .arg(&self.keys)
+                .arg(value)
+                .arg(ttl_ms);
+        })
+    }
+
+    /// Whether every key holds `value`.
+    pub(crate) fn held_request(&self, value: &str) -> Arc<Request> {
+        Request::script(&multi_scripts::HELD_ALL, |cmd| {
+            cmd.arg(self.keys.len()).arg(&self.keys).arg(value);
+        })
+    }
+}

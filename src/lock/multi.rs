@@ -1,0 +1,229 @@
+//! The lock on several resources at once ([`Redlock::lock_all`] and its
+//! forms), and the attempt its waiting loop makes.
+//!
+//! Every node runs one script per attempt that takes every key or none
+//! (`multi_scripts.rs`); the quorum decides as for one key, and a lost
+//! attempt is undone everywhere. A waiter is listed in every resource's
+//! waiting list under one ticket and id, so every list orders waiters the
+//! same way and no cycle of waiters can form, whatever order callers name
+//! the resources in.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::lock::acquire::run_holding;
+use crate::lock::attempt::{Ask, Attempts, Failed};
+use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::keyset::KeySet;
+use crate::lock::patience::Patience;
+use crate::lock::redlock::Redlock;
+use crate::telemetry::labels::Primitive;
+use crate::wait::list::WaitKeys;
+
+/// The lock on a [`KeySet`], as the waiting loop attempts it.
+#[derive(Debug)]
+pub(crate) struct SetAttempt<'a> {
+    /// The client.
+    redlock: &'a Redlock,
+    /// The resources.
+    set: Arc<KeySet>,
+    /// The TTL, checked.
+    ttl: Duration,
+    /// The TTL in ms.
+    ttl_ms: u64,
+}
+
+impl<'a> SetAttempt<'a> {
+    /// The lock on every resource of `set` for `ttl` (checked: `ttl_ms`).
+    pub(crate) fn new(redlock: &'a Redlock, set: Arc<KeySet>, ttl: Duration, ttl_ms: u64) -> Self {
+        Self {
+            redlock,
+            set,
+            ttl,
+            ttl_ms,
+        }
+    }
+}
+
+impl Attempts for SetAttempt<'_> {
+    fn resource(&self) -> &str {
+        &self.set.name
+    }
+
+    fn line(&self) -> &str {
+        self.set.line()
+    }
+
+    fn watched(&self) -> &[String] {
+        &self.set.keys
+    }
+
+    fn primitive(&self) -> Primitive {
+        Primitive::Lock
+    }
+
+    fn listed_also_in(&self) -> &[WaitKeys] {
+        self.set.other_lists()
+    }
+
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+        let set = &self.set;
+        self.redlock
+            .attempt_on(&set.name, set.line(), Some(set), self.ttl, self.ttl_ms, ask)
+            .await
+    }
+}
+
+impl Redlock {
+    /// The set of `resources` with `ttl` checked, in the one order every
+    /// client uses (by key), each once.
+    fn key_set(&self, resources: &[&str], ttl: Duration) -> Result<(Arc<KeySet>, u64)> {
+        let set = KeySet::new(&self.config().key_prefix, resources)?;
+        let ttl_ms = self.config().check_ttl(ttl)?;
+        tracing::Span::current().record("resource", set.name.as_str());
+        Ok((Arc::new(set), ttl_ms))
+    }
+
+    /// One attempt to take every one of `resources` at once, or none: each
+    /// node takes all their keys or none in one script, and the lock is
+    /// ours with a quorum of such nodes, as for [`Redlock::try_lock`]. The
+    /// keys are the single locks' keys: it excludes [`Redlock::lock`] on
+    /// any of them, and the other way round. The order of `resources` does
+    /// not matter; a name given twice counts once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended) when someone else holds
+    /// any of them (the error names the resources joined by `+`); the other
+    /// errors of [`Redlock::try_lock`]; [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+    /// for no resources, more than [`MAX_RESOURCES`](crate::MAX_RESOURCES), or an empty or
+    /// reserved name, before anything is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+    /// use std::time::Duration;
+    /// let both = redlock.try_lock_all(&["account-7", "account-9"], Duration::from_secs(5)).await?;
+    /// // move money between the two accounts
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    pub async fn try_lock_all(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
+        let (set, ttl_ms) = self.key_set(resources, ttl)?;
+        self.try_once(&SetAttempt::new(self, set, ttl, ttl_ms))
+            .await
+    }
+
+    /// Takes every one of `resources` at once, waiting as [`Redlock::lock`]
+    /// does, in every resource's waiting list at once: the waiter that
+    /// started waiting first (ties broken by a random id) is first in every
+    /// list it is in, so waiters for overlapping sets are served in that
+    /// order and can never wait for each other in a cycle, whatever order
+    /// each names its resources in. It is woken by a change of any of the
+    /// keys.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`] and [`Redlock::try_lock_all`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+    /// use std::time::Duration;
+    /// // Another caller may name them as ["b", "a"]: no deadlock.
+    /// let both = redlock.lock_all(&["a", "b"], Duration::from_secs(5)).await?;
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    pub async fn lock_all(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
+        let (set, ttl_ms) = self.key_set(resources, ttl)?;
+        let what = SetAttempt::new(self, set, ttl, ttl_ms);
+        self.wait_for(&what, Patience::default_for(self)).await
+    }
+
+    /// [`Redlock::lock_all`], waiting at most `wait` (a zero `wait`: one
+    /// attempt).
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_timeout`] and [`Redlock::try_lock_all`].
+    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    pub async fn lock_all_timeout(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lock> {
+        let (set, ttl_ms) = self.key_set(resources, ttl)?;
+        let what = SetAttempt::new(self, set, ttl, ttl_ms);
+        self.wait_for(&what, Patience::within(wait)).await
+    }
+
+    /// [`Redlock::lock_all`] with a fencing token per resource
+    /// ([`Lock::fencing_token_for`]), each from that resource's counter,
+    /// as [`Redlock::lock_fenced`] mints one: larger than every token of
+    /// earlier holders of the resource, whether they held it alone or with
+    /// others. The counters are minted at once, after the lock; a lock
+    /// that did not outlive them is released and taken again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_fenced`] and [`Redlock::try_lock_all`].
+    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    pub async fn lock_all_fenced(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
+        let (set, ttl_ms) = self.key_set(resources, ttl)?;
+        let what = SetAttempt::new(self, Arc::clone(&set), ttl, ttl_ms);
+        let patience = Patience::default_for(self);
+        loop {
+            let lock = self.wait_for(&what, patience).await?;
+            let mints = set.resources.iter().map(|r| {
+                let keys = self.fence_keys(r);
+                async move { self.mint(&keys).await }
+            });
+            let minted: Result<Vec<u64>> =
+                futures::future::join_all(mints).await.into_iter().collect();
+            let error = match minted {
+                Ok(tokens) if lock.is_valid() => return Ok(lock.with_fencing_tokens(tokens)),
+                Ok(_) => Error::Expired {
+                    resource: set.name.clone(),
+                },
+                Err(e) => e,
+            };
+            if let Err(release) = lock.release().await {
+                tracing::debug!(error = %release, "release after fencing tokens that cannot be used");
+            }
+            if !error.is_expired() || patience.run_out() {
+                return Err(error);
+            }
+        }
+    }
+
+    /// Runs `f` while holding every one of `resources`, as
+    /// [`Redlock::with_lock`] does for one: renewed in the background (all
+    /// keys at once), `f` cancelled if the lock is lost, released when `f`
+    /// finishes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_all`], or [`Error::Expired`](crate::Error::Expired)
+    /// if the lock was lost while `f` ran.
+    pub async fn with_lock_all<F, Fut, T>(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+        f: F,
+    ) -> Result<T>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let lock = self.lock_all(resources, ttl).await?;
+        run_holding(lock, f).await
+    }
+}

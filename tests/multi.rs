@@ -1,0 +1,231 @@
+//! The lock on several resources at once, against real redis-server
+//! processes: every key or none on each node, exclusion of the single locks
+//! on the same resources both ways, extension, check and release of every
+//! key, fencing tokens per resource, a waiter woken by the release of any
+//! of its keys, and requests naming two resources in opposite orders from
+//! many tasks of three clients: no deadlock, no overlap, every request
+//! served.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redquorum::{Error, Redlock};
+use support::{wait_until, Cluster};
+use tokio::time::Instant;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_or_none() {
+    let c = Cluster::start(3);
+    let a = c.redlock();
+    let b = c.redlock();
+    let held = a.try_lock("m1-b", ms(10_000)).await.expect("b alone");
+    let err = b
+        .try_lock_all(&["m1-a", "m1-b", "m1-c"], ms(10_000))
+        .await
+        .expect_err("b is held");
+    assert!(err.is_contended(), "{err}");
+    assert!(err.to_string().contains("m1-a+m1-b+m1-c"), "{err}");
+    b.settle().await;
+    for key in ["m1-a", "m1-c"] {
+        assert_eq!(c.set_on(key), 0, "{key} taken without the others");
+    }
+    held.release().await.expect("release");
+    // The order callers name them in does not matter; repeats count once.
+    let all = b
+        .try_lock_all(&["m1-c", "m1-a", "m1-b", "m1-a"], ms(10_000))
+        .await
+        .expect("all three");
+    assert_eq!(all.resources(), ["m1-a", "m1-b", "m1-c"]);
+    assert_eq!(all.resource(), "m1-a+m1-b+m1-c");
+    for key in ["m1-a", "m1-b", "m1-c"] {
+        assert_eq!(c.set_on(key), 3, "{key} on every node");
+    }
+    // It excludes the single lock on each of them, and is excluded by it.
+    for key in ["m1-a", "m1-b", "m1-c"] {
+        let err = a.try_lock(key, ms(1_000)).await.expect_err("held together");
+        assert!(err.is_contended(), "{err}");
+    }
+    all.release().await.expect("release all");
+    for key in ["m1-a", "m1-b", "m1-c"] {
+        assert_eq!(c.set_on(key), 0, "{key} released");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_check_and_drop_act_on_every_key() {
+    let c = Cluster::start(3);
+    let r = c.redlock();
+    let lock = r
+        .try_lock_all(&["m2-a", "m2-b"], ms(2_000))
+        .await
+        .expect("both");
+    lock.extend(ms(20_000)).await.expect("extend");
+    for node in &c.nodes {
+        for key in ["m2-a", "m2-b"] {
+            let pttl = node.pttl(key);
+            assert!(pttl > 15_000, "{key} extended: {pttl}");
+        }
+    }
+    assert!(lock.is_held().await.expect("check"));
+    // Someone else's value on one key of a quorum: no longer ours.
+    for node in &c.nodes[..2] {
+        node.set("m2-b", "other", ms(20_000));
+    }
+    assert!(!lock.is_held().await.expect("check"));
+    let err = lock.extend(ms(20_000)).await.expect_err("not all ours");
+    assert!(
+        !err.is_contended() || err.to_string().contains("m2-a+m2-b"),
+        "{err}"
+    );
+    for node in &c.nodes[..2] {
+        assert!(node.pttl("m2-a") <= 20_000);
+    }
+    drop(lock);
+    r.settle().await;
+    assert!(
+        wait_until(ms(5_000), || c.set_on("m2-a") == 0).await,
+        "a dropped multi-lock releases its keys where they are ours"
+    );
+    assert_eq!(c.holding("m2-b", "other"), 2, "another's keys stay");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_the_release_of_any_of_its_keys() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let held = holder.try_lock("m3-b", ms(10_000)).await.expect("b");
+    let task = tokio::spawn(async move {
+        let lock = waiter
+            .lock_all_timeout(&["m3-b", "m3-a"], ms(10_000), ms(9_000))
+            .await
+            .expect("both, once b is released");
+        (Instant::now(), lock)
+    });
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("m3-a") >= 2
+            && c.waiting_on("m3-b") >= 2)
+        .await,
+        "the waiter is listed for both resources"
+    );
+    let released = Instant::now();
+    held.release().await.expect("release");
+    let (at, lock) = task.await.expect("waiter");
+    let after = at.saturating_duration_since(released);
+    assert!(after < ms(2_000), "took both {after:?} after the release");
+    lock.release().await.expect("release");
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("m3-a") == 0
+            && c.waiting_on("m3-b") == 0)
+        .await,
+        "the waiter left both lists"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_multi_locks_carry_a_token_per_resource() {
+    let c = Cluster::start(3);
+    let r = c.redlock();
+    let single = r.lock_fenced("m4-a", ms(5_000)).await.expect("a");
+    let a_token = single.fencing_token().expect("token");
+    single.release().await.expect("release");
+    let both = r
+        .lock_all_fenced(&["m4-b", "m4-a"], ms(5_000))
+        .await
+        .expect("both");
+    let (ta, tb) = (
+        both.fencing_token_for("m4-a").expect("a's"),
+        both.fencing_token_for("m4-b").expect("b's"),
+    );
+    assert!(ta > a_token, "a's token {ta} after {a_token}");
+    assert_eq!(both.fencing_token(), Some(ta), "the first resource's");
+    assert_eq!(both.fencing_token_for("m4-c"), None);
+    both.release().await.expect("release");
+    let again = r.lock_fenced("m4-b", ms(5_000)).await.expect("b");
+    assert!(again.fencing_token().expect("token") > tb);
+}
+
+#[tokio::test]
+async fn bad_resource_lists_are_refused_before_anything_is_sent() {
+    let c = Cluster::start(3);
+    let r = c.redlock();
+    let before = c.nodes[0].command_calls("evalsha") + c.nodes[0].command_calls("eval");
+    let empty: [&str; 0] = [];
+    for (list, says) in [
+        (&empty[..], "no resources"),
+        (&["ok", ""][..], "empty"),
+        (&["ok", "redquorum:x"][..], "reserved"),
+    ] {
+        match r.try_lock_all(list, ms(1_000)).await {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("{list:?}: {other:?}"),
+        }
+    }
+    let many: Vec<String> = (0..=redquorum::MAX_RESOURCES)
+        .map(|i| format!("r{i}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let err = r.lock_all(&many, ms(1_000)).await.expect_err("too many");
+    assert!(err.to_string().contains("at most"), "{err}");
+    let after = c.nodes[0].command_calls("evalsha") + c.nodes[0].command_calls("eval");
+    assert_eq!(before, after, "nothing sent");
+}
+
+/// Many tasks of three clients take two resources, half naming them in
+/// one order and half in the other, each incrementing a counter per
+/// resource by a read and a later write while it holds them: no request
+/// fails (no deadlock: each waits at most a bounded time), and no update
+/// is lost (no overlap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opposite_orders_neither_deadlock_nor_overlap() {
+    let c = Cluster::start(3);
+    let clients: Vec<Redlock> = (0..3)
+        .map(|_| c.builder().wait_cap(ms(10_000)).build().expect("client"))
+        .collect();
+    let counters = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let inside = Arc::new(AtomicUsize::new(0));
+    const TASKS: usize = 4;
+    const ROUNDS: usize = 15;
+    let mut tasks = Vec::new();
+    for (ci, client) in clients.iter().enumerate() {
+        for t in 0..TASKS {
+            let (client, counters, inside) =
+                (client.clone(), Arc::clone(&counters), Arc::clone(&inside));
+            let order: [&str; 2] = if (ci + t) % 2 == 0 {
+                ["m5-a", "m5-b"]
+            } else {
+                ["m5-b", "m5-a"]
+            };
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let lock = client
+                        .lock_all_timeout(&order, ms(10_000), ms(30_000))
+                        .await
+                        .expect("served");
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    for counter in counters.iter() {
+                        let seen = counter.load(Ordering::SeqCst);
+                        tokio::task::yield_now().await;
+                        counter.store(seen + 1, Ordering::SeqCst);
+                    }
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    lock.release().await.expect("release");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let want = 3 * TASKS * ROUNDS;
+    for counter in counters.iter() {
+        assert_eq!(counter.load(Ordering::SeqCst), want, "lost updates");
+    }
+}
