@@ -88,19 +88,24 @@ fn lock_help() -> String {
          redquorum lock deploy --wait 0s -- make deploy   # fail at once if held\n  \
          redquorum lock ledger --fenced -- sh -c 'store --token \"$REDQUORUM_FENCING_TOKEN\"'\n  \
          redquorum lock -n 4 gpu -- ./train.sh           # at most 4 at once, anywhere\n  \
+         redquorum lock account-7 account-9 -- ./transfer.sh   # both at once, or wait\n  \
          redquorum lock deploy --conflict-exit-code 3 -- ./deploy.sh   # 3: held elsewhere\n  \
          redquorum lock deploy > deploy.env &   # held until killed; `held` ends deploy.env\n\n\
          Without a command, redquorum takes the lock, prints the lines below (NAME=VALUE,\n\
          quoted for sh) and a line `held`, keeps the lock renewed, and releases it when\n\
          signalled or, where stdin is a pipe or a terminal, when stdin closes (exit 0).\n\n\
          The command's environment also has:\n  \
-         REDQUORUM_RESOURCE        the resource name\n  \
-         REDQUORUM_KEY             the lock's Redis key (with --key-prefix; not with -n N)\n  \
+         REDQUORUM_RESOURCE        the resource name (several: joined by +, in key order)\n  \
+         REDQUORUM_RESOURCES       the resource names, space-separated, in key order\n  \
+         REDQUORUM_KEY             the lock's Redis key (with --key-prefix; not with -n N\n                            \
+         or several resources)\n  \
          REDQUORUM_TTL_MS          the TTL, renewed in the background every ttl/3 (sooner when validity runs short)\n  \
          REDQUORUM_VALID_UNTIL_MS  when the lock's first validity ends (Unix time, ms;\n                            \
          renewals push it later)\n  \
          REDQUORUM_FENCING_TOKEN   with --fenced: a number larger than every earlier\n                            \
-         holder's; pass it to your storage and have it refuse smaller ones\n  \
+         holder's; pass it to your storage and have it refuse smaller ones\n                            \
+         (several resources: the first's)\n  \
+         REDQUORUM_FENCING_TOKENS  with --fenced: one per resource, in REDQUORUM_RESOURCES order\n  \
          REDQUORUM_PERMITS         with -n N (N > 1): N\n  \
          REDQUORUM_PERMIT_SLOT     with -n N (N > 1): which permit, 0 to N-1\n\n\
          {}\n\n\
@@ -163,8 +168,10 @@ fn status_help() -> String {
 
 #[derive(Args, Debug)]
 pub struct LockArgs {
-    /// Resource (lock) name, shared by everyone who must exclude each other.
-    pub resource: String,
+    /// Resource (lock) name, shared by everyone who must exclude each other;
+    /// several: all of them at once, or none (in any order: no deadlock).
+    #[arg(required = true, num_args = 1.., value_name = "RESOURCE")]
+    pub resources: Vec<String>,
     /// Lock TTL; it is renewed in the background every ttl/3 (sooner when validity runs short) while the command runs.
     #[arg(long, value_parser = parse_duration, default_value = "30s", allow_hyphen_values = true)]
     pub ttl: Duration,

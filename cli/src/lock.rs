@@ -22,9 +22,20 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
             return exit::code(exit::CONFIG);
         }
     };
+    let names: Vec<&str> = args.resources.iter().map(String::as_str).collect();
+    if names.len() > 1 && args.permits > 1 {
+        eprintln!(
+            "redquorum: -n {} takes one semaphore name, and {} resources were given; \
+             name one, or drop -n to take them all at once",
+            args.permits,
+            names.len()
+        );
+        return exit::code(exit::CONFIG);
+    }
+    let resource = names.join("+");
     let semaphore = match args.permits {
         1 => None,
-        k => match redlock.semaphore(&args.resource, usize::from(k)) {
+        k => match redlock.semaphore(&resource, usize::from(k)) {
             Ok(s) => Some(s),
             Err(e) => {
                 eprintln!("redquorum: {e}");
@@ -38,17 +49,24 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
         let permit = match (&semaphore, args.fenced) {
             (Some(s), true) => s.acquire_fenced_timeout(ttl, wait).await,
             (Some(s), false) => s.acquire_timeout(ttl, wait).await,
-            (None, true) => return redlock.lock_fenced_timeout(&args.resource, ttl, wait).await,
-            (None, false) => return redlock.lock_timeout(&args.resource, ttl, wait).await,
+            (None, true) if names.len() > 1 => {
+                return redlock.lock_all_fenced_timeout(&names, ttl, wait).await;
+            }
+            (None, false) if names.len() > 1 => {
+                return redlock.lock_all_timeout(&names, ttl, wait).await;
+            }
+            (None, true) => return redlock.lock_fenced_timeout(&resource, ttl, wait).await,
+            (None, false) => return redlock.lock_timeout(&resource, ttl, wait).await,
         };
         permit.map(|p| {
             slot = Some(p.slot());
             p.into_lock()
         })
     };
-    let what = match args.permits {
-        1 => format!("lock {:?}", args.resource),
-        k => format!("permit of {:?} (at most {k} at once)", args.resource),
+    let what = match (args.permits, names.len()) {
+        (1, 1) => format!("lock {resource:?}"),
+        (1, _) => format!("lock on {names:?} (all at once)"),
+        (k, _) => format!("permit of {resource:?} (at most {k} at once)"),
     };
     let conflict = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
     let lock = match hold::acquire(&redlock, &mut signals, (&what, conflict), attempt).await {
@@ -86,10 +104,14 @@ fn environment(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis())
     };
-    let mut env = vec![("REDQUORUM_RESOURCE".to_owned(), args.resource.clone())];
+    let held = lock.resources();
+    let mut env = vec![
+        ("REDQUORUM_RESOURCE".to_owned(), held.join("+")),
+        ("REDQUORUM_RESOURCES".to_owned(), held.join(" ")),
+    ];
     // A permit's key is one of K slots' (REDQUORUM_PERMIT_SLOT says which).
-    if slot.is_none() {
-        env.push(("REDQUORUM_KEY".to_owned(), redlock.key_for(&args.resource)));
+    if slot.is_none() && held.len() == 1 {
+        env.push(("REDQUORUM_KEY".to_owned(), redlock.key_for(held[0])));
     }
     env.push((
         "REDQUORUM_TTL_MS".to_owned(),
@@ -105,6 +127,11 @@ fn environment(
     }
     if let Some(token) = lock.fencing_token() {
         env.push(("REDQUORUM_FENCING_TOKEN".to_owned(), token.to_string()));
+        let tokens: Vec<String> = held
+            .iter()
+            .filter_map(|r| lock.fencing_token_for(r).map(|t| t.to_string()))
+            .collect();
+        env.push(("REDQUORUM_FENCING_TOKENS".to_owned(), tokens.join(" ")));
     }
     env
 }

@@ -547,3 +547,47 @@ async fn a_lock_without_a_command_is_held_until_signalled() {
     let slot = "redquorum:permit:{cli_keep_sig}:cli_keep_sig:0";
     assert!(wait_until(Duration::from_secs(5), || c.set_on(slot) == 0).await);
 }
+
+#[tokio::test]
+async fn lock_takes_several_resources_at_once_or_none() {
+    let c = Cluster::start(3);
+    let o = run(cli(&c).args([
+        "lock",
+        "cli_mb",
+        "cli_ma",
+        "--fenced",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$REDQUORUM_RESOURCE|$REDQUORUM_RESOURCES|${REDQUORUM_KEY-none}|$REDQUORUM_FENCING_TOKENS\"",
+    ]));
+    assert_eq!(code(&o), 0, "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("cli_ma+cli_mb|cli_ma cli_mb|none|"),
+        "{out}"
+    );
+    assert_eq!(
+        out.trim().rsplit('|').next().unwrap().split(' ').count(),
+        2,
+        "{out}"
+    );
+    assert_eq!(c.set_on("cli_ma") + c.set_on("cli_mb"), 0, "released");
+    // One of them held elsewhere: neither is taken, 75 after --wait.
+    let holder = c.redlock();
+    let lock = holder
+        .try_lock("cli_mb", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let o = run(cli(&c).args(["lock", "cli_ma", "cli_mb", "--wait", "300ms", "--", "true"]));
+    assert_eq!(code(&o), 75, "{o:?}");
+    assert_eq!(c.set_on("cli_ma"), 0, "cli_ma not taken alone");
+    lock.release().await.unwrap();
+    // A semaphore has one name.
+    let o = run(cli(&c).args(["lock", "-n", "2", "cli_ma", "cli_mb", "--", "true"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("-n 2 takes one semaphore name"),
+        "{o:?}"
+    );
+}

@@ -177,9 +177,37 @@ impl Redlock {
     /// As [`Redlock::lock_fenced`] and [`Redlock::try_lock_all`].
     #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
     pub async fn lock_all_fenced(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
+        self.all_fenced(resources, ttl, Patience::default_for(self))
+            .await
+    }
+
+    /// [`Redlock::lock_all_fenced`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_all_fenced`], with [`Error::Timeout`] when `wait`
+    /// runs out.
+    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    pub async fn lock_all_fenced_timeout(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lock> {
+        self.all_fenced(resources, ttl, Patience::within(wait))
+            .await
+    }
+
+    /// The loop of a fenced multi-lock: take it, mint every resource's
+    /// token, keep it only if it outlived the minting.
+    async fn all_fenced(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Lock> {
         let (set, ttl_ms) = self.key_set(resources, ttl)?;
         let what = SetAttempt::new(self, Arc::clone(&set), ttl, ttl_ms);
-        let patience = Patience::default_for(self);
         loop {
             let lock = self.wait_for(&what, patience).await?;
             let mints = set.resources.iter().map(|r| {
