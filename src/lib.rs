@@ -183,6 +183,8 @@
 //   wait/named.rs       Named wake-ups: a semaphore's release names the
 //                       waiters it lets in; its keys and channel.
 //   wait/plan.rs        When a waiter tries again, as a pure rule.
+//   wait/signal.rs      News for the front waiter of one line: changes
+//                       nodes reported, our releases, which rounds count.
 //   wait/queue.rs       This client's waiters in line per resource, and
 //                       observers; news from the nodes.
 //   wait/mod.rs         Waiting: notification reads, the sleep between tries.

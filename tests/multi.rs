@@ -229,3 +229,50 @@ async fn opposite_orders_neither_deadlock_nor_overlap() {
         assert_eq!(counter.load(Ordering::SeqCst), want, "lost updates");
     }
 }
+
+/// One client waits for `a`+`b` and for `b`+`c` at once (two lines that
+/// share `b`): the release of `b` wakes both, so the first waiter takes
+/// its pair at once, not at its retry cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let held = holder.try_lock("m6-b", ms(10_000)).await.expect("b");
+    let first = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let lock = waiter
+                .lock_all_timeout(&["m6-a", "m6-b"], ms(10_000), ms(9_000))
+                .await
+                .expect("a+b");
+            (Instant::now(), lock)
+        })
+    };
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("m6-a") >= 2).await,
+        "the first waiter is listed"
+    );
+    let second = tokio::spawn(async move {
+        let lock = waiter
+            .lock_all_timeout(&["m6-c", "m6-b"], ms(10_000), ms(9_000))
+            .await
+            .expect("b+c");
+        (Instant::now(), lock)
+    });
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("m6-c") >= 2).await,
+        "the second waiter is listed"
+    );
+    let released = Instant::now();
+    held.release().await.expect("release");
+    let (at, lock) = first.await.expect("first");
+    let after = at.saturating_duration_since(released);
+    assert!(after < ms(2_000), "a+b taken {after:?} after b's release");
+    let released = Instant::now();
+    lock.release().await.expect("release");
+    let (at, lock) = second.await.expect("second");
+    let after = at.saturating_duration_since(released);
+    assert!(after < ms(2_000), "b+c taken {after:?} after the release");
+    lock.release().await.expect("release");
+}

@@ -21,7 +21,7 @@ use crate::quorum::tally::node_bit;
 use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
 use crate::wait::plan::{split, Seen};
-use crate::wait::queue::{Keys, Signal};
+use crate::wait::signal::{Keys, Signal};
 use crate::wait::Listen;
 
 impl Redlock {

@@ -24,6 +24,7 @@ pub(crate) mod list;
 pub(crate) mod named;
 pub(crate) mod plan;
 pub(crate) mod queue;
+pub(crate) mod signal;
 
 pub(crate) use list::WaitKeys;
 
@@ -39,7 +40,8 @@ use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
 use crate::wait::named::names;
 use crate::wait::plan::{next_try, split, Seen};
-use crate::wait::queue::{Keys, Queues, Signal};
+use crate::wait::queue::Queues;
+use crate::wait::signal::{Keys, Signal};
 
 /// How this client waits.
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 //! by this client.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::batch::lock;
 use crate::node::watch::Heard;
-use crate::quorum::tally::{node_bit, NodeSet};
+use crate::wait::signal::Signal;
 
 /// After one of our releases found others waiting, this client's next
 /// `lock()` on the resource joins the waiting list at once instead of
@@ -24,179 +24,6 @@ const CONTENDED_FOR: Duration = Duration::from_secs(1);
 
 /// Contended marks kept before old ones are pruned.
 const MAX_MARKS: usize = 1024;
-
-/// News for the waiter at the front of one resource's line.
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    /// Nodes that said the lock key changed since the last [`Signal::reset`].
-    dirty: AtomicU64,
-    /// This client released the lock since the last reset.
-    poked: AtomicBool,
-    /// The front waiter's last attempt found someone ahead of it on a
-    /// quorum of nodes: this client's own release is no reason to try then.
-    behind: AtomicBool,
-    /// Nodes whose notification read (this round's) found no key.
-    armed_free: AtomicU64,
-    /// Nodes whose notification read (this round's) failed: no news there.
-    unarmed: AtomicU64,
-    /// Counts resets, so a late read of an earlier round is not news.
-    round: AtomicU64,
-    /// Wakes the front waiter (a stored permit if it is not waiting yet).
-    notify: Notify,
-    /// The line's last front waiter had to wait for news before it won:
-    /// the next one waits for news too before its first attempt.
-    crowded: AtomicBool,
-    /// A node named one of our waiters (see [`Signal::node_named`]).
-    named: AtomicBool,
-    /// Which rounds' key changes are news (see [`Signal::keys_heard`]): 0
-    /// every round's, else only that round's.
-    keys_round: AtomicU64,
-}
-
-/// [`Signal::keys_heard`]'s "no round": rounds never get this far.
-const NO_ROUND: u64 = u64::MAX;
-
-impl Signal {
-    /// Forgets the news so far (called right before the lock is read again,
-    /// so nothing that happens after that read is missed).
-    /// Returns the new round's number, for [`Signal::armed`].
-    pub(crate) fn reset(&self) -> u64 {
-        self.dirty.store(0, Ordering::Release);
-        self.poked.store(false, Ordering::Release);
-        self.armed_free.store(0, Ordering::Release);
-        self.unarmed.store(0, Ordering::Release);
-        self.round.fetch_add(1, Ordering::AcqRel) + 1
-    }
-
-    /// The current round's number (see [`Signal::reset`]).
-    pub(crate) fn round(&self) -> u64 {
-        self.round.load(Ordering::Acquire)
-    }
-
-    /// The notification read of round `round` on `node` found `pttl` (-2:
-    /// no key).
-    pub(crate) fn armed(&self, round: u64, node: usize, pttl: i64) {
-        if pttl == -2 && self.round.load(Ordering::Acquire) == round {
-            self.armed_free.fetch_or(node_bit(node), Ordering::AcqRel);
-            self.notify.notify_one();
-        }
-    }
-
-    /// The notification read of round `round` on `node` failed.
-    pub(crate) fn unarmed(&self, round: u64, node: usize) {
-        if self.round.load(Ordering::Acquire) == round {
-            self.unarmed.fetch_or(node_bit(node), Ordering::AcqRel);
-            self.notify.notify_one();
-        }
-    }
-
-    /// Nodes whose notification read this round failed.
-    pub(crate) fn unarmed_nodes(&self) -> NodeSet {
-        self.unarmed.load(Ordering::Acquire)
-    }
-
-    /// Nodes whose notification read this round found no key.
-    pub(crate) fn armed_free(&self) -> NodeSet {
-        self.armed_free.load(Ordering::Acquire)
-    }
-
-    /// Nodes that reported a change since the reset.
-    pub(crate) fn dirty(&self) -> NodeSet {
-        self.dirty.load(Ordering::Acquire)
-    }
-
-    /// Whether this client released the lock since the reset.
-    pub(crate) fn poked(&self) -> bool {
-        self.poked.load(Ordering::Acquire)
-    }
-
-    /// Waits for the next piece of news (returns at once if some arrived
-    /// since the last wait).
-    pub(crate) async fn news(&self) {
-        self.notify.notified().await;
-    }
-
-    /// Node `node` says the key changed.
-    fn node_changed(&self, node: usize) {
-        self.dirty.fetch_or(node_bit(node), Ordering::AcqRel);
-        self.notify.notify_one();
-    }
-
-    /// Node `node` named one of our waiters (a release let it in): news,
-    /// and remembered until [`Signal::take_named`] (a reset keeps it).
-    fn node_named(&self, node: usize) {
-        self.named.store(true, Ordering::Release);
-        self.node_changed(node);
-    }
-
-    /// Whether a node named one of our waiters since the last call.
-    pub(crate) fn take_named(&self) -> bool {
-        self.named.swap(false, Ordering::AcqRel)
-    }
-
-    /// Which changes of the watched keys are news from now on: every
-    /// round's (`Keys::Always`, as for a lock's key), only those of round
-    /// `round` (`Keys::Round`: the keys were read this round and the next
-    /// change is wanted once), or none (`Keys::Never`: a channel names the
-    /// waiters). A key read with tracking stays tracked after the round
-    /// that read it; its later changes (other waiters' takes) would wake
-    /// the waiter for nothing.
-    pub(crate) fn keys_heard(&self, keys: Keys) {
-        let round = match keys {
-            Keys::Always => 0,
-            Keys::Round(round) => round,
-            Keys::Never => NO_ROUND,
-        };
-        self.keys_round.store(round, Ordering::Release);
-    }
-
-    /// Node `node` says a watched key changed: news if this round hears
-    /// keys (see [`Signal::keys_heard`]).
-    fn key_changed(&self, node: usize) {
-        let heard = self.keys_round.load(Ordering::Acquire);
-        if heard == 0 || heard == self.round.load(Ordering::Acquire) {
-            self.node_changed(node);
-        }
-    }
-
-    /// Whether the front waiter's last attempt found someone ahead of it
-    /// (then this client's releases do not wake it; the nodes' news does).
-    pub(crate) fn set_behind(&self, behind: bool) {
-        self.behind.store(behind, Ordering::Release);
-    }
-
-    /// Whether the line's last front waiter had to wait before it won.
-    pub(crate) fn crowded(&self) -> bool {
-        self.crowded.load(Ordering::Acquire)
-    }
-
-    /// The front waiter won, after waiting (`waited`) or at once.
-    pub(crate) fn set_crowded(&self, waited: bool) {
-        self.crowded.store(waited, Ordering::Release);
-    }
-
-    /// This client released the key: the front waiter may go, unless
-    /// somebody else is first in line (its attempt would reach the nodes
-    /// ahead of theirs and only be refused).
-    fn poke(&self) {
-        if !self.behind.load(Ordering::Acquire) {
-            self.poked.store(true, Ordering::Release);
-            self.notify.notify_one();
-        }
-    }
-}
-
-/// Which changes of a line's watched keys are news (see
-/// [`Signal::keys_heard`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Keys {
-    /// Every round's.
-    Always,
-    /// Only this round's.
-    Round(u64),
-    /// None.
-    Never,
-}
 
 /// An observer's number and news, as registered under a key.
 type Observed = (u64, Arc<Signal>);
@@ -216,9 +43,10 @@ struct Line {
 pub(crate) struct Queues {
     /// Lines by lock key; a line is removed when its last waiter leaves.
     lines: Mutex<HashMap<String, Arc<Line>>>,
-    /// Other keys whose news goes to a line (a semaphore's slots), while
-    /// the line exists: key -> the line's key. Kept under `lines`' lock.
-    routes: Mutex<HashMap<String, String>>,
+    /// Other keys whose news goes to lines (a semaphore's slots, a
+    /// multi-lock's other keys), while the lines exist: key -> the lines'
+    /// keys. Kept under `lines`' lock.
+    routes: Mutex<HashMap<String, Vec<String>>>,
     /// Observers (an election's watchers) by key: news only, no line.
     observers: Mutex<HashMap<String, Vec<Observed>>>,
     /// Keys whose release found others waiting, until when.
@@ -244,7 +72,10 @@ impl Queues {
         let line = Arc::clone(lines.entry(key.to_owned()).or_default());
         let mut routes = lock(&self.routes);
         for other in watched.iter().filter(|w| *w != key) {
-            routes.insert(other.clone(), key.to_owned());
+            let to = routes.entry(other.clone()).or_default();
+            if !to.iter().any(|l| l == key) {
+                to.push(key.to_owned());
+            }
         }
         drop(routes);
         let had_company = {
@@ -271,15 +102,14 @@ impl Queues {
         let lines = lock(&self.lines);
         let routes = lock(&self.routes);
         let some = each_name(&what, |name| {
-            let line = std::str::from_utf8(name).ok().and_then(|k| {
-                lines
-                    .get(k)
-                    .or_else(|| routes.get(k).and_then(|l| lines.get(l)))
-            });
-            match line {
-                Some(line) if named => line.signal.node_named(node),
-                Some(line) => line.signal.key_changed(node),
-                None => {}
+            let k = std::str::from_utf8(name).unwrap_or_default();
+            let routed = routes.get(k).into_iter().flatten();
+            let own = lines.get(k).into_iter();
+            for line in own.chain(routed.filter_map(|l| lines.get(l))) {
+                match named {
+                    true => line.signal.node_named(node),
+                    false => line.signal.key_changed(node),
+                }
             }
         });
         if !some {
@@ -491,7 +321,10 @@ impl Drop for Place<'_> {
                 .is_some_and(|l| Arc::ptr_eq(l, &self.line))
             {
                 lines.remove(&self.key);
-                lock(&self.queues.routes).retain(|_, line| *line != self.key);
+                lock(&self.queues.routes).retain(|_, to| {
+                    to.retain(|line| *line != self.key);
+                    !to.is_empty()
+                });
             }
         }
     }
@@ -500,6 +333,8 @@ impl Drop for Place<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quorum::tally::node_bit;
+    use crate::wait::signal::Keys;
 
     #[tokio::test]
     async fn line_is_first_come_first_served() {
@@ -586,6 +421,28 @@ mod tests {
         assert_eq!(a.signal().dirty(), node_bit(2));
         drop(a);
         assert!(lock(&q.routes).is_empty(), "routes leave with the line");
+    }
+
+    #[tokio::test]
+    async fn news_of_a_key_reaches_every_line_that_watches_it() {
+        let q = Queues::default();
+        let (ab, bc) = (
+            ["a".to_owned(), "b".to_owned()],
+            ["b".to_owned(), "c".to_owned()],
+        );
+        let first = q.join("a", &ab);
+        let second = q.join("b", &bc);
+        let third = q.join("c", &["c".to_owned(), "b".to_owned()]);
+        q.invalidated(1, Heard::Keys(&[b"b".to_vec()]));
+        for place in [&first, &second, &third] {
+            assert_eq!(place.signal().dirty(), node_bit(1));
+        }
+        drop(third);
+        assert_eq!(lock(&q.routes).get("b"), Some(&vec!["a".to_owned()]));
+        drop(first);
+        assert_eq!(lock(&q.routes).get("c"), Some(&vec!["b".to_owned()]));
+        drop(second);
+        assert!(lock(&q.routes).is_empty(), "routes leave with their lines");
     }
 
     #[tokio::test]
