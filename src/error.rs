@@ -92,6 +92,20 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
 
+    /// A multi-lock's resources hash to different slots, and a node is a
+    /// Redis Cluster member, which runs a script only on keys of one slot.
+    #[error(
+        "resources {resources:?} hash to different slots and node {node} is a Redis Cluster \
+         member, which takes one slot's keys per script: give the resources one hash tag, \
+         like {{acct}}:7 and {{acct}}:9"
+    )]
+    CrossSlot {
+        /// The resources, joined by `+`.
+        resources: String,
+        /// The node that refused (`host:port`).
+        node: String,
+    },
+
     /// The lock is still ours, but for less time than the caller needs
     /// ([`Lock::ensure_valid`](crate::Lock::ensure_valid)).
     #[error("lock on {resource:?} is valid for another {}, less than the {} needed", rounded(*left), rounded(*needed))]

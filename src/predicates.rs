@@ -34,6 +34,7 @@ impl Error {
                 asked.saturating_sub(refused) < *needed
             }
             Error::Timeout { last, .. } => last.needs_operator(),
+            Error::CrossSlot { .. } => true,
             _ => false,
         }
     }

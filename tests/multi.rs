@@ -276,3 +276,30 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
     assert!(after < ms(2_000), "b+c taken {after:?} after the release");
     lock.release().await.expect("release");
 }
+
+/// On cluster members a script takes keys of one hash slot only: a
+/// multi-lock whose resources hash apart fails at once with
+/// `Error::CrossSlot` (no waiting, no key left), one whose resources share
+/// a hash tag works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_cluster_members_resources_share_a_hash_slot() {
+    let c = Cluster::start_with(3, support::Persistence::OneShardCluster);
+    let r = c.redlock();
+    let started = Instant::now();
+    let err = r
+        .lock_all(&["m7-a", "m7-b"], ms(5_000))
+        .await
+        .expect_err("different slots");
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
+    assert!(err.to_string().contains("one hash tag"), "{err}");
+    assert!(
+        started.elapsed() < ms(1_500),
+        "said at once, not after waiting"
+    );
+    let both = r
+        .lock_all(&["{acct}:7", "{acct}:9"], ms(5_000))
+        .await
+        .expect("one hash tag");
+    assert_eq!(c.set_on("{acct}:9"), 3);
+    both.release().await.expect("release");
+}

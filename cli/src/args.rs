@@ -335,6 +335,26 @@ pub fn hint(e: &clap::Error) -> Option<&'static str> {
     }
 }
 
+/// The usual mistake `redquorum lock NAME echo hi` parses as three
+/// resources and no command: several names with no command are taken as
+/// that unless the line has a `--` (`redquorum lock a b --` holds both with
+/// no command). Returns the error to print.
+pub fn several_names_without_dashes(
+    args: &LockArgs,
+    mut argv: impl Iterator<Item = OsString>,
+) -> Option<String> {
+    if args.resources.len() < 2 || !args.command.is_empty() || argv.any(|a| a == "--") {
+        return None;
+    }
+    Some(format!(
+        "redquorum: {} names and no command: is {:?} the command?\n\
+         hint: the command goes after `--`: redquorum lock RESOURCE... [OPTIONS] -- COMMAND \
+         [ARGS...]; to hold several resources with no command, end the line with `--`",
+        args.resources.len(),
+        args.resources[1]
+    ))
+}
+
 /// Parses `500ms`, `30s`, `2m`, `1h`; a number without a unit is an error
 /// (is `30` seconds or milliseconds?).
 fn parse_duration(s: &str) -> Result<Duration, String> {

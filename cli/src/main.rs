@@ -60,6 +60,12 @@ fn main() -> ExitCode {
             return exit::code(if e.use_stderr() { exit::CONFIG } else { 0 });
         }
     };
+    if let Command::Lock(lock) = &cli.command {
+        if let Some(e) = args::several_names_without_dashes(lock, std::env::args_os()) {
+            eprintln!("{e}");
+            return exit::code(exit::CONFIG);
+        }
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

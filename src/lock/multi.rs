@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeErrorKind, Result};
 use crate::lock::acquire::run_holding;
 use crate::lock::attempt::{Ask, Attempts, Failed};
 use crate::lock::guard::{Lock, LockHandle};
@@ -70,9 +70,24 @@ impl Attempts for SetAttempt<'_> {
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
         let set = &self.set;
-        self.redlock
+        let result = self
+            .redlock
             .attempt_on(&set.name, set.line(), Some(set), self.ttl, self.ttl_ms, ask)
-            .await
+            .await;
+        result.map_err(|mut failed| {
+            // A cluster member refuses keys of several slots in one script:
+            // no retry fixes that, the names must change.
+            let cross = failed.error.node_failures().iter().find(
+                |f| matches!(&f.kind, NodeErrorKind::Redis(e) if e.code() == Some("CROSSSLOT")),
+            );
+            if let Some(f) = cross {
+                failed.error = Error::CrossSlot {
+                    resources: set.name.clone(),
+                    node: f.addr.clone(),
+                };
+            }
+            failed
+        })
     }
 }
 
