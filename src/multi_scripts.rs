@@ -13,8 +13,10 @@ use crate::lua::Lua;
 /// Two functions over the lock keys KEYS[1..n]: `held(n)` says what frees
 /// them all (-2: every key free, -1: one has no expiry, else the longest
 /// PTTL left); `take(n)` sets every key to ARGV[1] for ARGV[2] ms if every
-/// key is free and returns `{1, 0, 0}`, else sets none and returns `{0,
-/// held, 0}` (the reply shape of a waiter's attempt on a single lock).
+/// key is free and returns `{1, 0, 0}`, else leaves none set and returns
+/// `{0, held, 0}` (the reply shape of a waiter's attempt on a single lock).
+/// It sets the keys in turn with `SET NX` and deletes what it set at the
+/// first one held: one call per key on the free path.
 macro_rules! take_every_key {
     () => {
         r#"local function held(n)
@@ -32,12 +34,13 @@ macro_rules! take_every_key {
   return worst
 end
 local function take(n)
-  local worst = held(n)
-  if worst ~= -2 then
-    return {0, worst, 0}
-  end
   for i = 1, n do
-    redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+    if not redis.call("SET", KEYS[i], ARGV[1], "NX", "PX", ARGV[2]) then
+      for j = 1, i - 1 do
+        redis.call("DEL", KEYS[j])
+      end
+      return {0, held(n), 0}
+    end
   end
   return {1, 0, 0}
 end
