@@ -49,6 +49,11 @@ pub(crate) enum Kind {
     Wake,
     /// An election's lock key.
     Election,
+    /// A read-write lock's writer key (a lock key).
+    RwWriter,
+    /// A read-write lock's reader leases (sorted set of values by the
+    /// instant each lease ends).
+    RwReaders,
     /// An election's leadership record: who leads, with which term.
     Leader,
 }
@@ -68,6 +73,8 @@ impl Kind {
             Kind::Permit => "permit",
             Kind::SemaphorePin => "semaphore-pin",
             Kind::Wake => "wake",
+            Kind::RwWriter => "rw-writer",
+            Kind::RwReaders => "rw-readers",
             Kind::Election => "election",
             Kind::Leader => "leader",
         }

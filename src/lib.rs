@@ -133,6 +133,8 @@
 //   lua.rs              Lua: how a script is sent; the commands it runs.
 //   scripts.rs          The Lua sources, each run atomically on one node.
 //   multi_scripts.rs    The multi-resource lock's Lua: every key or none.
+//   rw_scripts.rs       The read-write lock's Lua: readers' leases, the
+//                       writer's key, who is admitted.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   clock.rs            Our clock for safety deadlines: monotonic plus the
 //                       time the machine spent suspended (CLOCK_BOOTTIME).
@@ -209,6 +211,8 @@
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
 //   lock/inspect.rs     Redlock::inspect: a lock's holder, time left and
 //                       waiters, read without taking it.
+//   lock/held.rs        Held: how a lock standing on more than one key
+//                       (several keys, a reader's lease) is taken and kept.
 //   lock/keyset.rs      Several resources locked together: their keys and
 //                       waiting lists in one order, the requests on all.
 //   lock/multi.rs       try_lock_all, lock_all, lock_all_fenced,
@@ -224,6 +228,10 @@
 //   election/leadership.rs Leadership, the election's lock with its term.
 //   election/mod.rs     Election: campaign, the leadership record, leader().
 //   election/observe.rs Observer: each change of leader, woken by the nodes.
+//   rwlock/keys.rs      A read-write lock's keys; a reader's lease and a
+//                       writer's key as attempts take and guards keep them.
+//   rwlock/attempt.rs   One attempt, as a reader or as a writer.
+//   rwlock/mod.rs       RwLock: read, write and their forms.
 // 7 serial/period.rs   Reset periods, stamps, the plan step of allocation.
 //   serial/number.rs    Serial, one issued number.
 //   serial/generator.rs SerialGenerator, its builder, group commit.
@@ -262,6 +270,8 @@ mod node;
 mod pin;
 mod predicates;
 mod quorum;
+mod rw_scripts;
+mod rwlock;
 #[cfg(test)]
 mod scratch;
 mod scripts;
@@ -291,6 +301,7 @@ pub use lock::inspect::{Holder, LockState};
 pub use lock::keyset::MAX_RESOURCES;
 pub use lock::redlock::Redlock;
 pub use node::clockrate::{ClockReading, NodeClock};
+pub use rwlock::RwLock;
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;
 pub use serial::generator::{

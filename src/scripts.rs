@@ -525,6 +525,11 @@ mod tests {
             &crate::multi_scripts::RELEASE_ALL,
             &crate::multi_scripts::EXTEND_ALL,
             &crate::multi_scripts::HELD_ALL,
+            &crate::rw_scripts::READ_TAKE,
+            &crate::rw_scripts::WRITE_TAKE,
+            &crate::rw_scripts::READ_RELEASE,
+            &crate::rw_scripts::READ_EXTEND,
+            &crate::rw_scripts::READ_HELD,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

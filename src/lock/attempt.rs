@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::clock;
 use crate::error::Error;
 use crate::lock::guard::Lock;
-use crate::lock::keyset::KeySet;
+use crate::lock::held::Held;
 use crate::lock::redlock::{valid_until, Redlock};
 use crate::lock::shared::Basis;
 use crate::lock::waiter::Waiter;
@@ -93,6 +93,11 @@ pub(crate) trait Attempts {
     /// than when this client's line lets it try (see `lock/waiting.rs`).
     fn joins_on_arrival(&self) -> bool {
         false
+    }
+    /// What ends this waiter's id in the waiting list (a read-write lock's
+    /// writer: `:w`, which its scripts read).
+    fn waiter_mark(&self) -> &'static str {
+        ""
     }
     /// The waiting lists a waiter is listed in besides its line's (a
     /// multi-lock's other resources'): joined and left with it.
@@ -184,31 +189,31 @@ impl Redlock {
     }
 
     /// One attempt to take the lock at `key` for `ttl` (`ttl_ms` in ms),
-    /// or, given `set`, every key of it at once (`key` its first).
+    /// or, given `held`, as that says (`key` the key it stands on first).
     pub(crate) async fn attempt_on(
         &self,
         resource: &str,
         key: &str,
-        set: Option<&Arc<KeySet>>,
+        held: Option<&Arc<dyn Held>>,
         ttl: Duration,
         ttl_ms: u64,
         ask: Ask<'_>,
     ) -> Result<Lock, Failed> {
         let value = self.new_value();
-        let release_quietly = |targets| match set {
+        let release_quietly = |targets| match held {
             None => self.release_quietly(key, &value, targets),
-            Some(set) => {
+            Some(held) => {
                 let nodes = self.nodes();
-                nodes.send_quietly(&set.release_request(&value, false), targets);
+                nodes.send_quietly(&held.release_request(&value, false), targets);
             }
         };
         // If this future is dropped mid-round, a SET may already have landed:
         // the guard releases everywhere in the background.
         let cleanup = UndoOnDrop::new(|| release_quietly(self.nodes().all()));
         let start = clock::now();
-        let req = match set {
+        let req = match held {
             None => set_request(key, &value, ttl_ms, ask),
-            Some(set) => set.take_request(&value, ttl_ms, ask.waiter()),
+            Some(held) => held.take_request(&value, ttl_ms, ask.waiter()),
         };
         // What the nodes say about the lock, for a waiter's next sleep (a
         // plain attempt's failure is followed by a waiter's attempt at once).
@@ -246,9 +251,9 @@ impl Redlock {
                     Basis::new(tally.yes, start, ttl, valid_until),
                     matches!(ask, Ask::Queued(_)),
                 );
-                return Ok(match set {
-                    None => lock,
-                    Some(set) => lock.for_set(set),
+                return Ok(match held {
+                    Some(held) if held.keeps() => lock.standing_on(held),
+                    _ => lock,
                 });
             }
         }

@@ -16,7 +16,7 @@ use tracing::{debug, instrument};
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::lock::keyset::KeySet;
+use crate::lock::held::Held;
 use crate::lock::redlock::Redlock;
 use crate::lock::shared::{nanos, watchdog, Basis, Shared};
 use crate::quorum::background::Background;
@@ -85,7 +85,7 @@ impl Lock {
                 key: key.to_owned(),
                 line: line.to_owned(),
                 permit: None,
-                set: None,
+                held: None,
                 value,
                 ttl,
                 fencing_token: std::sync::OnceLock::new(),
@@ -164,12 +164,11 @@ impl Lock {
         self
     }
 
-    /// Marks it a lock on every resource of `set` (right after
-    /// acquisition, before sharing): its extension, check and release act
-    /// on every key.
-    pub(crate) fn for_set(mut self, set: &Arc<KeySet>) -> Self {
+    /// Marks it a lock standing on `held` (right after acquisition,
+    /// before sharing): its extension, check and release act on that.
+    pub(crate) fn standing_on(mut self, held: &Arc<dyn Held>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.set = Some(Arc::clone(set));
+            shared.held = Some(Arc::clone(held));
         }
         self
     }

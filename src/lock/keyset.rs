@@ -1,10 +1,12 @@
 //! Several resources locked together: the resources in the one order every
 //! client uses, their keys and waiting lists, and the requests that act on
-//! every key at once (`multi_scripts.rs`).
+//! every key at once (`multi_scripts.rs`): every key, or none, on each
+//! node.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::lock::held::Held;
 use crate::multi_scripts;
 use crate::node::request::Request;
 use crate::wait::list::WaitKeys;
@@ -73,10 +75,10 @@ impl KeySet {
     pub(crate) fn other_lists(&self) -> &[WaitKeys] {
         &self.waits[1..]
     }
+}
 
-    /// An attempt to take every key with `value` for `ttl_ms`: a plain one,
-    /// or one by the waiter `(id, ticket, lease ms)`.
-    pub(crate) fn take_request(
+impl Held for KeySet {
+    fn take_request(
         &self,
         value: &str,
         ttl_ms: u64,
@@ -104,9 +106,7 @@ impl KeySet {
         }
     }
 
-    /// Compare-and-delete of every key holding `value`; `telling`: the
-    /// reply also says whether a live waiter is listed for one of them.
-    pub(crate) fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
+    fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
         Request::script(&multi_scripts::RELEASE_ALL, |cmd| {
             let lists = if telling { self.waits.len() } else { 0 };
             cmd.arg(self.keys.len() + lists).arg(&self.keys);
@@ -117,8 +117,7 @@ impl KeySet {
         })
     }
 
-    /// Compare-and-pexpire of every key to `ttl_ms`, all or none.
-    pub(crate) fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
+    fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
         Request::script(&multi_scripts::EXTEND_ALL, |cmd| {
             cmd.arg(self.keys.len())
                 .arg(&self.keys)
@@ -127,10 +126,13 @@ impl KeySet {
         })
     }
 
-    /// Whether every key holds `value`.
-    pub(crate) fn held_request(&self, value: &str) -> Arc<Request> {
+    fn held_request(&self, value: &str) -> Arc<Request> {
         Request::script(&multi_scripts::HELD_ALL, |cmd| {
             cmd.arg(self.keys.len()).arg(&self.keys).arg(value);
         })
+    }
+
+    fn resources(&self) -> Option<&[String]> {
+        Some(&self.resources)
     }
 }

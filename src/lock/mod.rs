@@ -8,6 +8,7 @@ pub(crate) mod attempt;
 pub(crate) mod builder;
 pub(crate) mod config;
 pub(crate) mod guard;
+pub(crate) mod held;
 pub(crate) mod inspect;
 pub(crate) mod keyset;
 pub(crate) mod mint;

@@ -16,6 +16,7 @@ use crate::error::{Error, NodeErrorKind, Result};
 use crate::lock::acquire::run_holding;
 use crate::lock::attempt::{Ask, Attempts, Failed};
 use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::held::Held;
 use crate::lock::keyset::KeySet;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
@@ -70,9 +71,17 @@ impl Attempts for SetAttempt<'_> {
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
         let set = &self.set;
+        let held: Arc<dyn Held> = set.clone();
         let result = self
             .redlock
-            .attempt_on(&set.name, set.line(), Some(set), self.ttl, self.ttl_ms, ask)
+            .attempt_on(
+                &set.name,
+                set.line(),
+                Some(&held),
+                self.ttl,
+                self.ttl_ms,
+                ask,
+            )
             .await;
         result.map_err(|mut failed| {
             // A cluster member refuses keys of several slots in one script:

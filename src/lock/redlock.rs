@@ -20,7 +20,7 @@ use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::lock::config::Config;
-use crate::lock::keyset::KeySet;
+use crate::lock::held::Held;
 use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::{Counts, Quorum};
@@ -264,20 +264,21 @@ impl Redlock {
     /// `line` is the key the lock's waiters line up on (the lock key, or a
     /// semaphore's); a semaphore's permit (`permit`: its keys and the slot)
     /// is released by a script that always asks, and names the waiters it
-    /// lets in (`wait/named.rs`); a multi-lock's (`set`) on every key.
+    /// lets in (`wait/named.rs`); a lock standing on more than its key
+    /// (`held`) by what that says.
     pub(crate) async fn release_round(
         &self,
         (key, value): (&str, &str),
         contended: bool,
         line: &str,
         permit: Option<(&SlotKeys, usize)>,
-        set: Option<&KeySet>,
+        held: Option<&dyn Held>,
     ) -> Tally {
         let queues = &self.waiting().queues;
         let ask = || contended || self.config().strict_fifo || queues.is_contended(line);
-        let req = match (permit, set) {
+        let req = match (permit, held) {
             (Some((keys, slot)), _) => keys.release_request(slot, value),
-            (None, Some(set)) => set.release_request(value, ask()),
+            (None, Some(held)) => held.release_request(value, ask()),
             (None, None) if ask() => {
                 telling_release_request(&self.config().key_prefix, key, value, line)
             }

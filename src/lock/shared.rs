@@ -18,7 +18,7 @@ use tracing::{debug, error, instrument, warn};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::extensions::Extensions;
-use crate::lock::keyset::KeySet;
+use crate::lock::held::Held;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
@@ -44,9 +44,10 @@ pub(crate) struct Shared {
     /// A semaphore's permit: the semaphore's keys and the slot held (its
     /// release names the waiters it lets in).
     pub(crate) permit: Option<(Arc<SlotKeys>, usize)>,
-    /// A multi-lock's resources: every request acts on all their keys
-    /// (`key` is the first).
-    pub(crate) set: Option<Arc<KeySet>>,
+    /// What it stands on where that is more than `key` (a multi-lock's
+    /// keys, `key` the first; a reader's lease): extension, check and
+    /// release act on that.
+    pub(crate) held: Option<Arc<dyn Held>>,
     /// Our random value: proves ownership to the compare-and-X scripts.
     pub(crate) value: String,
     /// The TTL the lock was taken with; auto-extension renews to it.
@@ -55,8 +56,7 @@ pub(crate) struct Shared {
     /// Set once, after the lock is counted (its expiry watch then holds a
     /// weak reference, so the lock can no longer be changed in place).
     pub(crate) fencing_token: std::sync::OnceLock<u64>,
-    /// A fenced multi-lock's tokens, one per resource of `set`, in its
-    /// order.
+    /// A fenced multi-lock's tokens, one per resource, in its order.
     pub(crate) tokens: std::sync::OnceLock<Vec<u64>>,
     /// Taken after waiting: its release asks whether others wait.
     pub(crate) contended: bool,
@@ -149,20 +149,20 @@ impl Shared {
 
     /// See [`Lock::resources`].
     pub(crate) fn resources(&self) -> Vec<&str> {
-        match &self.set {
-            Some(set) => set.resources.iter().map(String::as_str).collect(),
+        match self.held.as_ref().and_then(|h| h.resources()) {
+            Some(all) => all.iter().map(String::as_str).collect(),
             None => vec![self.resource.as_str()],
         }
     }
 
     /// See [`Lock::fencing_token_for`].
     pub(crate) fn token_for(&self, resource: &str) -> Option<u64> {
-        let Some(set) = &self.set else {
+        let Some(all) = self.held.as_ref().and_then(|h| h.resources()) else {
             return (resource == self.resource)
                 .then(|| self.fencing_token.get().copied())
                 .flatten();
         };
-        let i = set.resources.iter().position(|r| r == resource)?;
+        let i = all.iter().position(|r| r == resource)?;
         self.tokens.get().and_then(|t| t.get(i).copied())
     }
 
@@ -186,7 +186,7 @@ impl Shared {
                 self.contended,
                 &self.line,
                 permit,
-                self.set.as_deref(),
+                self.held.as_deref(),
             )
             .await
     }
@@ -284,11 +284,11 @@ impl Shared {
             self.state.lower_to(bound);
             (ext.send(bound), old)
         };
-        let req = match &self.set {
+        let req = match &self.held {
             None => Request::script(&scripts::EXTEND, |cmd| {
                 cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
             }),
-            Some(set) => set.extend_request(&self.value, ttl_ms),
+            Some(held) => held.extend_request(&self.value, ttl_ms),
         };
         let (tally, stragglers) = redlock
             .nodes()
@@ -324,9 +324,9 @@ impl Shared {
     /// See [`Lock::is_held`].
     pub(crate) async fn is_held(&self) -> Result<bool> {
         let redlock = &self.redlock;
-        let req = match &self.set {
+        let req = match &self.held {
             None => Request::plain(redis::cmd("GET").arg(&self.key).to_owned()),
-            Some(set) => set.held_request(&self.value),
+            Some(held) => held.held_request(&self.value),
         };
         let ours = |_: usize, v: &Value| match v {
             Value::BulkString(b) => Some(b == self.value.as_bytes()),

@@ -68,6 +68,12 @@ impl<'a> Waiter<'a> {
 }
 
 impl Waiter<'_> {
+    /// The same waiter, its id ending in `mark`.
+    pub(crate) fn marked(mut self, mark: &str) -> Self {
+        self.id.push_str(mark);
+        self
+    }
+
     /// The same waiter, listed in `lists` too.
     pub(crate) fn also_in(mut self, lists: &[WaitKeys]) -> Self {
         self.more = lists.to_vec();

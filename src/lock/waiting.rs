@@ -53,7 +53,9 @@ impl Redlock {
         let give_up = |last: Error| patience.give_up(resource, started, last);
         let waiting = self.waiting();
         let place = waiting.queues.join(line, what.heard());
-        let waiter = Waiter::new(self, line, since).also_in(what.listed_also_in());
+        let waiter = Waiter::new(self, line, since)
+            .also_in(what.listed_also_in())
+            .marked(what.waiter_mark());
         // Behind others of this client: where `what` says so (a
         // semaphore's permits), join the nodes' waiting list now, ranked by
         // arrival, rather than when this client's line lets us try. Else

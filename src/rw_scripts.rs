@@ -1,0 +1,241 @@
+//! The Lua sources of the read-write lock (`rwlock/`), each run
+//! atomically on one node.
+//!
+//! A read-write lock named N keeps, on each node: the writer's key `W` (a
+//! lock key: our value, a TTL), the readers' leases `R` (a sorted set of
+//! reader values scored by the node-clock instant, in ms, each lease ends)
+//! and a waiting list `Q` with its leases `L` as the lock's (waiter ids
+//! scored by ticket; a writer's id ends in `:w`). Every script first drops
+//! the readers whose lease ended, so a crashed reader holds writers off
+//! until its own lease ends, whatever other readers do. On one node:
+//!
+//! * a reader takes a lease only while `W` is free and no live writer waits
+//!   ahead of it (a plain attempt: no live writer waits at all);
+//! * a writer takes `W` only while `W` is free, no reader's lease is live
+//!   and it is the first live waiter (a plain attempt: nobody live waits).
+//!
+//! So writers and readers alternate in phases: a writer waits for the
+//! reads in progress when it arrived (and the writers ahead), however many
+//! readers keep coming; readers that arrive behind a writer wait for it,
+//! and all of them enter together when it leaves. A reader's quorum and a
+//! writer's quorum share a node, whose script admits one of them only.
+//!
+//! KEYS = W, R, Q, L for the attempts; ARGV = value, ttl ms, waiter id
+//! (empty: a plain attempt), ticket, lease ms. Replies are a waiter's
+//! `{won, pttl, ahead}` (see `QUEUED_SET`): for a writer kept out by
+//! readers, `pttl` is how long the last of their leases has left.
+
+use crate::lua::Lua;
+
+/// Drops the ended reader leases from `R` (with `now` the node's clock,
+/// from `join_waiting_list`).
+macro_rules! drop_ended_readers {
+    () => {
+        "redis.call(\"ZREMRANGEBYSCORE\", R, \"-inf\", now)\n"
+    };
+}
+
+/// Keeps `R` as long as the lease just given (`ARGV[2]` ms): it expires
+/// with its longest lease.
+macro_rules! keep_readers {
+    () => {
+        r#"if redis.call("PTTL", R) < tonumber(ARGV[2]) then
+  redis.call("PEXPIRE", R, ARGV[2])
+end
+"#
+    };
+}
+
+/// A reader's attempt.
+pub(crate) static READ_TAKE: Lua = Lua::new(concat!(
+    "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
+    crate::scripts::join_waiting_list!(),
+    drop_ended_readers!(),
+    r#"local ahead = 0
+for _, w in ipairs(redis.call("ZRANGE", Q, 0, -1)) do
+  if w == id then
+    break
+  end
+  if string.sub(w, -2) == ":w" and redis.call("ZSCORE", L, w) then
+    ahead = 1
+    break
+  end
+end
+local held = redis.call("PTTL", W)
+if ahead == 1 or held ~= -2 then
+  return {0, held, ahead}
+end
+redis.call("ZADD", R, now + ARGV[2], ARGV[1])
+"#,
+    keep_readers!(),
+    "return {1, 0, 0}"
+));
+
+/// A writer's attempt.
+pub(crate) static WRITE_TAKE: Lua = Lua::new(concat!(
+    "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
+    crate::scripts::join_waiting_list!(),
+    drop_ended_readers!(),
+    r#"local held = redis.call("PTTL", W)
+if head and head ~= id then
+  return {0, held, 1}
+end
+if held ~= -2 then
+  return {0, held, 0}
+end
+local last = redis.call("ZRANGE", R, -1, -1, "WITHSCORES")
+if last[2] then
+  return {0, math.max(tonumber(last[2]) - now, 0), 0}
+end
+redis.call("SET", W, ARGV[1], "PX", ARGV[2])
+return {1, 0, 0}"#
+));
+
+/// A reader's release: KEYS = R, then lease sets to ask about; ARGV =
+/// value. Drops the lease; returns 0 if it had ended (or was not there),
+/// else 2 if a live waiter is listed in one of the lease sets, else 1.
+pub(crate) static READ_RELEASE: Lua = Lua::cleanup(
+    r#"local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
+redis.call("ZREM", KEYS[1], ARGV[1])
+if not ends or tonumber(ends) <= now then
+  return 0
+end
+for i = 2, #KEYS do
+  if redis.call("ZCOUNT", KEYS[i], "(" .. now, "+inf") > 0 then
+    return 2
+  end
+end
+return 1"#,
+);
+
+/// A reader's extension: KEYS = R; ARGV = value, ttl ms. Renews the lease
+/// to ttl from now only while it has not ended; returns 1, else 0.
+pub(crate) static READ_EXTEND: Lua = Lua::new(concat!(
+    r#"local R = KEYS[1]
+local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ends = redis.call("ZSCORE", R, ARGV[1])
+if not ends or tonumber(ends) <= now then
+  return 0
+end
+redis.call("ZADD", R, now + ARGV[2], ARGV[1])
+"#,
+    keep_readers!(),
+    "return 1"
+));
+
+/// Whether a reader's lease is live: KEYS = R; ARGV = value. Returns 1 or
+/// 0.
+pub(crate) static READ_HELD: Lua = Lua::new(
+    r#"local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
+if ends and tonumber(ends) > now then
+  return 1
+end
+return 0"#,
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn arr(v: &[i64]) -> Value {
+        Value::Array(v.iter().map(|i| Value::Int(*i)).collect())
+    }
+
+    /// An attempt by `id` (empty: plain) with `ticket`.
+    fn take(c: &mut redis::Connection, script: &Lua, value: &str, id: &str, ticket: u64) -> Value {
+        redis::cmd("EVAL")
+            .arg(script.src)
+            .arg(4)
+            .arg(&["w", "r", "q", "l"])
+            .arg(&[value, "10000", id, &ticket.to_string(), "5000"])
+            .query(c)
+            .expect("EVAL")
+    }
+
+    /// Readers share; a writer waits for them and, once waiting, keeps
+    /// new readers out; readers behind it enter when it leaves.
+    #[test]
+    fn writers_wait_for_readers_and_readers_behind_a_writer_wait_for_it() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        assert_eq!(take(c, &READ_TAKE, "r1", "", 0), arr(&[1, 0, 0]));
+        assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
+        let Value::Array(w) = take(c, &WRITE_TAKE, "w1", "x:w", 1) else {
+            panic!()
+        };
+        assert_eq!(w[0], Value::Int(0), "readers hold");
+        assert!(matches!(w[1], Value::Int(p) if p > 9_000), "{w:?}");
+        // A plain reader now finds a writer waiting; a queued one behind it
+        // is told someone is ahead.
+        assert_eq!(take(c, &READ_TAKE, "r3", "", 0), arr(&[0, -2, 1]));
+        assert_eq!(take(c, &READ_TAKE, "r4", "y", 2), arr(&[0, -2, 1]));
+        for r in ["r1", "r2"] {
+            let got: i64 = redis::cmd("EVAL")
+                .arg(READ_RELEASE.src)
+                .arg(2)
+                .arg("r")
+                .arg("l")
+                .arg(r)
+                .query(c)
+                .expect("release");
+            assert_eq!(got, 2, "waiters listed");
+        }
+        assert_eq!(take(c, &WRITE_TAKE, "w1", "x:w", 1), arr(&[1, 0, 0]));
+        redis::cmd("ZREM")
+            .arg("q")
+            .arg("x:w")
+            .query::<()>(c)
+            .expect("leave");
+        let Value::Array(r4) = take(c, &READ_TAKE, "r4", "y", 2) else {
+            panic!()
+        };
+        assert_eq!(
+            (&r4[0], &r4[2]),
+            (&Value::Int(0), &Value::Int(0)),
+            "the writer holds"
+        );
+        redis::cmd("DEL")
+            .arg("w")
+            .query::<()>(c)
+            .expect("writer leaves");
+        assert_eq!(take(c, &READ_TAKE, "r4", "y", 2), arr(&[1, 0, 0]));
+        // A reader's lease is its own: extend, check, release.
+        let run = |c: &mut redis::Connection, script: &Lua, args: &[&str]| -> i64 {
+            redis::cmd("EVAL")
+                .arg(script.src)
+                .arg(1)
+                .arg("r")
+                .arg(args)
+                .query(c)
+                .expect("EVAL")
+        };
+        assert_eq!(run(c, &READ_EXTEND, &["r4", "20000"]), 1);
+        assert_eq!(run(c, &READ_EXTEND, &["r1", "20000"]), 0, "r1 left");
+        assert_eq!(run(c, &READ_HELD, &["r4"]), 1);
+        assert_eq!(run(c, &READ_RELEASE, &["r4"]), 1);
+        assert_eq!(run(c, &READ_HELD, &["r4"]), 0);
+    }
+
+    /// A reader whose lease ended no longer keeps a writer out, whatever
+    /// other readers do.
+    #[test]
+    fn an_ended_lease_is_dropped() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        redis::cmd("ZADD")
+            .arg("r")
+            .arg(1)
+            .arg("dead")
+            .query::<()>(c)
+            .expect("zadd");
+        assert_eq!(take(c, &WRITE_TAKE, "w1", "", 0), arr(&[1, 0, 0]));
+        let left: i64 = redis::cmd("ZCARD").arg("r").query(c).expect("zcard");
+        assert_eq!(left, 0);
+    }
+}

@@ -1,0 +1,112 @@
+//! One attempt at a read-write lock, as a reader or as a writer: what the
+//! waiting loop attempts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::lock::attempt::{Ask, Attempts, Failed};
+use crate::lock::guard::Lock;
+use crate::lock::held::Held;
+use crate::lock::redlock::Redlock;
+use crate::rwlock::keys::{ReadLease, RwKeys, WriteKey};
+use crate::telemetry::labels::Primitive;
+
+/// Which side of the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Many at once.
+    Read,
+    /// One, alone.
+    Write,
+}
+
+/// A reader's or a writer's attempt.
+#[derive(Debug)]
+pub(crate) struct RwAttempt<'a> {
+    /// The client.
+    redlock: &'a Redlock,
+    /// The lock's name.
+    name: &'a str,
+    /// How it is taken and kept.
+    held: Arc<dyn Held>,
+    /// Which side.
+    side: Side,
+    /// The keys whose change may let it in: the writer's key; for a
+    /// writer, the readers' leases too.
+    watched: Vec<String>,
+    /// The TTL, checked.
+    ttl: Duration,
+    /// The TTL in ms.
+    ttl_ms: u64,
+}
+
+impl<'a> RwAttempt<'a> {
+    /// An attempt on `side` of the lock `name` at `keys`, for `ttl`
+    /// (checked: `ttl_ms`).
+    pub(crate) fn new(
+        redlock: &'a Redlock,
+        name: &'a str,
+        keys: &Arc<RwKeys>,
+        side: Side,
+        (ttl, ttl_ms): (Duration, u64),
+    ) -> Self {
+        let (held, watched): (Arc<dyn Held>, _) = match side {
+            Side::Read => (
+                Arc::new(ReadLease(Arc::clone(keys))),
+                vec![keys.writer.clone()],
+            ),
+            Side::Write => (
+                Arc::new(WriteKey(Arc::clone(keys))),
+                vec![keys.writer.clone(), keys.readers.clone()],
+            ),
+        };
+        Self {
+            redlock,
+            name,
+            held,
+            side,
+            watched,
+            ttl,
+            ttl_ms,
+        }
+    }
+}
+
+impl Attempts for RwAttempt<'_> {
+    fn resource(&self) -> &str {
+        self.name
+    }
+
+    fn line(&self) -> &str {
+        &self.watched[0]
+    }
+
+    fn watched(&self) -> &[String] {
+        &self.watched
+    }
+
+    fn primitive(&self) -> Primitive {
+        Primitive::Lock
+    }
+
+    fn waiter_mark(&self) -> &'static str {
+        match self.side {
+            Side::Read => "",
+            Side::Write => ":w",
+        }
+    }
+
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+        let writer = &self.watched[0];
+        self.redlock
+            .attempt_on(
+                self.name,
+                writer,
+                Some(&self.held),
+                self.ttl,
+                self.ttl_ms,
+                ask,
+            )
+            .await
+    }
+}

@@ -1,0 +1,132 @@
+//! A read-write lock's keys on the nodes (the writer's key, the readers'
+//! leases, the waiting list), and how a reader's lease and a writer's key
+//! are taken and kept ([`Held`]), by the scripts in `rw_scripts.rs`.
+
+use std::sync::Arc;
+
+use crate::keys::{self, Kind};
+use crate::lock::held::Held;
+use crate::node::request::Request;
+use crate::rw_scripts;
+use crate::scripts;
+use crate::wait::WaitKeys;
+
+/// The keys of one read-write lock.
+#[derive(Debug)]
+pub(crate) struct RwKeys {
+    /// The writer's key (a lock key), also the key waiters line up on.
+    pub(crate) writer: String,
+    /// The readers' leases: values by the node-clock instant each ends.
+    pub(crate) readers: String,
+    /// The waiting list of readers and writers.
+    pub(crate) waits: WaitKeys,
+}
+
+impl RwKeys {
+    /// The keys of the read-write lock at `anchor` (prefix + name), under
+    /// `prefix`: in the reserved namespace, in `anchor`'s hash slot.
+    pub(crate) fn new(prefix: &str, anchor: &str) -> Self {
+        let writer = keys::internal(prefix, Kind::RwWriter, anchor);
+        Self {
+            readers: keys::internal(prefix, Kind::RwReaders, anchor),
+            waits: WaitKeys::of(prefix, &writer),
+            writer,
+        }
+    }
+
+    /// A take by `script` (the reader's or the writer's).
+    fn take(
+        &self,
+        script: &'static crate::lua::Lua,
+        value: &str,
+        ttl_ms: u64,
+        waiter: Option<(&str, u64, u64)>,
+    ) -> Arc<Request> {
+        let (id, ticket, lease_ms) = waiter.unwrap_or(("", 0, 0));
+        Request::script(script, |cmd| {
+            cmd.arg(4)
+                .arg(&self.writer)
+                .arg(&self.readers)
+                .arg(&self.waits.queue)
+                .arg(&self.waits.leases)
+                .arg(value)
+                .arg(ttl_ms)
+                .arg(id)
+                .arg(ticket)
+                .arg(lease_ms);
+        })
+    }
+}
+
+/// A reader's lease, as an attempt takes it and its guard keeps it.
+#[derive(Debug)]
+pub(crate) struct ReadLease(pub(crate) Arc<RwKeys>);
+
+impl Held for ReadLease {
+    fn take_request(
+        &self,
+        value: &str,
+        ttl_ms: u64,
+        waiter: Option<(&str, u64, u64)>,
+    ) -> Arc<Request> {
+        self.0.take(&rw_scripts::READ_TAKE, value, ttl_ms, waiter)
+    }
+
+    fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
+        let keys = &self.0;
+        Request::script(&rw_scripts::READ_RELEASE, |cmd| {
+            cmd.arg(1 + usize::from(telling)).arg(&keys.readers);
+            if telling {
+                cmd.arg(&keys.waits.leases);
+            }
+            cmd.arg(value);
+        })
+    }
+
+    fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
+        Request::script(&rw_scripts::READ_EXTEND, |cmd| {
+            cmd.arg(1).arg(&self.0.readers).arg(value).arg(ttl_ms);
+        })
+    }
+
+    fn held_request(&self, value: &str) -> Arc<Request> {
+        Request::script(&rw_scripts::READ_HELD, |cmd| {
+            cmd.arg(1).arg(&self.0.readers).arg(value);
+        })
+    }
+}
+
+/// A writer's attempt: once won, the writer holds a plain lock key.
+#[derive(Debug)]
+pub(crate) struct WriteKey(pub(crate) Arc<RwKeys>);
+
+impl Held for WriteKey {
+    fn take_request(
+        &self,
+        value: &str,
+        ttl_ms: u64,
+        waiter: Option<(&str, u64, u64)>,
+    ) -> Arc<Request> {
+        self.0.take(&rw_scripts::WRITE_TAKE, value, ttl_ms, waiter)
+    }
+
+    fn release_request(&self, value: &str, _telling: bool) -> Arc<Request> {
+        Request::script(&scripts::RELEASE, |cmd| {
+            cmd.arg(1).arg(&self.0.writer).arg(value);
+        })
+    }
+
+    fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
+        Request::script(&scripts::EXTEND, |cmd| {
+            cmd.arg(1).arg(&self.0.writer).arg(value).arg(ttl_ms);
+        })
+    }
+
+    fn held_request(&self, _value: &str) -> Arc<Request> {
+        Request::plain(redis::cmd("GET").arg(&self.0.writer).to_owned())
+    }
+
+    fn keeps(&self) -> bool {
+        false
+    }
+}

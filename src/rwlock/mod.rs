@@ -1,0 +1,271 @@
+//! The read-write lock: many readers or one writer, phase-fair.
+//!
+//! Each reader has a lease of its own on the nodes' clocks (a sorted set
+//! of reader values scored by the instant each lease ends), so a crashed
+//! reader keeps writers out only until its own lease ends; the writer
+//! holds a lock key. One script per node decides, from what that node
+//! holds and who waits there (`rw_scripts.rs`): a reader enters while no
+//! writer holds or waits ahead of it, a writer while no reader's lease is
+//! live and nobody waits ahead of it. A lock needs a quorum of nodes, as
+//! the lock does; a reader's quorum and a writer's share a node, whose
+//! script admits only one of them. Waiting is the lock's: one list per
+//! lock on every node, ordered by when each waiter started waiting, woken
+//! by the nodes when the writer's key or the readers' leases change.
+
+pub(crate) mod attempt;
+pub(crate) mod keys;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::counter::CounterKeys;
+use crate::error::{Error, Result};
+use crate::lock::acquire::run_holding;
+use crate::lock::guard::{Lock, LockHandle};
+use crate::lock::patience::Patience;
+use crate::lock::redlock::Redlock;
+use crate::node::request::Request;
+use crate::quorum::Counts;
+use crate::rwlock::attempt::{RwAttempt, Side};
+use crate::rwlock::keys::RwKeys;
+
+/// A read-write lock over the nodes: at any instant, any number of valid
+/// readers or one valid writer.
+///
+/// Made by [`Redlock::rw_lock`]; cheap to keep and share (clone it). A
+/// reader or a writer holds a [`Lock`], with everything a lock has
+/// (validity, [`Lock::ensure_valid`], extension, auto-extension,
+/// [`Lock::lost`], release, release on drop).
+///
+/// Waiting is phase-fair: a writer waits for the reads in progress when it
+/// arrived and for the writers ahead of it, however many readers keep
+/// arriving; a reader waits at most for the writer holding and the writer
+/// waiting ahead of it, and the readers behind a writer all enter when it
+/// leaves.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
+/// use std::time::Duration;
+/// let catalog = redlock.rw_lock("catalog")?;
+/// let read = catalog.read(Duration::from_secs(5)).await?; // shared
+/// read.release().await?;
+/// let write = catalog.write(Duration::from_secs(5)).await?; // alone
+/// write.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RwLock {
+    /// The client.
+    redlock: Redlock,
+    /// The name the caller gave.
+    name: String,
+    /// Its keys on the nodes.
+    keys: Arc<RwKeys>,
+    /// Where its writers' fencing tokens are counted.
+    fence: CounterKeys,
+}
+
+impl Redlock {
+    /// The read-write lock named `name`. Its keys live in redquorum's
+    /// reserved namespace: it never collides with [`Redlock::lock`] on the
+    /// same name (which does not exclude its readers or writers).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an empty or reserved name.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        if name.is_empty() {
+            return Err(Error::InvalidConfig("read-write lock name is empty".into()));
+        }
+        crate::keys::check_resource(name)?;
+        let prefix = &self.config().key_prefix;
+        let keys = RwKeys::new(prefix, &self.key_for(name));
+        Ok(RwLock {
+            redlock: self.clone(),
+            name: name.to_owned(),
+            fence: self.fence_keys_at(name, &keys.writer),
+            keys: Arc::new(keys),
+        })
+    }
+}
+
+impl RwLock {
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// An attempt on `side` for `ttl`, checked.
+    fn attempt(&self, side: Side, ttl: Duration) -> Result<RwAttempt<'_>> {
+        let ttl_ms = self.redlock.config().check_ttl(ttl)?;
+        let (redlock, name) = (&self.redlock, self.name.as_str());
+        Ok(RwAttempt::new(
+            redlock,
+            name,
+            &self.keys,
+            side,
+            (ttl, ttl_ms),
+        ))
+    }
+
+    /// One attempt to read: no writer may hold the lock or wait for it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`] when a writer holds it or waits; the other
+    /// errors of [`Redlock::try_lock`].
+    pub async fn try_read(&self, ttl: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Read, ttl)?;
+        self.redlock.try_once(&what).await
+    }
+
+    /// Reads, waiting as [`Redlock::lock`] does (behind the writer holding
+    /// and the writers that started waiting before this call).
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`].
+    pub async fn read(&self, ttl: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Read, ttl)?;
+        let patience = Patience::default_for(&self.redlock);
+        self.redlock.wait_for(&what, patience).await
+    }
+
+    /// [`RwLock::read`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_timeout`].
+    pub async fn read_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Read, ttl)?;
+        self.redlock.wait_for(&what, Patience::within(wait)).await
+    }
+
+    /// [`RwLock::read`], and the last writer's fencing token as the
+    /// reader's [`Lock::fencing_token`]: read from a quorum of nodes after
+    /// the read was taken, so every writer that held the lock before has a
+    /// token at most that, and every later one a larger token (from
+    /// [`RwLock::write_fenced`]). Compare it with the token stored beside
+    /// the data to know whether a write happened since. 0 if no fenced
+    /// writer ever held it.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read`]; if the token cannot be read (no quorum), the
+    /// read is released and that error returned.
+    pub async fn read_fenced(&self, ttl: Duration) -> Result<Lock> {
+        let lock = self.read(ttl).await?;
+        match self.last_write_token().await {
+            Ok(token) => Ok(lock.with_fencing_token(token)),
+            Err(e) => {
+                let _ = lock.release().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The largest token minted for this lock's writers that a quorum of
+    /// nodes shows (0: none).
+    async fn last_write_token(&self) -> Result<u64> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&self.fence.key).arg("n");
+        let req = Request::plain(cmd);
+        let mut largest = 0u64;
+        let classify = |_: usize, v: &Value| match v {
+            Value::Nil => Some(true),
+            Value::BulkString(b) => {
+                let n = std::str::from_utf8(b).ok()?.parse::<u64>().ok()?;
+                largest = largest.max(n);
+                Some(true)
+            }
+            _ => None,
+        };
+        let nodes = self.redlock.nodes();
+        let (tally, _) = nodes
+            .vote_round(&req, "read", Counts::Trusted, classify)
+            .await;
+        match tally.decided() {
+            Some(true) => Ok(largest),
+            _ => Err(tally.into_no_quorum(&self.name)),
+        }
+    }
+
+    /// Runs `f` while reading, as [`Redlock::with_lock`] runs work under a
+    /// lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::with_lock`].
+    pub async fn with_read<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        run_holding(self.read(ttl).await?, f).await
+    }
+
+    /// One attempt to write: nobody may read, write or wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`] when a reader or a writer holds it or someone
+    /// waits; the other errors of [`Redlock::try_lock`].
+    pub async fn try_write(&self, ttl: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Write, ttl)?;
+        self.redlock.try_once(&what).await
+    }
+
+    /// Writes, waiting as [`Redlock::lock`] does: for the reads in progress
+    /// when it arrived and the waiters ahead of it; readers that arrive
+    /// after it wait for it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`].
+    pub async fn write(&self, ttl: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Write, ttl)?;
+        let patience = Patience::default_for(&self.redlock);
+        self.redlock.wait_for(&what, patience).await
+    }
+
+    /// [`RwLock::write`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_timeout`].
+    pub async fn write_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Write, ttl)?;
+        self.redlock.wait_for(&what, Patience::within(wait)).await
+    }
+
+    /// [`RwLock::write`] with a fencing token, as [`Redlock::lock_fenced`]
+    /// mints one: larger than every earlier writer's of this lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_fenced`].
+    pub async fn write_fenced(&self, ttl: Duration) -> Result<Lock> {
+        let what = self.attempt(Side::Write, ttl)?;
+        let patience = Patience::default_for(&self.redlock);
+        self.redlock.fenced_with(&what, &self.fence, patience).await
+    }
+
+    /// Runs `f` while writing, as [`Redlock::with_lock`] runs work under a
+    /// lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::with_lock`].
+    pub async fn with_write<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        run_holding(self.write(ttl).await?, f).await
+    }
+}

@@ -1,0 +1,192 @@
+//! The read-write lock against real redis-server processes: readers share
+//! and exclude writers both ways, a reader's lease is its own (extend,
+//! check, release, drop), a writer arriving during a continuous stream of
+//! readers gets the lock after the reads in progress, the readers behind a
+//! writer enter together when it leaves, a crashed reader (its runtime
+//! gone, nothing released) keeps a writer out only until its own lease
+//! ends, and fencing tokens go from writers to readers.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redquorum::Error;
+use support::{wait_until, Cluster};
+use tokio::time::Instant;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_exclude_writers_both_ways() {
+    let c = Cluster::start(3);
+    let (a, b) = (c.redlock(), c.redlock());
+    let (ra, rb) = (a.rw_lock("rw1").unwrap(), b.rw_lock("rw1").unwrap());
+    let r1 = ra.try_read(ms(10_000)).await.expect("first reader");
+    let r2 = rb.try_read(ms(10_000)).await.expect("second reader");
+    let err = rb.try_write(ms(10_000)).await.expect_err("readers hold");
+    assert!(err.is_contended(), "{err}");
+    assert!(r1.is_held().await.unwrap() && r2.is_held().await.unwrap());
+    r1.extend(ms(20_000))
+        .await
+        .expect("a reader extends its own lease");
+    r1.release().await.expect("release");
+    assert!(r2.is_held().await.unwrap(), "the other lease stays");
+    drop(r2);
+    b.settle().await;
+    let w = rb.try_write(ms(10_000)).await.expect("no reader left");
+    let err = ra.try_read(ms(10_000)).await.expect_err("a writer holds");
+    assert!(err.is_contended(), "{err}");
+    let err = ra.try_write(ms(10_000)).await.expect_err("a writer holds");
+    assert!(err.is_contended(), "{err}");
+    // The plain lock of the same name is another lock.
+    let plain = a.try_lock("rw1", ms(1_000)).await.expect("another lock");
+    plain.release().await.unwrap();
+    w.release().await.expect("release");
+    let r = ra.try_read(ms(10_000)).await.expect("free again");
+    r.release().await.unwrap();
+    assert!(matches!(
+        a.rw_lock("redquorum:x"),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+/// Readers loop, overlapping, so some read is always in progress, for 6 s;
+/// a writer arriving in the middle gets the lock once the reads in progress
+/// when it arrived end (each is held 200 ms), not when the stream ends; and
+/// the readers that came while it waited enter together when it leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_is_not_starved_by_a_stream_of_readers() {
+    let c = Cluster::start(3);
+    let readers: Vec<_> = (0..2)
+        .map(|_| c.builder().wait_cap(ms(10_000)).build().unwrap())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reading = Arc::new(AtomicUsize::new(0));
+    let writing = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for (i, client) in readers.iter().cycle().take(6).enumerate() {
+        let rw = client.rw_lock("rw2").unwrap();
+        let (stop, reading, writing) = (
+            Arc::clone(&stop),
+            Arc::clone(&reading),
+            Arc::clone(&writing),
+        );
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(ms(35 * i as u64)).await;
+            let mut reads = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let r = rw.read_timeout(ms(10_000), ms(9_000)).await.expect("read");
+                assert!(!writing.load(Ordering::SeqCst), "read while writing");
+                reading.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(ms(200)).await;
+                reading.fetch_sub(1, Ordering::SeqCst);
+                r.release().await.expect("release");
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    let writer = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let rw = writer.rw_lock("rw2").unwrap();
+    tokio::time::sleep(ms(1_500)).await;
+    assert!(reading.load(Ordering::SeqCst) > 0, "reads in progress");
+    let asked = Instant::now();
+    let w = rw
+        .write_timeout(ms(10_000), ms(9_000))
+        .await
+        .expect("write");
+    let waited = asked.elapsed();
+    writing.store(true, Ordering::SeqCst);
+    assert_eq!(reading.load(Ordering::SeqCst), 0, "a read in progress");
+    tokio::time::sleep(ms(100)).await;
+    writing.store(false, Ordering::SeqCst);
+    let released = Instant::now();
+    w.release().await.expect("release");
+    assert!(
+        wait_until(ms(3_000), || reading.load(Ordering::SeqCst) >= 3).await,
+        "readers entered together after the writer"
+    );
+    let together = released.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        assert!(t.await.expect("reader") > 0);
+    }
+    assert!(
+        waited < ms(1_500),
+        "the writer waited {waited:?}: the reads in progress end within 200 ms"
+    );
+    assert!(together < ms(1_500), "readers entered {together:?} after");
+}
+
+/// A reader whose process died (its runtime dropped: nothing released,
+/// nothing renewed) keeps a writer out until its own lease ends, while
+/// another reader renews and then leaves.
+#[test]
+fn a_crashed_reader_blocks_a_writer_only_until_its_own_lease_ends() {
+    let c = Cluster::start(3);
+    let crashed = tokio::runtime::Runtime::new().unwrap();
+    let taken = crashed.block_on(async {
+        let client = c.redlock();
+        let lease = client
+            .rw_lock("rw3")
+            .unwrap()
+            .try_read(ms(3_000))
+            .await
+            .expect("the reader that will crash");
+        let taken = Instant::now();
+        std::mem::forget(lease);
+        taken
+    });
+    drop(crashed);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let other = c.redlock();
+        let rw = other.rw_lock("rw3").unwrap();
+        // Its lease (and the leases' key) lasts 10 s: were leases one
+        // shared TTL, the crashed reader would hold the writer off that long.
+        let live = rw.read(ms(10_000)).await.expect("a live reader");
+        let writer = c.builder().wait_cap(ms(10_000)).build().unwrap();
+        let wrw = writer.rw_lock("rw3").unwrap();
+        let w = tokio::spawn(async move {
+            let w = wrw
+                .write_timeout(ms(5_000), ms(9_000))
+                .await
+                .expect("write");
+            (Instant::now(), w)
+        });
+        tokio::time::sleep(ms(1_500)).await;
+        live.release().await.expect("the live reader leaves");
+        let (at, w) = w.await.unwrap();
+        let after = at.saturating_duration_since(taken);
+        assert!(
+            after >= ms(2_900) && after < ms(4_500),
+            "the writer got the lock {after:?} after the crashed reader's 3 s lease began"
+        );
+        w.release().await.unwrap();
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_learn_the_last_writers_token() {
+    let c = Cluster::start(3);
+    let r = c.redlock();
+    let rw = r.rw_lock("rw4").unwrap();
+    let read = rw.read_fenced(ms(5_000)).await.expect("read");
+    assert_eq!(read.fencing_token(), Some(0), "no writer yet");
+    read.release().await.unwrap();
+    let mut last = 0;
+    for _ in 0..2 {
+        let w = rw.write_fenced(ms(5_000)).await.expect("write");
+        let t = w.fencing_token().expect("token");
+        assert!(t > last);
+        last = t;
+        w.release().await.unwrap();
+    }
+    let read = rw.read_fenced(ms(5_000)).await.expect("read");
+    assert_eq!(read.fencing_token(), Some(last), "the last writer's");
+    read.release().await.unwrap();
+}
