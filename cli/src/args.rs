@@ -89,6 +89,8 @@ fn lock_help() -> String {
          redquorum lock ledger --fenced -- sh -c 'store --token \"$REDQUORUM_FENCING_TOKEN\"'\n  \
          redquorum lock -n 4 gpu -- ./train.sh           # at most 4 at once, anywhere\n  \
          redquorum lock account-7 account-9 -- ./transfer.sh   # both at once, or wait\n  \
+         redquorum lock --shared catalog -- ./read.sh   # many at once; none with -x\n  \
+         redquorum lock --exclusive catalog -- ./rebuild.sh   # alone, after reads in progress\n  \
          redquorum lock deploy --conflict-exit-code 3 -- ./deploy.sh   # 3: held elsewhere\n  \
          redquorum lock deploy > deploy.env &   # held until killed; `held` ends deploy.env\n\n\
          Without a command, redquorum takes the lock, prints the lines below (NAME=VALUE,\n\
@@ -193,9 +195,19 @@ pub struct LockArgs {
     /// every caller of RESOURCE must give alike); 1 is a plain lock.
     #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub permits: u16,
-    /// Mint a fencing token with the lock (REDQUORUM_FENCING_TOKEN).
+    /// Mint a fencing token with the lock (REDQUORUM_FENCING_TOKEN; with
+    /// --shared, the last writer's token).
     #[arg(long)]
     pub fenced: bool,
+    /// Read side of the read-write lock RESOURCE (as flock -s): any number
+    /// of --shared holders at once, none while an --exclusive one holds.
+    #[arg(short = 's', long, conflicts_with = "exclusive")]
+    pub shared: bool,
+    /// Write side of the read-write lock RESOURCE (as flock -x): alone,
+    /// after the --shared holders in progress when it arrived. Not the
+    /// plain lock: every caller of RESOURCE uses --shared or --exclusive.
+    #[arg(short = 'x', long)]
+    pub exclusive: bool,
     /// Exit with this code when the lock is held elsewhere and not acquired
     /// within --wait (as flock -E), so it cannot be told apart from the
     /// command's own status; default 75.

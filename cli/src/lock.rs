@@ -32,7 +32,22 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
         );
         return exit::code(exit::CONFIG);
     }
+    let side = args.shared || args.exclusive;
+    if side && (names.len() > 1 || args.permits > 1) {
+        eprintln!(
+            "redquorum: --shared and --exclusive take one read-write lock: give one name and \
+             no -n"
+        );
+        return exit::code(exit::CONFIG);
+    }
     let resource = names.join("+");
+    let rw = match side.then(|| redlock.rw_lock(&resource)).transpose() {
+        Ok(rw) => rw,
+        Err(e) => {
+            eprintln!("redquorum: {e}");
+            return exit::code(exit::CONFIG);
+        }
+    };
     let semaphore = match args.permits {
         1 => None,
         k => match redlock.semaphore(&resource, usize::from(k)) {
@@ -46,6 +61,14 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
     let (ttl, wait) = (args.ttl, args.wait);
     let mut slot = None;
     let attempt = async {
+        if let Some(rw) = &rw {
+            return match (args.shared, args.fenced) {
+                (true, true) => rw.read_fenced_timeout(ttl, wait).await,
+                (true, false) => rw.read_timeout(ttl, wait).await,
+                (false, true) => rw.write_fenced_timeout(ttl, wait).await,
+                (false, false) => rw.write_timeout(ttl, wait).await,
+            };
+        }
         let permit = match (&semaphore, args.fenced) {
             (Some(s), true) => s.acquire_fenced_timeout(ttl, wait).await,
             (Some(s), false) => s.acquire_timeout(ttl, wait).await,
@@ -64,6 +87,8 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
         })
     };
     let what = match (args.permits, names.len()) {
+        _ if args.shared => format!("shared lock {resource:?}"),
+        _ if args.exclusive => format!("exclusive lock {resource:?}"),
         (1, 1) => format!("lock {resource:?}"),
         (1, _) => format!("lock on {names:?} (all at once)"),
         (k, _) => format!("permit of {resource:?} (at most {k} at once)"),
@@ -110,7 +135,7 @@ fn environment(
         ("REDQUORUM_RESOURCES".to_owned(), held.join(" ")),
     ];
     // A permit's key is one of K slots' (REDQUORUM_PERMIT_SLOT says which).
-    if slot.is_none() && held.len() == 1 {
+    if slot.is_none() && held.len() == 1 && !args.shared && !args.exclusive {
         env.push(("REDQUORUM_KEY".to_owned(), redlock.key_for(held[0])));
     }
     env.push((

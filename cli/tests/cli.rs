@@ -591,3 +591,51 @@ async fn lock_takes_several_resources_at_once_or_none() {
         "{o:?}"
     );
 }
+
+/// `--shared` holders run at once and keep `--exclusive` out; a shared
+/// holder killed with SIGKILL keeps it out only until its own lease ends.
+#[tokio::test]
+async fn shared_holders_run_together_and_a_killed_one_frees_the_writer_at_its_ttl() {
+    let c = Cluster::start(3);
+    let reader = cli(&c)
+        .args([
+            "lock", "--shared", "cli_rw", "--ttl", "2s", "--", "sleep", "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rw = c.redlock().rw_lock("cli_rw").unwrap();
+    let held = wait_until(Duration::from_secs(5), || {
+        c.nodes
+            .iter()
+            .filter(|n| n.zcard(&support::internal_key("rw-readers", "cli_rw")) > 0)
+            .count()
+            >= 2
+    })
+    .await;
+    assert!(held, "the first reader holds");
+    let o = run(cli(&c).args(["lock", "-s", "cli_rw", "--wait", "0s", "--", "true"]));
+    assert_eq!(code(&o), 0, "two readers at once: {o:?}");
+    let o = run(cli(&c).args(["lock", "-x", "cli_rw", "--wait", "0s", "--", "true"]));
+    assert_eq!(code(&o), 75, "a writer waits for the reader: {o:?}");
+    let killed = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-KILL", &reader.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let o = run(cli(&c).args(["lock", "-x", "cli_rw", "--wait", "9s", "--", "true"]));
+    let after = killed.elapsed();
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(
+        after < Duration::from_secs(5),
+        "the writer ran {after:?} after the kill"
+    );
+    let _ = rw
+        .try_read(Duration::from_secs(1))
+        .await
+        .expect("free again");
+    let o = run(cli(&c).args(["lock", "-s", "-n", "2", "cli_rw", "--", "true"]));
+    assert_eq!(code(&o), 78, "{o:?}");
+}

@@ -159,7 +159,23 @@ impl RwLock {
     /// As [`RwLock::read`]; if the token cannot be read (no quorum), the
     /// read is released and that error returned.
     pub async fn read_fenced(&self, ttl: Duration) -> Result<Lock> {
-        let lock = self.read(ttl).await?;
+        let patience = Patience::default_for(&self.redlock);
+        self.fenced_read(ttl, patience).await
+    }
+
+    /// [`RwLock::read_fenced`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read_fenced`] and [`Redlock::lock_timeout`].
+    pub async fn read_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        self.fenced_read(ttl, Patience::within(wait)).await
+    }
+
+    /// A read within `patience`, with the last writer's token.
+    async fn fenced_read(&self, ttl: Duration, patience: Patience) -> Result<Lock> {
+        let what = self.attempt(Side::Read, ttl)?;
+        let lock = self.redlock.wait_for(&what, patience).await?;
         match self.last_write_token().await {
             Ok(token) => Ok(lock.with_fencing_token(token)),
             Err(e) => {
@@ -250,8 +266,22 @@ impl RwLock {
     ///
     /// As [`Redlock::lock_fenced`].
     pub async fn write_fenced(&self, ttl: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Write, ttl)?;
         let patience = Patience::default_for(&self.redlock);
+        self.fenced_write(ttl, patience).await
+    }
+
+    /// [`RwLock::write_fenced`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_fenced_timeout`].
+    pub async fn write_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        self.fenced_write(ttl, Patience::within(wait)).await
+    }
+
+    /// A write within `patience`, with a fencing token.
+    async fn fenced_write(&self, ttl: Duration, patience: Patience) -> Result<Lock> {
+        let what = self.attempt(Side::Write, ttl)?;
         self.redlock.fenced_with(&what, &self.fence, patience).await
     }
 

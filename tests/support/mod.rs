@@ -517,6 +517,15 @@ impl RedisNode {
             .expect("ZCARD")
     }
 
+    /// How many members the sorted set at `key` has (a read-write lock's
+    /// leases: `internal_key("rw-readers", name)`).
+    pub fn zcard(&self, key: &str) -> usize {
+        redis::cmd("ZCARD")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("ZCARD")
+    }
+
     /// A foreign client's release: the compare-and-delete every Redlock
     /// client sends, on a plain connection.
     pub fn compare_and_delete(&self, key: &str, value: &str) -> i64 {
