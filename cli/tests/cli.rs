@@ -597,7 +597,7 @@ async fn lock_takes_several_resources_at_once_or_none() {
 #[tokio::test]
 async fn shared_holders_run_together_and_a_killed_one_frees_the_writer_at_its_ttl() {
     let c = Cluster::start(3);
-    let reader = cli(&c)
+    let mut reader = cli(&c)
         .args([
             "lock", "--shared", "cli_rw", "--ttl", "2s", "--", "sleep", "60",
         ])
@@ -625,6 +625,7 @@ async fn shared_holders_run_together_and_a_killed_one_frees_the_writer_at_its_tt
         .status()
         .unwrap()
         .success());
+    reader.wait().unwrap();
     let o = run(cli(&c).args(["lock", "-x", "cli_rw", "--wait", "9s", "--", "true"]));
     let after = killed.elapsed();
     assert_eq!(code(&o), 0, "{o:?}");
