@@ -246,6 +246,8 @@
 //                       model/mint.rs (group-committed mints' order),
 //                       model/multilock.rs (the multi-resource lock's
 //                       exclusion and freedom from wait cycles),
+//                       model/rwlock.rs (the read-write lock: exclusion,
+//                       leases of their own, phase fairness),
 //                       model/pin.rs (a serial
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs

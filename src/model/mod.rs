@@ -19,6 +19,7 @@ mod lock_state;
 mod mint;
 mod multilock;
 mod pin;
+mod rwlock;
 mod semaphore;
 mod semaphore_state;
 
