@@ -5,8 +5,8 @@
 //! 1 ms ticks, up to two rounds per client (the checks below bound these
 //! further: the state space grows about fifteenfold per tick). A client starts waiting (its ticket: the order of starts),
 //! sends its attempt to every node, and counts the replies with the real
-//! [`Tally`] over nodes out of quarantine (`Counts::Trusted`): a quorum of
-//! yes holds for the crate's [`validity`] from the round's start, else it
+//! `Tally` over nodes out of quarantine (`Counts::Trusted`): a quorum of
+//! yes holds for the crate's `validity` from the round's start, else it
 //! undoes where it won and waits, listed, to try again. A node runs the
 //! scripts' rule (`rw_scripts.rs`): ended leases and an expired writer's
 //! key are dropped; the client is listed; a reader takes a lease of its
@@ -26,9 +26,6 @@
 //! expiry, renewed by every reader (a crashed reader then keeps writers out
 //! past its own lease); readers admitted whenever no writer holds (a
 //! waiting writer is overtaken); a client that holds on one node's yes.
-//!
-//! [`Tally`]: crate::quorum::tally::Tally
-//! [`validity`]: crate::lock::redlock::validity
 
 use std::time::Duration;
 
@@ -39,18 +36,14 @@ use crate::lock::redlock::validity;
 use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, quorum, NodeSet};
 
-/// Nodes.
+/// Nodes; clients, readers first; the writer.
 const NODES: usize = 3;
-/// Clients: readers first, the writer last.
 const CLIENTS: usize = 3;
-/// The writer.
 const WRITER: usize = 2;
 
-/// Exclusion.
+/// The properties: exclusion, each lease its own, phase fairness.
 const EXCLUSION: &str = "no valid writer beside another valid holder";
-/// Each lease its own.
 const OWN_LEASE: &str = "a node counts a reader live only while its own lease is";
-/// Phase fairness.
 const NO_OVERTAKE: &str = "no reader that came after a listed writer holds before it";
 
 /// One node.
@@ -102,13 +95,11 @@ pub(crate) enum Phase {
 /// A client.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Client {
-    /// Its place in the lists.
+    /// Its place in the lists; where it is; attempts it stopped waiting
+    /// for, still on their way; rounds so far.
     ticket: u8,
-    /// Where it is.
     phase: Phase,
-    /// Attempts it stopped waiting for, still on their way.
     late: NodeSet,
-    /// Rounds so far.
     rounds: u8,
 }
 
@@ -191,7 +182,7 @@ impl RwModel {
         .map_or(0, |v| v.as_millis().min(255) as u8)
     }
 
-    /// Real ms a lease or key lives on a node whose clock runs 10 % fast.
+    /// Real ms a lease or key lives on a node 10 % fast.
     fn real_ttl(&self) -> u8 {
         (f64::from(self.ttl) / 1.1).floor() as u8
     }
@@ -244,7 +235,7 @@ impl RwModel {
         true
     }
 
-    /// Takes client `c`'s hold off every node in `on`.
+    /// Takes `c`'s hold off the nodes in `on`.
     fn undo(s: &mut State, c: usize, on: NodeSet) {
         for (n, node) in s.nodes.iter_mut().enumerate() {
             if on & node_bit(n) == 0 {
@@ -318,8 +309,7 @@ impl RwModel {
         }
     }
 
-    /// Node `n`'s answer to client `c` counts: yes or no, or failed if
-    /// it is in quarantine.
+    /// Node `n`'s answer to `c` counts: yes, no, or failed in quarantine.
     fn answer(&self, s: &mut State, c: usize, n: usize, took: bool) {
         let trusted = s.now >= s.nodes[n].trusted_from;
         if let Phase::Round {
