@@ -39,6 +39,8 @@
 //! | hold a lock for work of unknown length | [`Redlock::with_lock`]: renewed in the background, the work cancelled if the lock is lost |
 //! | protect writes to storage that can check a number | [`Redlock::lock_fenced`]: a [fencing token](Lock::fencing_token) larger than every earlier holder's |
 //! | issue business numbers like `ORDER202611220001` | [`SerialGenerator`]: never repeats, across instances and node failures |
+//! | take several resources together (a transfer between two accounts) | [`Redlock::lock_all`]: all or none, in any order without deadlock; [`Redlock::try_lock_all`], [`Redlock::lock_all_fenced`] (a token per resource) |
+//! | let many read while nobody writes, and writers in turn | [`Redlock::rw_lock`], then [`RwLock::read`] or [`RwLock::write`]: phase-fair, each reader with a lease of its own |
 //! | let at most K run at once (licences, a pool of workers) | [`Redlock::semaphore`], then [`Semaphore::acquire`] or [`Semaphore::with_permit`]: a [`Permit`] is a lock on one of K slots |
 //! | have exactly one active instance (a scheduler, a cron runner) | [`Redlock::election`], then [`Election::campaign`]: a [`Leadership`] with a [term](Leadership::term) larger than every earlier leader's |
 //! | see who holds a lock and for how long, without taking it | [`Redlock::inspect`] ([`Semaphore::inspect`] for permits) |

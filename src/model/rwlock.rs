@@ -3,8 +3,9 @@
 //! Three nodes whose clocks run 10 % fast (a lease or key of TTL 4 ms lives
 //! 3 ms there), two readers and a writer, one acquisition each, time in
 //! 1 ms ticks, up to two rounds per client (the checks below bound these
-//! further: the state space grows about fifteenfold per tick). A client starts waiting (its ticket: the order of starts),
-//! sends its attempt to every node, and counts the replies with the real
+//! further: the state space grows about fifteenfold per tick). A client
+//! starts waiting (its ticket: the order of starts), sends its attempt to
+//! every node, and counts the replies with the real
 //! `Tally` over nodes out of quarantine (`Counts::Trusted`): a quorum of
 //! yes holds for the crate's `validity` from the round's start, else it
 //! undoes where it won and waits, listed, to try again. A node runs the
