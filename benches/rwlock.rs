@@ -168,4 +168,17 @@ fn readers_and_a_writer(
         "  write wait p99 - longest read hold = {:.1} ms  (target <= 30)",
         p99.as_secs_f64() * 1e3 - hold_ms
     );
+    let wake = |c: &redquorum::Redlock| {
+        let s = c.stats();
+        format!(
+            "attempts {}, woken by news {}, ttl {}, own release {}, cap {}",
+            s.attempts,
+            s.woken_by_notification,
+            s.woken_by_ttl,
+            s.woken_by_own_release,
+            s.woken_by_cap
+        )
+    };
+    println!("  writer: {}", wake(&clients[2]));
+    println!("  readers: {}; {}", wake(&clients[0]), wake(&clients[1]));
 }

@@ -138,9 +138,8 @@ pub(crate) struct RwModel {
     pub(crate) drops: u8,
     pub(crate) timeouts: u8,
     pub(crate) restarts: u8,
-    /// Rounds each client makes at most.
+    /// Rounds each client makes at most; the clients that take part.
     pub(crate) rounds: u8,
-    /// The clients that take part (a bit each).
     pub(crate) present: u8,
     /// Weakened: the readers' leases as one shared expiry.
     pub(crate) shared_lease: bool,
