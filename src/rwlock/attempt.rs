@@ -32,7 +32,7 @@ pub(crate) struct RwAttempt<'a> {
     /// Which side.
     side: Side,
     /// The keys whose change may let it in: the writer's key; for a
-    /// writer, the readers' leases too.
+    /// reader, the waiting list; for a writer, the readers' leases.
     watched: Vec<String>,
     /// The TTL, checked.
     ttl: Duration,
@@ -51,9 +51,13 @@ impl<'a> RwAttempt<'a> {
         (ttl, ttl_ms): (Duration, u64),
     ) -> Self {
         let (held, watched): (Arc<dyn Held>, _) = match side {
+            // A reader kept out by a writer waiting ahead hears that writer
+            // leave the list: its whole phase (take and release) may pass
+            // before the reader's notification read, which then finds the
+            // writer's key as free as before.
             Side::Read => (
                 Arc::new(ReadLease(Arc::clone(keys))),
-                vec![keys.writer.clone()],
+                vec![keys.writer.clone(), keys.waits.queue.clone()],
             ),
             Side::Write => (
                 Arc::new(WriteKey(Arc::clone(keys))),
