@@ -157,7 +157,10 @@ impl Election {
         let what = KeyAttempt::new(redlock, &self.name, key, self.ttl, ttl_ms)
             .standing_for(Primitive::Election);
         loop {
-            let lock = match redlock.fenced_with(&what, &self.terms, patience).await {
+            let lock = match redlock
+                .fenced_with(&what, std::slice::from_ref(&self.terms), patience)
+                .await
+            {
                 Ok(lock) => lock,
                 // A term that could not be minted (counter nodes away or
                 // not yet repaired): time can fix that, as it fixes an

@@ -203,25 +203,27 @@ impl Redlock {
         tracing::Span::current().record("resource", resource);
         let ttl_ms = self.check_resource(resource, ttl)?;
         let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
-        self.fenced_with(&key, &self.fence_keys(resource), patience)
+        let fence = self.fence_keys(resource);
+        self.fenced_with(&key, std::slice::from_ref(&fence), patience)
             .await
     }
 
-    /// The loop of a fenced acquisition (locks, permits, leadership): take
-    /// it as `what` says, mint from the counter at `fence`, keep it only if
-    /// it outlived the minting (the fencing order rule: every later holder
-    /// takes it after the mint reached a quorum, and mints a larger
+    /// The loop of a fenced acquisition (locks, permits, leadership,
+    /// multi-locks): take it as `what` says, mint from the counter at each
+    /// of `fences` at once (a multi-lock has one per resource), keep it
+    /// only if it outlived the minting (the fencing order rule: every later
+    /// holder takes it after the mint reached a quorum, and mints a larger
     /// number).
     pub(crate) async fn fenced_with(
         &self,
         what: &impl Attempts,
-        fence: &CounterKeys,
+        fences: &[CounterKeys],
         patience: Patience,
     ) -> Result<Lock> {
         let resource = what.resource();
         let telemetry = &self.nodes().telemetry;
         let rec = telemetry.acquisition(what.primitive(), Mode::Fenced, resource);
-        let result = self.fenced_loop(what, fence, patience, &rec).await;
+        let result = self.fenced_loop(what, fences, patience, &rec).await;
         recorded(rec, result)
     }
 
@@ -229,21 +231,23 @@ impl Redlock {
     async fn fenced_loop(
         &self,
         what: &impl Attempts,
-        fence: &CounterKeys,
+        fences: &[CounterKeys],
         patience: Patience,
         rec: &Acquisition<'_>,
     ) -> Result<Lock> {
         let resource = what.resource();
         loop {
             let lock = self.wait_loop(what, patience, rec).await?;
-            let minted = self.mint(fence).await;
-            // Valid now means valid when the compare-and-set was decided,
+            let mints = fences.iter().map(|fence| self.mint(fence));
+            let minted: Result<Vec<u64>> =
+                futures::future::join_all(mints).await.into_iter().collect();
+            // Valid now means valid when the compare-and-sets were decided,
             // which was earlier.
             let error = match minted {
-                Ok(token) if lock.is_valid() => return Ok(lock.with_fencing_token(token)),
-                Ok(token) => {
+                Ok(tokens) if lock.is_valid() => return Ok(lock.with_fencing_tokens(tokens)),
+                Ok(tokens) => {
                     debug!(
-                        token,
+                        ?tokens,
                         "lock expired while its fencing token was minted; retrying"
                     );
                     Error::Expired {

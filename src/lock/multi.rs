@@ -222,8 +222,8 @@ impl Redlock {
             .await
     }
 
-    /// The loop of a fenced multi-lock: take it, mint every resource's
-    /// token, keep it only if it outlived the minting.
+    /// A fenced multi-lock within `patience`: a token per resource, from
+    /// that resource's counter ([`Redlock::fenced_with`]).
     async fn all_fenced(
         &self,
         resources: &[&str],
@@ -231,29 +231,9 @@ impl Redlock {
         patience: Patience,
     ) -> Result<Lock> {
         let (set, ttl_ms) = self.key_set(resources, ttl)?;
-        let what = SetAttempt::new(self, Arc::clone(&set), ttl, ttl_ms);
-        loop {
-            let lock = self.wait_for(&what, patience).await?;
-            let mints = set.resources.iter().map(|r| {
-                let keys = self.fence_keys(r);
-                async move { self.mint(&keys).await }
-            });
-            let minted: Result<Vec<u64>> =
-                futures::future::join_all(mints).await.into_iter().collect();
-            let error = match minted {
-                Ok(tokens) if lock.is_valid() => return Ok(lock.with_fencing_tokens(tokens)),
-                Ok(_) => Error::Expired {
-                    resource: set.name.clone(),
-                },
-                Err(e) => e,
-            };
-            if let Err(release) = lock.release().await {
-                tracing::debug!(error = %release, "release after fencing tokens that cannot be used");
-            }
-            if !error.is_expired() || patience.run_out() {
-                return Err(error);
-            }
-        }
+        let fences: Vec<_> = set.resources.iter().map(|r| self.fence_keys(r)).collect();
+        let what = SetAttempt::new(self, set, ttl, ttl_ms);
+        self.fenced_with(&what, &fences, patience).await
     }
 
     /// Runs `f` while holding every one of `resources`, as

@@ -197,9 +197,8 @@ impl NodeClock {
 /// Whether at least [`HALF`] surely passed from `a` to `b`, and their
 /// round trips together are at most [`PRECISION`] of it.
 fn spans(a: &Reading, b: &Reading) -> bool {
-    b.sent.checked_duration_since(a.recv).is_some_and(|d| {
-        d >= HALF && (rtt(a) + rtt(b)).as_secs_f64() <= d.as_secs_f64() * PRECISION
-    })
+    let surely = b.sent.saturating_duration_since(a.recv);
+    spans_half(a, b) && (rtt(a) + rtt(b)).as_secs_f64() <= surely.as_secs_f64() * PRECISION
 }
 
 /// Whether at least [`HALF`] surely passed from `a` to `b`.

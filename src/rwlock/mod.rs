@@ -282,7 +282,8 @@ impl RwLock {
     /// A write within `patience`, with a fencing token.
     async fn fenced_write(&self, ttl: Duration, patience: Patience) -> Result<Lock> {
         let what = self.attempt(Side::Write, ttl)?;
-        self.redlock.fenced_with(&what, &self.fence, patience).await
+        let fences = std::slice::from_ref(&self.fence);
+        self.redlock.fenced_with(&what, fences, patience).await
     }
 
     /// Runs `f` while writing, as [`Redlock::with_lock`] runs work under a

@@ -131,7 +131,7 @@ impl Semaphore {
         self.pin().await?;
         let lock = self
             .redlock
-            .fenced_with(&what, &self.fence, patience)
+            .fenced_with(&what, std::slice::from_ref(&self.fence), patience)
             .await?;
         Ok(self.permit(lock))
     }
