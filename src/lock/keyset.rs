@@ -25,6 +25,12 @@ pub(crate) struct KeySet {
     pub(crate) keys: Vec<String>,
     /// Their waiting lists, in that order.
     waits: Vec<WaitKeys>,
+    /// What a waiter for them hears: their keys, then their waiting lists.
+    /// A waiter kept out by one listed ahead of it may miss that one's
+    /// whole turn (take and release) before its notification read, which
+    /// then finds the keys as free as before; the list's change, when that
+    /// one leaves it, is news.
+    pub(crate) watched: Vec<String>,
     /// The resources as one name, for errors and logs: `a+b`.
     pub(crate) name: String,
 }
@@ -55,13 +61,16 @@ impl KeySet {
         }
         pairs.sort();
         pairs.dedup();
-        let waits = pairs.iter().map(|(k, _)| WaitKeys::of(prefix, k)).collect();
+        let waits: Vec<WaitKeys> = pairs.iter().map(|(k, _)| WaitKeys::of(prefix, k)).collect();
         let (keys, resources): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
         let name = resources.join("+");
+        let queues = waits.iter().map(|w| w.queue.clone());
+        let watched = keys.iter().cloned().chain(queues).collect();
         Ok(Self {
             resources,
             keys,
             waits,
+            watched,
             name,
         })
     }

@@ -58,7 +58,7 @@ impl Attempts for SetAttempt<'_> {
     }
 
     fn watched(&self) -> &[String] {
-        &self.set.keys
+        &self.set.watched
     }
 
     fn primitive(&self) -> Primitive {
