@@ -150,6 +150,8 @@
 //                       `metrics`).
 //   telemetry/mod.rs    Telemetry: the hooks every layer calls at its events.
 // 2 node/request.rs     A command, encoded once per round.
+//   node/scriptcache.rs Which scripts a connection's node has cached: a
+//                       script goes in full once, then by digest.
 //   node/evidence.rs    What a node shows of its own history (INFO, our
 //                       marker), read when a connection is made.
 //   node/amnesia.rs     The table that decides from it whether a node may

@@ -1,13 +1,11 @@
 //! How a Lua script is held and sent, and the commands an ACL must allow
 //! it (the scripts themselves are in `scripts.rs`).
 
-/// A Lua script, always sent in full (`EVAL` with its source), never as
-/// `EVALSHA`: a node with an empty script cache (first use, a restart,
-/// `SCRIPT FLUSH`) would answer `NOSCRIPT`, and the fallback `EVAL` would go
-/// out a round trip late, after whatever was sent behind it. A release then
-/// landed before the `SET` it undoes, and two extensions of one lock could
-/// land in the wrong order. The sources are a few hundred bytes; a node
-/// compiles each once and caches it.
+use std::sync::OnceLock;
+
+/// A Lua script. A connection sends it in full (`EVAL` with its source)
+/// the first time, and as `EVALSHA` with its digest after that (see
+/// `node/scriptcache.rs`, which also says why order is kept).
 #[derive(Debug)]
 pub(crate) struct Lua {
     /// The source.
@@ -15,6 +13,8 @@ pub(crate) struct Lua {
     /// A cleanup (a release): sent even after the round stopped waiting
     /// for it.
     pub(crate) cleanup: bool,
+    /// The source's SHA-1 in hex, as `EVALSHA` names it (computed once).
+    sha: OnceLock<String>,
 }
 
 impl Lua {
@@ -23,12 +23,23 @@ impl Lua {
         Self {
             src,
             cleanup: false,
+            sha: OnceLock::new(),
         }
     }
 
     /// Wraps a cleanup script (see [`Lua::cleanup`]).
     pub(crate) const fn cleanup(src: &'static str) -> Self {
-        Self { src, cleanup: true }
+        Self {
+            src,
+            cleanup: true,
+            sha: OnceLock::new(),
+        }
+    }
+
+    /// The digest `EVALSHA` names the script by.
+    pub(crate) fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| redis::Script::new(self.src).get_hash().to_string())
     }
 
     /// The commands the script runs (`redis.call` and `redis.pcall`),

@@ -13,10 +13,11 @@ use crate::error::{NodeError, NodeErrorKind};
 use crate::node::amnesia::{AmnesiaCheck, Trust};
 use crate::node::clockwatch::{ClockNews, ClockWatch};
 use crate::node::open::Opener;
-use crate::node::queue::{fail_all, Conn, LinkState, ReplyRx, Waiting};
+use crate::node::queue::{fail_all, send_batch, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
+use crate::node::scriptcache::ScriptCache;
 use crate::node::slot::Slot;
-use crate::node::wire::{hand_over, hand_pipeline, link_broken, BatchFuture, SendFuture};
+use crate::node::wire::{hand_over, link_broken, BatchFuture, SendFuture};
 
 /// A node's connection, opened on first use and again after it breaks.
 ///
@@ -186,10 +187,12 @@ impl Link {
                 id,
                 outstanding,
                 queue,
+                scripts,
             } if queue.is_empty() && *outstanding < MAX_OUTSTANDING => {
                 let id = *id;
                 let slot = Slot::new();
-                match hand_over(conn.clone(), Arc::clone(req), &slot.waker(), &self.clock) {
+                let (req2, waker) = (Arc::clone(req), slot.waker());
+                match hand_over(conn.clone(), req2, scripts, &waker, &self.clock) {
                     Ok(reply) => {
                         *outstanding += 1;
                         Pending::Sent {
@@ -233,13 +236,14 @@ impl Link {
                     id: current,
                     outstanding,
                     queue,
+                    scripts,
                 } if *current == id => {
                     *outstanding -= 1;
                     queue.retain(Waiting::wanted);
                     if queue.is_empty() {
                         None
                     } else {
-                        match send_batch(conn, std::mem::take(queue), &self.clock) {
+                        match send_batch(conn, std::mem::take(queue), scripts, &self.clock) {
                             Ok(batch) => {
                                 *outstanding += 1;
                                 Some(batch)
@@ -399,7 +403,7 @@ impl Link {
 
     /// Ends a connection attempt: sends the queue as the first batch, or
     /// fails it.
-    fn connected(self: &Arc<Self>, result: RedisResult<MultiplexedConnection>) {
+    fn connected(self: &Arc<Self>, result: RedisResult<(MultiplexedConnection, bool)>) {
         let mut st = self.state();
         let mut waiting = match &mut st.conn {
             Conn::Connecting(waiting) => std::mem::take(waiting),
@@ -407,8 +411,9 @@ impl Link {
             _ => return,
         };
         match result {
-            Ok(conn) => {
+            Ok((conn, evalsha)) => {
                 tracing::debug!(node = self.index, "connected");
+                let mut scripts = ScriptCache::new(evalsha);
                 let now = nanos_since_epoch(Instant::now());
                 self.connected_at.store(now, Ordering::Relaxed);
                 let id = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
@@ -418,7 +423,7 @@ impl Link {
                 let batch = if waiting.is_empty() {
                     None
                 } else {
-                    match send_batch(&conn, waiting, &self.clock) {
+                    match send_batch(&conn, waiting, &mut scripts, &self.clock) {
                         Ok(batch) => Some(batch),
                         Err(batch) => {
                             // Closed as soon as it opened: back off.
@@ -440,6 +445,7 @@ impl Link {
                     id,
                     outstanding: usize::from(batch.is_some()),
                     queue: Vec::new(),
+                    scripts,
                 };
                 drop(st);
                 if let Some(batch) = batch {
@@ -477,19 +483,5 @@ fn queued(result: RedisResult<ReplyRx>) -> Pending {
     match result {
         Ok(rx) => Pending::Queued(rx),
         Err(e) => Pending::Done(Some(Err(e))),
-    }
-}
-
-/// Sends `batch` as one pipeline on `conn` (see [`hand_pipeline`]). Gives
-/// the batch back, unsent, if the connection turns out to be closed.
-#[allow(clippy::type_complexity)]
-fn send_batch(
-    conn: &MultiplexedConnection,
-    batch: Vec<Waiting>,
-    clock: &Arc<ClockWatch>,
-) -> Result<(BatchFuture, Vec<Waiting>), Vec<Waiting>> {
-    match hand_pipeline(conn, batch.iter().map(|w| &*w.req), clock) {
-        Some(sent) => Ok((sent, batch)),
-        None => Err(batch),
     }
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisResult};
+use redis::{AsyncConnectionConfig, RedisError, RedisResult};
 
+use crate::lua::Lua;
 use crate::node::amnesia::{self, AmnesiaCheck, Trust};
 use crate::node::queue::PIPELINE_BUFFER;
 
@@ -25,8 +26,9 @@ pub(crate) struct Opener<'a> {
 }
 
 impl Opener<'_> {
-    /// Opens a connection and checks it; an error if either failed.
-    pub(crate) async fn open(&self) -> RedisResult<MultiplexedConnection> {
+    /// Opens a connection and checks it; an error if either failed. With
+    /// it, whether the node lets us send `EVALSHA` (`scriptcache.rs`).
+    pub(crate) async fn open(&self) -> RedisResult<(MultiplexedConnection, bool)> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             // We time requests out ourselves, once per round for all nodes.
@@ -44,6 +46,28 @@ impl Opener<'_> {
             let node = (self.index, addr.as_str());
             amnesia::check(&mut conn, check, trust, node, self.timeout).await?;
         }
-        Ok(conn)
+        let evalsha = evalsha_allowed(&mut conn, self.timeout).await?;
+        Ok((conn, evalsha))
+    }
+}
+
+/// Whether the node runs `EVALSHA` for us: asked by running a one-line
+/// script in full and then by its digest, so that neither reply is an
+/// error where `EVALSHA` is allowed (a node's error counts are what
+/// operators watch); where an ACL refuses it, scripts always go in full.
+async fn evalsha_allowed(conn: &mut MultiplexedConnection, limit: Duration) -> RedisResult<bool> {
+    static PROBE: Lua = Lua::new("return 0");
+    let mut pipe = redis::pipe();
+    pipe.cmd("EVAL").arg(PROBE.src).arg(0);
+    pipe.cmd("EVALSHA").arg(PROBE.sha()).arg(0);
+    let ask = pipe.query_async::<Vec<redis::Value>>(conn);
+    match tokio::time::timeout(limit, ask).await {
+        Err(_) => Err(RedisError::from((
+            redis::ErrorKind::Io,
+            "no answer to EVALSHA within the connect timeout",
+        ))),
+        Ok(Err(e)) if crate::node::wire::link_broken(&e) => Err(e),
+        Ok(Ok(replies)) => Ok(matches!(replies.get(1), Some(redis::Value::Int(0)))),
+        Ok(Err(_)) => Ok(false),
     }
 }

@@ -9,8 +9,10 @@ use redis::{RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 use tokio::task::Unconstrained;
 
+use crate::node::clockwatch::ClockWatch;
 use crate::node::request::Request;
-use crate::node::wire::not_sent;
+use crate::node::scriptcache::ScriptCache;
+use crate::node::wire::{hand_pipeline, not_sent, BatchFuture};
 
 /// Requests that may wait in one connection's queue (and in redis-rs's
 /// writer, which defaults to 50) before the node counts as not keeping up.
@@ -57,6 +59,9 @@ pub(crate) enum Conn {
         outstanding: usize,
         /// Requests waiting for one of those to finish, in order.
         queue: Vec<Waiting>,
+        /// Which scripts the node has cached, as far as this connection
+        /// knows.
+        scripts: ScriptCache,
     },
 }
 
@@ -125,5 +130,20 @@ impl LinkState {
 pub(crate) fn fail_all(batch: Vec<Waiting>, e: &RedisError) {
     for w in batch {
         let _ = w.reply.send(Err(e.clone()));
+    }
+}
+
+/// Sends `batch` as one pipeline on `conn` (see `wire::hand_pipeline`). Gives
+/// the batch back, unsent, if the connection turns out to be closed.
+#[allow(clippy::type_complexity)]
+pub(crate) fn send_batch(
+    conn: &MultiplexedConnection,
+    batch: Vec<Waiting>,
+    scripts: &mut ScriptCache,
+    clock: &Arc<ClockWatch>,
+) -> Result<(BatchFuture, Vec<Waiting>), Vec<Waiting>> {
+    match hand_pipeline(conn, batch.iter().map(|w| &*w.req), scripts, clock) {
+        Some(sent) => Ok((sent, batch)),
+        None => Err(batch),
     }
 }

@@ -24,6 +24,10 @@ pub(crate) struct Request {
     pub(crate) cleanup: bool,
     /// The script, for a script: what a permission error names.
     pub(crate) script: Option<&'static Lua>,
+    /// For a script: `cmd` and `timed` with `EVALSHA` and the script's
+    /// digest in place of `EVAL` and its source, for a connection whose
+    /// node has it cached (`scriptcache.rs`).
+    pub(crate) short: Option<(Cmd, Option<Pipeline>)>,
 }
 
 impl Request {
@@ -34,22 +38,45 @@ impl Request {
             cmd,
             cleanup: false,
             script: None,
+            short: None,
         })
     }
 
-    /// `EVAL` of `script` with its keys and args added by `fill`.
+    /// `EVAL` of `script` with its keys and args added by `fill` (and the
+    /// same as `EVALSHA`).
     pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
-        // Sized for the script and a few short keys and args, so building
-        // it does not grow the buffers step by step.
-        let mut cmd = Cmd::with_capacity(8, script.src.len() + 128);
-        cmd.arg("EVAL").arg(script.src);
-        fill(&mut cmd);
+        let mut args = Cmd::with_capacity(8, 128);
+        fill(&mut args);
+        let form = |name: &str, first: &str| {
+            // Sized for what it holds, so building it does not grow the
+            // buffers step by step.
+            let mut cmd = Cmd::with_capacity(8, first.len() + 128);
+            cmd.arg(name).arg(first);
+            for arg in args.args_iter() {
+                if let redis::Arg::Simple(bytes) = arg {
+                    cmd.arg(bytes);
+                }
+            }
+            let timed = (!script.cleanup).then(|| timed(&cmd));
+            (cmd, timed)
+        };
+        let (cmd, timed) = form("EVAL", script.src);
         Arc::new(Self {
-            timed: (!script.cleanup).then(|| timed(&cmd)),
             cmd,
+            timed,
             cleanup: script.cleanup,
             script: Some(script),
+            short: Some(form("EVALSHA", script.sha())),
         })
+    }
+
+    /// The command and its timed form to send: the short one if `short`
+    /// and there is one.
+    pub(crate) fn form(&self, short: bool) -> (&Cmd, Option<&Pipeline>) {
+        match &self.short {
+            Some((cmd, timed)) if short => (cmd, timed.as_ref()),
+            _ => (&self.cmd, self.timed.as_ref()),
+        }
     }
 }
 

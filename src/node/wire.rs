@@ -21,6 +21,7 @@ use redis::{RedisError, RedisResult, Value};
 use crate::clock;
 use crate::node::clockwatch::ClockWatch;
 use crate::node::request::Request;
+use crate::node::scriptcache::{self, ScriptCache};
 
 /// One request's send, boxed so it can be polled once where it is made and
 /// then moved into the round.
@@ -33,13 +34,17 @@ pub(crate) type BatchFuture = Pin<Box<dyn Future<Output = RedisResult<Vec<Value>
 /// it in the connection's queue (and has `waker` woken when the reply
 /// arrives). Returns the rest of the exchange, or the error if it ended at
 /// once (a closed connection fails on this first poll, before sending).
+/// `cache` says whether a script goes out in full or as its digest.
 pub(crate) fn hand_over(
     conn: MultiplexedConnection,
     req: Arc<Request>,
+    cache: &mut ScriptCache,
     waker: &Waker,
     watch: &Arc<ClockWatch>,
 ) -> RedisResult<SendFuture> {
     let watch = Arc::clone(watch);
+    let short = cache.short(req.script);
+    let lost = cache.lost();
     let sent = clock::now();
     // Unconstrained: out of cooperative budget, the first poll would return
     // without handing the request over. (Under load that queued a task's
@@ -47,7 +52,11 @@ pub(crate) fn hand_over(
     // test with two nodes hung; none since.)
     let mut fut: SendFuture = Box::pin(tokio::task::unconstrained(async move {
         let mut conn = conn;
-        send(&mut conn, &req, &watch, sent).await
+        let reply = send(&mut conn, &req, short, &watch, sent).await;
+        if let Err(e) = &reply {
+            scriptcache::check(&lost, e);
+        }
+        reply
     }));
     let mut cx = Context::from_waker(waker);
     match fut.as_mut().poll(&mut cx) {
@@ -62,15 +71,18 @@ pub(crate) fn hand_over(
 pub(crate) fn hand_pipeline<'a>(
     conn: &MultiplexedConnection,
     reqs: impl ExactSizeIterator<Item = &'a Request>,
+    cache: &mut ScriptCache,
     watch: &Arc<ClockWatch>,
 ) -> Option<BatchFuture> {
     let n = reqs.len();
     let mut pipe = redis::Pipeline::with_capacity(n + 1);
     let mut timed = false;
     for req in reqs {
-        pipe.add_command(req.cmd.clone());
-        timed |= req.timed.is_some();
+        let (cmd, with_time) = req.form(cache.short(req.script));
+        pipe.add_command(cmd.clone());
+        timed |= with_time.is_some();
     }
+    let lost = cache.lost();
     if timed {
         pipe.add_command(redis::cmd("TIME"));
     }
@@ -89,6 +101,11 @@ pub(crate) fn hand_pipeline<'a>(
                 _ => return Err(wrong_count()),
             }
         }
+        for v in &values {
+            if let Value::ServerError(e) = v {
+                scriptcache::check(&lost, &e.clone().into());
+            }
+        }
         Ok(values)
     }));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
@@ -100,15 +117,18 @@ pub(crate) fn hand_pipeline<'a>(
 }
 
 /// Sends one request, sent at `sent`, with a `TIME` for `watch`.
+/// `short`: a script goes as its digest.
 async fn send(
     conn: &mut MultiplexedConnection,
     req: &Request,
+    short: bool,
     watch: &ClockWatch,
     sent: tokio::time::Instant,
 ) -> RedisResult<Value> {
-    let Some(timed) = &req.timed else {
+    let (cmd, timed) = req.form(short);
+    let Some(timed) = timed else {
         return conn
-            .send_packed_command(&req.cmd)
+            .send_packed_command(cmd)
             .await
             .and_then(Value::extract_error);
     };
