@@ -12,7 +12,9 @@
 //! scripts' rule (`rw_scripts.rs`): ended leases and an expired writer's
 //! key are dropped; the client is listed; a reader takes a lease of its
 //! own while no writer holds and no listed writer is ahead of it; a writer
-//! takes the key while no lease is live and it is first in the list.
+//! takes the key while no lease is live and it is first in the list
+//! (`run`, checked against the real scripts on a real node for every state
+//! of one node).
 //! Faults: a lost attempt, a client that stops waiting for a node whose
 //! attempt lands later (before anything the client sends there after it,
 //! as on the crate's ordered connections), a node that restarts empty (its votes then do not
@@ -502,6 +504,162 @@ impl Model for RwModel {
 mod tests {
     use super::*;
     use crate::model::check;
+    use crate::rw_scripts::{READ_TAKE, WRITE_TAKE};
+
+    /// The model's node rule ([`RwModel::run`]) decides as the crate's
+    /// scripts do, on a real node: every state of one node (the writer's
+    /// key held or not; each reader's lease none, live or ended; any set
+    /// of the three clients listed, in every order of their tickets),
+    /// every client asking, as a waiter and, where it is not listed, as a
+    /// plain first attempt (the model's rule with the newest ticket; it is
+    /// not listed by it). Compared: whether it took, and what the node
+    /// holds after (the list, the live leases, the writer's key).
+    #[test]
+    fn run_decides_as_the_scripts_do() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        let m = RwModel::shipped();
+        let id = |k: usize| {
+            if k == WRITER {
+                "c2:w".to_string()
+            } else {
+                format!("c{k}")
+            }
+        };
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        let mut cases = 0;
+        for writer in [false, true] {
+            for leases in 0..9 {
+                let lease = [leases % 3, leases / 3];
+                for listed in 0..8u8 {
+                    for order in orders {
+                        for who in 0..CLIENTS {
+                            for plain in [false, true] {
+                                if plain && listed & (1 << who) != 0 {
+                                    continue;
+                                }
+                                let mut s = m.init_states().remove(0);
+                                s.now = 10;
+                                for (k, client) in s.clients.iter_mut().enumerate() {
+                                    client.ticket = order[k];
+                                }
+                                if plain {
+                                    s.clients[who].ticket = 3;
+                                }
+                                let node = &mut s.nodes[0];
+                                node.writer = writer.then_some((WRITER as u8, 20));
+                                for r in 0..2 {
+                                    node.readers[r] = [0, 20, 5][lease[r]];
+                                }
+                                node.listed = listed;
+                                let took = m.run(&mut s, 0, who);
+                                if plain {
+                                    s.nodes[0].listed &= !(1 << who);
+                                }
+
+                                redis::cmd("FLUSHALL").query::<()>(c).expect("flush");
+                                let (secs, micros): (i64, i64) =
+                                    redis::cmd("TIME").query(c).expect("TIME");
+                                let now = secs * 1000 + micros / 1000;
+                                if writer {
+                                    redis::cmd("SET")
+                                        .arg(&["w", "v2", "PX", "60000"])
+                                        .query::<()>(c)
+                                        .expect("set");
+                                }
+                                for r in 0..2 {
+                                    let ends = [0, now + 60_000, 1][lease[r]];
+                                    if ends != 0 {
+                                        redis::cmd("ZADD")
+                                            .arg("r")
+                                            .arg(ends)
+                                            .arg(format!("v{r}"))
+                                            .query::<()>(c)
+                                            .expect("lease");
+                                    }
+                                }
+                                for k in (0..CLIENTS).filter(|k| listed & (1 << k) != 0) {
+                                    redis::cmd("ZADD")
+                                        .arg("q")
+                                        .arg(order[k])
+                                        .arg(id(k))
+                                        .query::<()>(c)
+                                        .expect("q");
+                                    redis::cmd("ZADD")
+                                        .arg("l")
+                                        .arg("+inf")
+                                        .arg(id(k))
+                                        .query::<()>(c)
+                                        .expect("l");
+                                }
+                                let script = if who == WRITER {
+                                    &WRITE_TAKE
+                                } else {
+                                    &READ_TAKE
+                                };
+                                let reply: Vec<i64> = redis::cmd("EVAL")
+                                    .arg(script.src)
+                                    .arg(4)
+                                    .arg(&["w", "r", "q", "l"])
+                                    .arg(format!("v{who}"))
+                                    .arg(10_000)
+                                    .arg(if plain { String::new() } else { id(who) })
+                                    .arg(s.clients[who].ticket)
+                                    .arg(60_000)
+                                    .query(c)
+                                    .expect("EVAL");
+                                let case = format!(
+                                    "writer {writer}, leases {lease:?}, listed {listed:03b}, \
+                                     tickets {order:?}, client {who}, plain {plain}"
+                                );
+                                assert_eq!(reply[0] == 1, took, "{case}: took");
+                                let node = &s.nodes[0];
+                                let mut model: Vec<String> = (0..CLIENTS)
+                                    .filter(|k| node.listed & (1 << k) != 0)
+                                    .map(id)
+                                    .collect();
+                                model.sort_by_key(|i| {
+                                    (0..CLIENTS)
+                                        .find(|k| id(*k) == *i)
+                                        .map(|k| s.clients[k].ticket)
+                                });
+                                let real: Vec<String> = redis::cmd("ZRANGE")
+                                    .arg(&["q", "0", "-1"])
+                                    .query(c)
+                                    .expect("zrange");
+                                assert_eq!(real, model, "{case}: list");
+                                let live: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                                    .arg("r")
+                                    .arg(format!("({now}"))
+                                    .arg("+inf")
+                                    .query(c)
+                                    .expect("leases");
+                                let mut live = live;
+                                live.sort();
+                                let model: Vec<String> = (0..2)
+                                    .filter(|r| node.readers[*r] > s.now)
+                                    .map(|r| format!("v{r}"))
+                                    .collect();
+                                assert_eq!(live, model, "{case}: leases");
+                                let held: Option<String> =
+                                    redis::cmd("GET").arg("w").query(c).expect("get");
+                                assert_eq!(held.is_some(), node.writer.is_some(), "{case}: writer");
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 2 * 9 * 6 * (8 * 3 + 4 * 3));
+    }
 
     /// A reader and the writer, time passing, a lost attempt, a slow node
     /// whose attempt lands late, a node restarting empty.
