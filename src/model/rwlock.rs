@@ -9,17 +9,15 @@
 //! `Tally` over nodes out of quarantine (`Counts::Trusted`): a quorum of
 //! yes holds for the crate's `validity` from the round's start, else it
 //! undoes where it won and waits, listed, to try again. A node runs the
-//! scripts' rule (`rw_scripts.rs`): ended leases and an expired writer's
+//! scripts' rule (`rw_scripts.rs`; `run`, checked against them on a real
+//! node for every state of one node): ended leases and an expired writer's
 //! key are dropped; the client is listed; a reader takes a lease of its
 //! own while no writer holds and no listed writer is ahead of it; a writer
-//! takes the key while no lease is live and it is first in the list
-//! (`run`, checked against the real scripts on a real node for every state
-//! of one node).
+//! takes the key while no lease is live and it is first in the list.
 //! Faults: a lost attempt, a client that stops waiting for a node whose
 //! attempt lands later (before anything the client sends there after it,
-//! as on the crate's ordered connections), a node that restarts empty (its votes then do not
-//! count for a TTL, the restart quarantine), a holder that never releases
-//! (crashed).
+//! as on the crate's ordered connections), a node that restarts empty (its
+//! votes then do not count for a TTL), a holder that never releases.
 //!
 //! Properties: no valid writer at the same instant as another valid holder;
 //! a node counts a reader's lease live only while that reader's own lease
