@@ -635,3 +635,34 @@ async fn a_waiter_that_cannot_hear_a_quorum_tries_again_soon() {
         .await
         .unwrap();
 }
+
+/// A waiter refused because another waits ahead of it, where that one
+/// takes the lock and releases it before the refused waiter's notification
+/// read lands: the read finds the key as free as it was, so the key has
+/// nothing more to tell; the waiting list does (the one ahead left it). H
+/// is 20 ms from the nodes, X 30 ms: X's attempt lands while H holds
+/// (still listed), X's read after H released and left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_one_that_came_and_went_is_not_left_asleep() {
+    let c = Cluster::start(3);
+    let key = "came_and_went";
+    let holder = c.redlock();
+    let (_near, h) = c.far_builder(20);
+    let h = h.wait_cap(ms(10_000)).build().unwrap();
+    let (_far, x) = c.far_builder(30);
+    let x = x.wait_cap(ms(10_000)).build().unwrap();
+    let held = holder.try_lock(key, ms(10_000)).await.unwrap();
+    let first = tokio::spawn(async move {
+        let lock = h.lock_timeout(key, ms(10_000), ms(9_000)).await.expect("h");
+        lock.release().await.expect("h releases");
+    });
+    let listed = |n: usize| c.nodes.iter().all(|node| node.waiters(key) >= n);
+    assert!(wait_until(ms(5_000), || listed(1)).await, "h listed");
+    let second = wait_for(&x, key);
+    assert!(wait_until(ms(5_000), || listed(2)).await, "x listed");
+    held.release().await.unwrap();
+    let released = Instant::now();
+    first.await.unwrap();
+    let lock = got_it_soon(second, released, ms(2_000)).await;
+    lock.release().await.unwrap();
+}

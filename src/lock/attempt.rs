@@ -99,6 +99,15 @@ pub(crate) trait Attempts {
     fn waiter_mark(&self) -> &'static str {
         ""
     }
+    /// Whether, where a waiter's attempt found someone listed ahead of it
+    /// and its notification read finds the lock free, it also reads who is
+    /// first in its line's waiting list (`Waiting::arm_ahead`): the one
+    /// ahead may have taken the lock and released it before that read. A
+    /// lock's key; the multi-lock and the read-write lock hear their lists'
+    /// every change instead.
+    fn reads_list_when_ahead(&self) -> bool {
+        false
+    }
     /// The waiting lists a waiter is listed in besides its line's (a
     /// multi-lock's other resources'): joined and left with it.
     fn listed_also_in(&self) -> &[WaitKeys] {
@@ -166,6 +175,10 @@ impl Attempts for KeyAttempt<'_> {
 
     fn watched(&self) -> &[String] {
         &self.key
+    }
+
+    fn reads_list_when_ahead(&self) -> bool {
+        true
     }
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {

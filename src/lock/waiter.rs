@@ -68,6 +68,16 @@ impl<'a> Waiter<'a> {
 }
 
 impl Waiter<'_> {
+    /// Its id in the list.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its line's waiting list.
+    pub(crate) fn queue(&self) -> &str {
+        &self.keys.queue
+    }
+
     /// The same waiter, its id ending in `mark`.
     pub(crate) fn marked(mut self, mark: &str) -> Self {
         self.id.push_str(mark);

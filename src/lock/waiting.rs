@@ -99,7 +99,7 @@ impl Redlock {
                 Some(_) => signal.round(),
                 None => signal.reset(),
             };
-            self.arm_news(what, signal, round, &seen);
+            self.arm_news(what, signal, round, &seen, None);
             self.sleep_for_news(what, signal, &seen, patience.until)
                 .await;
             waited = true;
@@ -130,7 +130,7 @@ impl Redlock {
                 }
                 Err(failed) => failed,
             };
-            self.arm_news(what, signal, round, &seen);
+            self.arm_news(what, signal, round, &seen, Some(&waiter));
             let behind = seen.iter().filter(|s| **s == Seen::Ahead).count();
             signal.set_behind(behind >= self.quorum());
             debug!(error = %error, "lock attempt failed; waiting");
@@ -190,8 +190,16 @@ impl Redlock {
 
     /// Asks the nodes `what` listens to (by what its last attempt saw,
     /// `seen`) to tell `signal` of the next change to its keys, for
-    /// `round`.
-    fn arm_news(&self, what: &impl Attempts, signal: &Arc<Signal>, round: u64, seen: &[Seen]) {
+    /// `round`; where `what` says so, `waiter`'s list too where someone
+    /// waits ahead of it ([`Attempts::reads_list_when_ahead`]).
+    fn arm_news(
+        &self,
+        what: &impl Attempts,
+        signal: &Arc<Signal>,
+        round: u64,
+        seen: &[Seen],
+        waiter: Option<&Waiter<'_>>,
+    ) {
         let waiting = self.waiting();
         let line = what.line();
         let healthy = self.nodes().healthy();
@@ -219,8 +227,22 @@ impl Redlock {
             };
             one.map_or(self.nodes().all(), node_bit)
         };
+        let ahead = match (waiter, what.watched()) {
+            (Some(waiter), [key]) if what.reads_list_when_ahead() => {
+                let ahead = seen
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| **s == Seen::Ahead)
+                    .fold(0, |set, (i, _)| set | node_bit(i))
+                    & nodes;
+                let names = (key.as_str(), waiter.queue(), waiter.id());
+                waiting.arm_ahead(names, ahead, signal, round);
+                ahead
+            }
+            _ => 0,
+        };
         for key in what.watched() {
-            waiting.arm(key, nodes, signal, round);
+            waiting.arm(key, nodes & !ahead, signal, round);
         }
     }
 

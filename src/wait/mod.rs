@@ -153,6 +153,29 @@ impl Waiting {
         }
     }
 
+    /// [`Waiting::arm`] for `key` on the nodes of `nodes`, where our last
+    /// attempt found someone listed ahead of us: where the read finds the
+    /// key free, who is first in the waiting list `queue` is read too
+    /// ([`read_ahead`]), since the one ahead may have taken the lock and
+    /// released it before our read (then the key has no more to tell).
+    pub(crate) fn arm_ahead(
+        &self,
+        (key, queue, me): (&str, &str, &str),
+        nodes: NodeSet,
+        signal: &Arc<Signal>,
+        round: u64,
+    ) {
+        let armed = self
+            .watches
+            .iter()
+            .filter(|w| nodes & node_bit(w.index()) != 0);
+        for watch in armed {
+            let (watch, signal) = (watch.clone(), Arc::clone(signal));
+            let names = (key.to_owned(), queue.to_owned(), me.to_owned());
+            tokio::spawn(async move { read_ahead(&watch, &names, &signal, round).await });
+        }
+    }
+
     /// Hears `channel` (a semaphore's, see [`named`]) on node `node` for
     /// `signal`: at once if that node's notification connection hears it
     /// already, else in the background; a subscription made now (a release
@@ -332,6 +355,33 @@ impl Waiting {
 async fn read_key(watch: &Watch, key: &str, signal: &Signal, round: u64) {
     match watch.arm(key).await {
         Ok(Some(pttl)) => signal.armed(round, watch.index(), pttl),
+        Ok(None) => {}
+        Err(_) => signal.unarmed(round, watch.index()),
+    }
+}
+
+/// [`read_key`] where someone waited ahead of us (`me`): a held key's
+/// change will be told; a free (or still tracked) one says nothing of
+/// whether the one ahead came and went, so who is first in the waiting
+/// list is read: if nobody but us, that is news for `round`; else the one
+/// ahead is still to take the lock, and the key (tracked from the read on)
+/// will tell. (A winner leaves the list before it releases, so a key found
+/// free after its release finds it gone from the list.) The list's own
+/// changes are not news: newcomers join it all the time.
+async fn read_ahead(
+    watch: &Watch,
+    (key, queue, me): &(String, String, String),
+    signal: &Signal,
+    round: u64,
+) {
+    match watch.arm(key).await {
+        Ok(Some(-2) | None) => {}
+        Ok(Some(_)) => return,
+        Err(_) => return signal.unarmed(round, watch.index()),
+    }
+    match watch.first_in(queue).await {
+        Ok(Some(Some(first))) if first != *me => {}
+        Ok(Some(_)) => signal.let_in(round, watch.index()),
         Ok(None) => {}
         Err(_) => signal.unarmed(round, watch.index()),
     }

@@ -66,6 +66,15 @@ impl Signal {
         }
     }
 
+    /// The notification reads of round `round` on `node` found the lock
+    /// free and nobody listed ahead of us any more (the one that was
+    /// ahead came and went): news.
+    pub(crate) fn let_in(&self, round: u64, node: usize) {
+        if self.round.load(Ordering::Acquire) == round {
+            self.node_changed(node);
+        }
+    }
+
     /// The notification read of round `round` on `node` failed.
     pub(crate) fn unarmed(&self, round: u64, node: usize) {
         if self.round.load(Ordering::Acquire) == round {
