@@ -82,7 +82,7 @@ return take(n)"#
 /// to ask about; ARGV = value, n. Deletes each key that holds our value.
 /// Returns 0 unless all n did, else 2 if a live waiter is listed in one of
 /// the lease sets, else 1.
-pub(crate) static RELEASE_ALL: Lua = Lua::cleanup(
+pub(crate) static RELEASE_ALL: Lua = Lua::cleanup(concat!(
     r#"local n = tonumber(ARGV[2])
 local ours = 0
 for i = 1, n do
@@ -94,15 +94,11 @@ end
 if ours < n then
   return 0
 end
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-for i = n + 1, #KEYS do
-  if redis.call("ZCOUNT", KEYS[i], "(" .. now, "+inf") > 0 then
-    return 2
-  end
-end
-return 1"#,
-);
+"#,
+    crate::scripts::node_now!(),
+    "local first = n + 1\n",
+    crate::scripts::tell_live_waiters!()
+));
 
 /// Compare-and-pexpire on every key: KEYS = the lock keys; ARGV = value,
 /// ttl ms. Resets every TTL only if every key still holds our value, else

@@ -94,21 +94,17 @@ return {1, 0, 0}"#
 /// A reader's release: KEYS = R, then lease sets to ask about; ARGV =
 /// value. Drops the lease; returns 0 if it had ended (or was not there),
 /// else 2 if a live waiter is listed in one of the lease sets, else 1.
-pub(crate) static READ_RELEASE: Lua = Lua::cleanup(
-    r#"local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
+pub(crate) static READ_RELEASE: Lua = Lua::cleanup(concat!(
+    crate::scripts::node_now!(),
+    r#"local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[1], ARGV[1])
 if not ends or tonumber(ends) <= now then
   return 0
 end
-for i = 2, #KEYS do
-  if redis.call("ZCOUNT", KEYS[i], "(" .. now, "+inf") > 0 then
-    return 2
-  end
-end
-return 1"#,
-);
+local first = 2
+"#,
+    crate::scripts::tell_live_waiters!()
+));
 
 /// A reader's extension: KEYS = R; ARGV = value, ttl ms. Renews the lease
 /// to ttl from now only while it has not ended; returns 1, else 0.

@@ -18,27 +18,6 @@ else
 end"#,
 );
 
-/// [`RELEASE`] that also says whether others wait: KEYS[2] and KEYS[3] are
-/// the lock's waiting list and its leases ([`QUEUED_SET`]). Returns 0 if
-/// the key was not ours, 1 if deleted, 2 if deleted while a live waiter (one
-/// whose lease has not ended) waits for it: the releasing client then queues
-/// its own next `lock()` for the resource behind them instead of racing
-/// them. Used only where this client has seen contention on the key, or in
-/// strict-FIFO mode: the extra read costs the free path 13 % of its
-/// throughput.
-pub(crate) static RELEASE_TELLING_WAITERS: Lua = Lua::cleanup(
-    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("DEL", KEYS[1])
-  local t = redis.call("TIME")
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  if redis.call("ZCOUNT", KEYS[3], "(" .. now, "+inf") > 0 then
-    return 2
-  end
-  return 1
-end
-return 0"#,
-);
-
 /// The first part of a waiter's attempt (`QUEUED_SET`, `SEMAPHORE_TAKE`),
 /// with `Q` and `L` the waiting list and the leases, ARGV[3] the waiter id
 /// (empty: not a registered waiter), ARGV[4] its ticket, ARGV[5] its lease
@@ -100,7 +79,43 @@ end
     };
 }
 
-pub(crate) use {join_waiting_list, node_now, register_waiter};
+/// The end of a release that says whether others wait: with `now` the
+/// node's clock and `first` the index of the first lease set among KEYS
+/// (the rest are lease sets too), returns 2 if a live waiter (one whose
+/// lease has not ended) is listed in one of them, else 1. One place for
+/// [`RELEASE_TELLING_WAITERS`], the multi-lock's `RELEASE_ALL` and the
+/// read-write lock's `READ_RELEASE`.
+macro_rules! tell_live_waiters {
+    () => {
+        r#"for i = first, #KEYS do
+  if redis.call("ZCOUNT", KEYS[i], "(" .. now, "+inf") > 0 then
+    return 2
+  end
+end
+return 1
+"#
+    };
+}
+
+pub(crate) use {join_waiting_list, node_now, register_waiter, tell_live_waiters};
+
+/// [`RELEASE`] that also says whether others wait: KEYS[2] and KEYS[3] are
+/// the lock's waiting list and its leases ([`QUEUED_SET`]). Returns 0 if
+/// the key was not ours, 1 if deleted, 2 if deleted while a live waiter (one
+/// whose lease has not ended) waits for it: the releasing client then queues
+/// its own next `lock()` for the resource behind them instead of racing
+/// them. Used only where this client has seen contention on the key, or in
+/// strict-FIFO mode: the extra read costs the free path 13 % of its
+/// throughput.
+pub(crate) static RELEASE_TELLING_WAITERS: Lua = Lua::cleanup(concat!(
+    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
+  redis.call("DEL", KEYS[1])
+"#,
+    node_now!(),
+    "local first = 3\n",
+    tell_live_waiters!(),
+    "end\nreturn 0"
+));
 
 /// Names the waiters a semaphore's free slots are for (see
 /// `wait/named.rs`): with `Q` and `L` its waiting list and leases and

@@ -52,20 +52,12 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// How many times the scenario runs: `REDQUORUM_CLOCK_RUNS` (1 unless set).
-fn runs() -> usize {
-    std::env::var("REDQUORUM_CLOCK_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_whose_clock_runs_slow_counts_every_node_fast() {
     if let Ok(urls) = std::env::var(ROLE) {
         return slow_client(urls.split(',').map(str::to_owned).collect()).await;
     }
-    for _ in 0..runs() {
+    for _ in 0..support::clock::runs() {
         slow_client_hands_over().await;
     }
 }

@@ -76,20 +76,11 @@ macro_rules! scenario {
         $(#[$doc])*
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            for _ in 0..runs() {
+            for _ in 0..support::clock::runs() {
                 $once().await;
             }
         }
     };
-}
-
-/// How many times each scenario runs: `REDQUORUM_CLOCK_RUNS` (1 unless
-/// set; the docs' figures are from 20).
-fn runs() -> usize {
-    std::env::var("REDQUORUM_CLOCK_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
 }
 
 /// `first` takes `name` for `ttl` (no renewal); `second` tries every 3 ms

@@ -260,8 +260,10 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         support::wait_until(ms(3000), || c.waiting_on("acl_all") >= 2).await,
         "registered as a waiter"
     );
+    // The waiter's notification connection opens after its attempt.
+    let tracking = || c.nodes.iter().any(|n| n.tracking_clients() > 0);
     assert!(
-        c.nodes.iter().any(|n| n.tracking_clients() > 0),
+        support::wait_until(ms(3000), tracking).await,
         "notifications are on"
     );
     let released = std::time::Instant::now();

@@ -8,6 +8,15 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// How many times a clock scenario runs: `REDQUORUM_CLOCK_RUNS` (1 unless
+/// set; the docs' figures are from 20).
+pub fn runs() -> usize {
+    std::env::var("REDQUORUM_CLOCK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
 /// The compiled preload library (built on first use).
 pub fn preload() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
