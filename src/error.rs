@@ -9,6 +9,9 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::explain::explain;
+use crate::explain::{is_denied, is_moved, url_reason};
+
 /// `Result` with this crate's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -294,6 +297,7 @@ impl NodeErrorKind {
                     redis::ErrorKind::Parse | redis::ErrorKind::AuthenticationFailed
                 ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
                     || is_denied(e)
+                    || is_moved(e)
                     || e.to_string().contains("unauthenticated")
             }
             _ => false,
@@ -391,70 +395,6 @@ fn no_quorum(
     }
     out.push_str(&format!("; {needed} needed"));
     out
-}
-
-/// What a redis-rs error says, lowercase unless it starts with a server
-/// error code (`WRONGTYPE ...`); always one line.
-fn describe(e: &redis::RedisError) -> String {
-    let text = e.to_string();
-    let text = text.lines().next().unwrap_or("").trim_end().to_owned();
-    let first = text.split_whitespace().next().unwrap_or("");
-    if first.len() > 1 && first.chars().all(|c| c.is_ascii_uppercase()) {
-        return text;
-    }
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => text,
-    }
-}
-
-/// Why a URL was refused, without redis-rs's error-kind suffix.
-fn url_reason(e: &redis::RedisError) -> String {
-    let text = describe(e);
-    match text.strip_suffix(" - InvalidClientConfig") {
-        Some("redis URL did not parse") => {
-            "not a URL redis can use (redis://[user:password@]host:port[/db])".into()
-        }
-        Some(reason) => reason.to_owned(),
-        None => text,
-    }
-}
-
-/// Whether the node refused a command for want of an ACL permission.
-pub(crate) fn is_denied(e: &redis::RedisError) -> bool {
-    e.code() == Some("NOPERM") || e.to_string().contains("can't run this command")
-}
-
-/// One line saying what a node's error means for someone running
-/// redquorum: the few causes an operator must fix (not Redis, a password,
-/// an ACL) in plain words with the fix, anything else as the server or the
-/// connection said it, on one line. Never contains a password (redis-rs
-/// errors do not carry the URL).
-pub fn explain(e: &redis::RedisError) -> String {
-    let text = e.to_string();
-    let code = e.code().unwrap_or("");
-    if matches!(e.kind(), redis::ErrorKind::Parse) {
-        return "not a Redis server (its reply is not in the Redis protocol)".into();
-    }
-    if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) || code == "WRONGPASS" {
-        return "authentication failed: wrong user name or password in the node's URL".into();
-    }
-    if code == "NOAUTH"
-        || text.contains("unauthenticated")
-        || text.contains("Authentication required")
-    {
-        return "the node requires a password: give it in the URL (redis://:PASSWORD@host:port, \
-                or redis://USER:PASSWORD@host:port for an ACL user)"
-            .into();
-    }
-    if is_denied(e) {
-        return format!(
-            "the node's ACL user lacks a permission redquorum needs ({})",
-            describe(e)
-        );
-    }
-    describe(e)
 }
 
 /// `day/4` as `period day, width 4`.

@@ -130,7 +130,8 @@
 // is no cycle, that no file passes 500 lines before its tests, and that
 // every file is named here). Bottom to top:
 //
-// 1 error.rs            Error, Result, per-node NodeError.
+// 1 explain.rs          What a node's error means, in one line with the fix.
+//   error.rs            Error, Result, per-node NodeError.
 //   predicates.rs       What callers ask of an Error (retry? operator?).
 //   lua.rs              Lua: how a script is sent; the commands it runs.
 //   scripts.rs          The Lua sources, each run atomically on one node.
@@ -265,6 +266,7 @@ mod clock;
 mod counter;
 mod election;
 mod error;
+mod explain;
 mod extensions;
 mod keys;
 mod lock;

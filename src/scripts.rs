@@ -79,12 +79,9 @@ end
     };
 }
 
-/// The end of a release that says whether others wait: with `now` the
-/// node's clock and `first` the index of the first lease set among KEYS
-/// (the rest are lease sets too), returns 2 if a live waiter (one whose
-/// lease has not ended) is listed in one of them, else 1. One place for
-/// [`RELEASE_TELLING_WAITERS`], the multi-lock's `RELEASE_ALL` and the
-/// read-write lock's `READ_RELEASE`.
+/// The end of a release that says whether others wait (for every release
+/// that does): with `now` the node's clock and KEYS[first..] lease sets,
+/// 2 if a live waiter (lease not ended) is listed in one, else 1.
 macro_rules! tell_live_waiters {
     () => {
         r#"for i = first, #KEYS do
@@ -108,9 +105,7 @@ pub(crate) use {join_waiting_list, node_now, register_waiter, tell_live_waiters}
 /// strict-FIFO mode: the extra read costs the free path 13 % of its
 /// throughput.
 pub(crate) static RELEASE_TELLING_WAITERS: Lua = Lua::cleanup(concat!(
-    r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("DEL", KEYS[1])
-"#,
+    "if redis.call(\"GET\", KEYS[1]) == ARGV[1] then\nredis.call(\"DEL\", KEYS[1])\n",
     node_now!(),
     "local first = 3\n",
     tell_live_waiters!(),

@@ -315,3 +315,61 @@ async fn the_readmes_minimal_acl_user_is_enough() {
     assert!(released.elapsed() < ms(2000), "woken, not polled at 10 s");
     assert!(b2.stats().woken_by_notification > woken);
 }
+
+/// A member that is one shard of a Redis Cluster with several holds only
+/// part of the key space: the lock fails at once, saying so, and nothing
+/// is written there (the shards of one cluster named as three members is
+/// the mistake made here). Where an ACL hides `CLUSTER INFO`, the nodes'
+/// `MOVED` replies say the same (the marker's `MOVED` quarantined those
+/// nodes first, so that client waits out its timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_is_one_shard_of_several_is_named_so_at_once() {
+    let cluster = support::ShardedCluster::start(3);
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let redlock = Redlock::builder().nodes(&urls).build().unwrap();
+    let started = std::time::Instant::now();
+    let err = redlock
+        .lock_timeout("sharded", ms(5_000), ms(5_000))
+        .await
+        .unwrap_err();
+    let text = one_line(&err);
+    assert!(
+        text.contains("one of 3 shards of a Redis Cluster"),
+        "{text}"
+    );
+    assert!(text.contains("name standalone nodes"), "{text}");
+    assert_eq!(text.matches("holds only part").count(), 1, "{text}");
+    assert!(
+        started.elapsed() < ms(2_000),
+        "said at once, not after waiting"
+    );
+    let keys =
+        |n: &support::RedisNode| -> usize { redis::cmd("DBSIZE").query(&mut n.conn()).unwrap() };
+    assert!(
+        cluster.nodes.iter().all(|n| keys(n) == 0),
+        "nothing written"
+    );
+    for n in &cluster.nodes {
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all", "-cluster",
+            ])
+            .query(&mut n.conn())
+            .unwrap();
+    }
+    let hidden: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("redis://app:app-pw@127.0.0.1:{}", n.port))
+        .collect();
+    let redlock = Redlock::builder().nodes(&hidden).build().unwrap();
+    let err = redlock
+        .lock_timeout("sharded", ms(5_000), ms(5_000))
+        .await
+        .unwrap_err();
+    let text = one_line(&err);
+    assert!(
+        text.contains("one shard of a Redis Cluster with several (it sent us to 127.0.0.1:"),
+        "{text}"
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisError, RedisResult};
+use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
 use crate::lua::Lua;
 use crate::node::amnesia::{self, AmnesiaCheck, Trust};
@@ -26,8 +26,10 @@ pub(crate) struct Opener<'a> {
 }
 
 impl Opener<'_> {
-    /// Opens a connection and checks it; an error if either failed. With
-    /// it, whether the node lets us send `EVALSHA` (`scriptcache.rs`).
+    /// Opens a connection and checks it; an error if either failed (also
+    /// for a node that is one shard of a Redis Cluster with several: it
+    /// holds only part of the key space). With it, whether the node lets
+    /// us send `EVALSHA` (`scriptcache.rs`).
     pub(crate) async fn open(&self) -> RedisResult<(MultiplexedConnection, bool)> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
@@ -39,35 +41,75 @@ impl Opener<'_> {
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        // Before anything of ours goes out on it: may the node have lost
-        // writes?
+        // Before anything of ours goes out on it: what is the node, and may
+        // it have lost writes?
+        let evalsha = ask_first(&mut conn, self.timeout).await?;
         if let Some((check, trust)) = self.amnesia {
             let addr = self.client.get_connection_info().addr().to_string();
             let node = (self.index, addr.as_str());
             amnesia::check(&mut conn, check, trust, node, self.timeout).await?;
         }
-        let evalsha = evalsha_allowed(&mut conn, self.timeout).await?;
         Ok((conn, evalsha))
     }
 }
 
-/// Whether the node runs `EVALSHA` for us: asked by running a one-line
-/// script in full and then by its digest, so that neither reply is an
-/// error where `EVALSHA` is allowed (a node's error counts are what
-/// operators watch); where an ACL refuses it, scripts always go in full.
-async fn evalsha_allowed(conn: &mut MultiplexedConnection, limit: Duration) -> RedisResult<bool> {
+/// What a connection asks first, in one round trip: whether the node runs
+/// `EVALSHA` for us (a one-line script run in full, then by its digest:
+/// neither reply is an error where it does, and an error count is what
+/// operators watch; where an ACL refuses it, scripts always go in full),
+/// and whether it is a Redis Cluster node (`INFO cluster`). A cluster node
+/// is then asked how many shards serve the key space: a member must hold
+/// all of it, so one shard of several is refused here, in words, before
+/// its quarantine check could mistake the marker's `MOVED` for damage.
+async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisResult<bool> {
     static PROBE: Lua = Lua::new("return 0");
     let mut pipe = redis::pipe();
     pipe.cmd("EVAL").arg(PROBE.src).arg(0);
     pipe.cmd("EVALSHA").arg(PROBE.sha()).arg(0);
-    let ask = pipe.query_async::<Vec<redis::Value>>(conn);
-    match tokio::time::timeout(limit, ask).await {
+    pipe.cmd("INFO").arg("cluster");
+    // Errors (a refused command) come back as values.
+    let replies = answered(limit, conn.send_packed_commands(&pipe, 0, 3)).await?;
+    let evalsha = matches!(replies.get(1), Some(Value::Int(0)));
+    let cluster = replies
+        .get(2)
+        .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+        .is_some_and(|info| info.lines().any(|l| l.trim() == "cluster_enabled:1"));
+    if cluster {
+        let mut ask = redis::cmd("CLUSTER");
+        ask.arg("INFO");
+        // Refused (an ACL): not known here; a `MOVED` reply says it later.
+        let info = answered(limit, conn.send_packed_command(&ask)).await?;
+        let shards = redis::from_redis_value_ref::<String>(&info)
+            .ok()
+            .and_then(|info| field(&info, "cluster_size")?.parse::<u64>().ok());
+        if let Some(shards @ 2..) = shards {
+            return Err(RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
+                "one shard",
+                format!("one of {shards} shards of a Redis Cluster"),
+            )));
+        }
+    }
+    Ok(evalsha)
+}
+
+/// `request`'s reply within `limit`; a connection error or no reply is an
+/// error (the connection is of no use then).
+async fn answered<T>(
+    limit: Duration,
+    request: impl std::future::Future<Output = RedisResult<T>>,
+) -> RedisResult<T> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(reply) => reply,
         Err(_) => Err(RedisError::from((
             redis::ErrorKind::Io,
-            "no answer to EVALSHA within the connect timeout",
+            "no answer to the connection's first questions within the connect timeout",
         ))),
-        Ok(Err(e)) if crate::node::wire::link_broken(&e) => Err(e),
-        Ok(Ok(replies)) => Ok(matches!(replies.get(1), Some(redis::Value::Int(0)))),
-        Ok(Err(_)) => Ok(false),
     }
+}
+
+/// One field of an `INFO`-style reply.
+fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(str::trim))
 }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use redis::{Cmd, Pipeline};
 
-use crate::error::{is_denied, NodeErrorKind};
+use crate::error::NodeErrorKind;
+use crate::explain::is_denied;
 use crate::lua::Lua;
 
 /// A request ready to go to every node: built once per round and shared, so a

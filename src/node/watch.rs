@@ -312,7 +312,7 @@ impl Watch {
             let mut channels = self.inner.channels();
             let channels = channels.of(generation);
             channels.heard.remove(channel);
-            channels.refused |= crate::error::is_denied(e);
+            channels.refused |= crate::explain::is_denied(e);
         } else {
             self.forget_when_idle(channel.to_owned(), generation);
         }

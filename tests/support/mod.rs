@@ -38,6 +38,9 @@ pub enum Persistence {
     /// a one-shard Redis Cluster, as managed offerings run them. Scripts
     /// must keep the keys they use in one hash slot.
     OneShardCluster,
+    /// AOF as above, cluster mode on, owning no slot: a node for a
+    /// [`ShardedCluster`] to assign slots to.
+    ClusterShard,
 }
 
 /// One real `redis-server` process.
@@ -244,7 +247,10 @@ impl RedisNode {
     /// Starts the process on `self.port` and waits until it answers PING.
     fn spawn(&mut self) -> Result<(), String> {
         let aof = self.persistence != Persistence::None;
-        let cluster = self.persistence == Persistence::OneShardCluster;
+        let cluster = matches!(
+            self.persistence,
+            Persistence::OneShardCluster | Persistence::ClusterShard
+        );
         let mut cmd = Command::new(server_binary());
         cmd.envs(self.env.iter().map(|(k, v)| (*k, v)));
         if cluster {
@@ -295,7 +301,7 @@ impl RedisNode {
                 // node that took the same port a moment earlier.
                 let pid = self.child.as_ref().map(Child::id);
                 if server_pid(self.port) == pid {
-                    if cluster {
+                    if self.persistence == Persistence::OneShardCluster {
                         self.own_all_slots()?;
                     }
                     return Ok(());
@@ -961,4 +967,47 @@ pub async fn lose_to_another_owner(c: &Cluster, redlock: &redquorum::Redlock, re
     }
     let lost = tokio::time::timeout(Duration::from_secs(5), lock.lost()).await;
     lost.expect("the lock was never marked lost");
+}
+
+/// A Redis Cluster of several masters on free loopback ports, made by
+/// `redis-cli --cluster create` (`REDQUORUM_REDIS_CLI`, else `redis-cli`
+/// on the PATH): every slot assigned, spread over the shards.
+pub struct ShardedCluster {
+    /// The masters, one per shard.
+    pub nodes: Vec<RedisNode>,
+}
+
+impl ShardedCluster {
+    /// A cluster of `shards` masters, serving once this returns.
+    pub fn start(shards: usize) -> Self {
+        let nodes: Vec<RedisNode> = (0..shards)
+            .map(|_| RedisNode::start(Persistence::ClusterShard))
+            .collect();
+        let cli = std::env::var("REDQUORUM_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+        let out = Command::new(&cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{cli} --cluster create: {e}"));
+        assert!(
+            out.status.success(),
+            "{cli} --cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let ok = |n: &RedisNode| {
+            redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query::<String>(&mut n.conn())
+                .is_ok_and(|i| i.contains("cluster_state:ok"))
+        };
+        while !nodes.iter().all(ok) {
+            assert!(Instant::now() < deadline, "the cluster never became ok");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { nodes }
+    }
 }
