@@ -5,8 +5,9 @@
 //! hands it (or a pipeline) to a redis-rs multiplexed connection; [`queue`]
 //! is the link's state and the requests queued in it; [`open`] opens and
 //! checks one connection; [`scriptcache`] is what a connection knows of the
-//! node's script cache (a script goes in full once, then by digest); [`link`] is the state machine that connects,
-//! keeps requests in order and batches them; [`slot`] is a directly sent
+//! node's script cache (a script goes in full once, then by digest);
+//! [`link`] is the state machine that connects, keeps requests in order and
+//! batches them; [`slot`] is a directly sent
 //! request's place on its connection, given up when the reply arrives;
 //! [`call`] follows one request to its reply for the round that polls it.
 

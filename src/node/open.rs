@@ -11,6 +11,7 @@ use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 use crate::lua::Lua;
 use crate::node::amnesia::{self, AmnesiaCheck, Trust};
 use crate::node::queue::PIPELINE_BUFFER;
+use crate::node::wire::link_broken;
 
 /// What a connection is opened with.
 pub(crate) struct Opener<'a> {
@@ -67,8 +68,17 @@ async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisRe
     pipe.cmd("EVAL").arg(PROBE.src).arg(0);
     pipe.cmd("EVALSHA").arg(PROBE.sha()).arg(0);
     pipe.cmd("INFO").arg("cluster");
-    // Errors (a refused command) come back as values.
-    let replies = answered(limit, conn.send_packed_commands(&pipe, 0, 3)).await?;
+    // Errors (a refused command) come back as values; one that does not is
+    // taken as "no" to both questions, unless the connection broke.
+    let replies = answered(limit, conn.send_packed_commands(&pipe, 0, 3))
+        .await
+        .or_else(|e| {
+            if link_broken(&e) {
+                Err(e)
+            } else {
+                Ok(Vec::new())
+            }
+        })?;
     let evalsha = matches!(replies.get(1), Some(Value::Int(0)));
     let cluster = replies
         .get(2)
@@ -78,7 +88,15 @@ async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisRe
         let mut ask = redis::cmd("CLUSTER");
         ask.arg("INFO");
         // Refused (an ACL): not known here; a `MOVED` reply says it later.
-        let info = answered(limit, conn.send_packed_command(&ask)).await?;
+        let info = answered(limit, conn.send_packed_command(&ask))
+            .await
+            .or_else(|e| {
+                if link_broken(&e) {
+                    Err(e)
+                } else {
+                    Ok(Value::Nil)
+                }
+            })?;
         let shards = redis::from_redis_value_ref::<String>(&info)
             .ok()
             .and_then(|info| field(&info, "cluster_size")?.parse::<u64>().ok());
