@@ -835,13 +835,19 @@ async fn a_release_wakes_only_the_waiter_it_lets_in() {
         subscribers(&c, line)
     );
     let b_permit = handed_over(held, waiter_b).await;
-    let c_permit = handed_over(b_permit, waiter_c).await;
-    let (b_news, c_news) = (b.stats().notifications, cl.stats().notifications);
-    assert_eq!(
-        (b_news, c_news),
-        (1, 1),
-        "each heard only the release that let it in"
+    // b holds: neither a's release (which named b) nor b's take is news to
+    // c. (How often b itself was woken depends on the nodes' pace: under
+    // load a release may reach the node b hears before the others, and b
+    // tries again once they have it.)
+    b.settle().await;
+    let c_woken = || cl.stats().notifications > 0;
+    assert!(
+        !wait_until(ms(300), c_woken).await,
+        "c heard a's release or b's take"
     );
+    assert!(b.stats().notifications >= 1, "a's release woke b");
+    let c_permit = handed_over(b_permit, waiter_c).await;
+    assert!(cl.stats().notifications >= 1, "b's release woke c");
     c_permit.release().await.unwrap();
 }
 
