@@ -37,7 +37,8 @@ async fn every_key_or_none() {
         assert_eq!(c.set_on(key), 0, "{key} taken without the others");
     }
     held.release().await.expect("release");
-    // The order callers name them in does not matter; repeats count once.
+    a.settle().await; // released on every node, not only a quorum
+                      // The order callers name them in does not matter; repeats count once.
     let all = b
         .try_lock_all(&["m1-c", "m1-a", "m1-b", "m1-a"], ms(10_000))
         .await
@@ -54,6 +55,7 @@ async fn every_key_or_none() {
         assert!(err.is_contended(), "{err}");
     }
     all.release().await.expect("release all");
+    b.settle().await;
     for key in ["m1-a", "m1-b", "m1-c"] {
         assert_eq!(c.set_on(key), 0, "{key} released");
     }
@@ -68,6 +70,9 @@ async fn extend_check_and_drop_act_on_every_key() {
         .await
         .expect("both");
     lock.extend(ms(20_000)).await.expect("extend");
+    // The slowest node's take and extension land in the background, after
+    // a quorum decided.
+    r.settle().await;
     for node in &c.nodes {
         for key in ["m2-a", "m2-b"] {
             let pttl = node.pttl(key);
