@@ -1,7 +1,7 @@
 //! A request as it goes on the wire: a command encoded once per round and
 //! shared by every node's call.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use redis::{Cmd, Pipeline};
 
@@ -13,7 +13,8 @@ use crate::lua::Lua;
 /// five-node round encodes its arguments once, not five times.
 #[derive(Debug)]
 pub(crate) struct Request {
-    /// The command.
+    /// The command; a script by its digest (`EVALSHA`), as a connection
+    /// whose node has it cached sends it (`scriptcache.rs`).
     pub(crate) cmd: Cmd,
     /// The command with a `TIME` behind it, as a request sent on its own
     /// goes out (see `wire.rs`): built once, shared by every node's call.
@@ -25,10 +26,11 @@ pub(crate) struct Request {
     pub(crate) cleanup: bool,
     /// The script, for a script: what a permission error names.
     pub(crate) script: Option<&'static Lua>,
-    /// For a script: `cmd` and `timed` with `EVALSHA` and the script's
-    /// digest in place of `EVAL` and its source, for a connection whose
-    /// node has it cached (`scriptcache.rs`).
-    pub(crate) short: Option<(Cmd, Option<Pipeline>)>,
+    /// A script's keys and args, from which its full form is made.
+    args: Cmd,
+    /// A script's full form (`EVAL` with its source, and timed), made the
+    /// first time a connection needs it: most requests never do.
+    full: OnceLock<(Cmd, Option<Pipeline>)>,
 }
 
 impl Request {
@@ -39,46 +41,56 @@ impl Request {
             cmd,
             cleanup: false,
             script: None,
-            short: None,
+            args: Cmd::new(),
+            full: OnceLock::new(),
         })
     }
 
-    /// `EVAL` of `script` with its keys and args added by `fill` (and the
-    /// same as `EVALSHA`).
+    /// `script` by its digest (`EVALSHA`), with its keys and args added by
+    /// `fill` (and in full where a connection needs it: [`Request::form`]).
     pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
         let mut args = Cmd::with_capacity(8, 128);
         fill(&mut args);
-        let form = |name: &str, first: &str| {
-            // Sized for what it holds, so building it does not grow the
-            // buffers step by step.
-            let mut cmd = Cmd::with_capacity(8, first.len() + 128);
-            cmd.arg(name).arg(first);
-            for arg in args.args_iter() {
-                if let redis::Arg::Simple(bytes) = arg {
-                    cmd.arg(bytes);
-                }
-            }
-            let timed = (!script.cleanup).then(|| timed(&cmd));
-            (cmd, timed)
-        };
-        let (cmd, timed) = form("EVAL", script.src);
+        let (cmd, timed) = form(script, ("EVALSHA", script.sha()), &args);
         Arc::new(Self {
             cmd,
             timed,
             cleanup: script.cleanup,
             script: Some(script),
-            short: Some(form("EVALSHA", script.sha())),
+            args,
+            full: OnceLock::new(),
         })
     }
 
-    /// The command and its timed form to send: the short one if `short`
-    /// and there is one.
+    /// The command and its timed form to send: a script in full unless
+    /// `short`.
     pub(crate) fn form(&self, short: bool) -> (&Cmd, Option<&Pipeline>) {
-        match &self.short {
-            Some((cmd, timed)) if short => (cmd, timed.as_ref()),
+        match self.script {
+            Some(script) if !short => {
+                let (cmd, timed) = self
+                    .full
+                    .get_or_init(|| form(script, ("EVAL", script.src), &self.args));
+                (cmd, timed.as_ref())
+            }
             _ => (&self.cmd, self.timed.as_ref()),
         }
     }
+}
+
+/// `script` as `name first` (`EVAL` and its source, or `EVALSHA` and its
+/// digest) followed by `args`, and timed unless it is a cleanup.
+fn form(script: &Lua, (name, first): (&str, &str), args: &Cmd) -> (Cmd, Option<Pipeline>) {
+    // Sized for what it holds, so building it does not grow the buffers
+    // step by step.
+    let mut cmd = Cmd::with_capacity(8, first.len() + 128);
+    cmd.arg(name).arg(first);
+    for arg in args.args_iter() {
+        if let redis::Arg::Simple(bytes) = arg {
+            cmd.arg(bytes);
+        }
+    }
+    let timed = (!script.cleanup).then(|| timed(&cmd));
+    (cmd, timed)
 }
 
 /// `cmd`, then `TIME`.
