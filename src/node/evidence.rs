@@ -184,8 +184,8 @@ fn parse_marker(v: &Value) -> Option<Marker> {
     })
 }
 
-/// One field of an `INFO` reply.
-fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+/// One field of an `INFO` reply (also `CLUSTER INFO`'s).
+pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|l| {
         l.strip_prefix(name)
             .and_then(|r| r.strip_prefix(':'))

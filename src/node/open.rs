@@ -10,6 +10,7 @@ use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
 use crate::lua::Lua;
 use crate::node::amnesia::{self, AmnesiaCheck, Trust};
+use crate::node::evidence::info_field;
 use crate::node::queue::PIPELINE_BUFFER;
 use crate::node::wire::link_broken;
 
@@ -83,7 +84,7 @@ async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisRe
     let cluster = replies
         .get(2)
         .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-        .is_some_and(|info| info.lines().any(|l| l.trim() == "cluster_enabled:1"));
+        .is_some_and(|info| info_field(&info, "cluster_enabled") == Some("1"));
     if cluster {
         let mut ask = redis::cmd("CLUSTER");
         ask.arg("INFO");
@@ -99,7 +100,7 @@ async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisRe
             })?;
         let shards = redis::from_redis_value_ref::<String>(&info)
             .ok()
-            .and_then(|info| field(&info, "cluster_size")?.parse::<u64>().ok());
+            .and_then(|info| info_field(&info, "cluster_size")?.parse::<u64>().ok());
         if let Some(shards @ 2..) = shards {
             return Err(RedisError::from((
                 redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
@@ -124,10 +125,4 @@ async fn answered<T>(
             "no answer to the connection's first questions within the connect timeout",
         ))),
     }
-}
-
-/// One field of an `INFO`-style reply.
-fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(str::trim))
 }
