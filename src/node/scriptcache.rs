@@ -22,8 +22,6 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use redis::RedisError;
-
 use crate::lua::Lua;
 
 /// What one connection knows of its node's script cache.
@@ -76,9 +74,10 @@ impl ScriptCache {
     }
 }
 
-/// Notes in `lost` a reply that says the node no longer has a script.
-pub(crate) fn check(lost: &AtomicBool, e: &RedisError) {
-    if e.code() == Some("NOSCRIPT") {
+/// Notes in `lost` a reply whose error code (`code`) says the node no
+/// longer has a script.
+pub(crate) fn check(lost: &AtomicBool, code: Option<&str>) {
+    if code == Some("NOSCRIPT") {
         lost.store(true, Ordering::Relaxed);
     }
 }
@@ -97,11 +96,11 @@ mod tests {
         assert!(cache.short(Some(&A)), "then its digest");
         assert!(!cache.short(Some(&B)), "each script on its own");
         assert!(!cache.short(None), "not a script");
-        let noscript = RedisError::from((
+        let noscript = redis::RedisError::from((
             redis::ErrorKind::Server(redis::ServerErrorKind::NoScript),
             "No matching script",
         ));
-        check(&cache.lost(), &noscript);
+        check(&cache.lost(), noscript.code());
         assert!(!cache.short(Some(&A)), "after NOSCRIPT: in full again");
         assert!(cache.short(Some(&A)));
         assert!(!cache.short(Some(&B)), "every script forgotten");

@@ -54,7 +54,7 @@ pub(crate) fn hand_over(
         let mut conn = conn;
         let reply = send(&mut conn, &req, short, &watch, sent).await;
         if let Err(e) = &reply {
-            scriptcache::check(&lost, e);
+            scriptcache::check(&lost, e.code());
         }
         reply
     }));
@@ -103,7 +103,7 @@ pub(crate) fn hand_pipeline<'a>(
         }
         for v in &values {
             if let Value::ServerError(e) = v {
-                scriptcache::check(&lost, &e.clone().into());
+                scriptcache::check(&lost, Some(e.code()));
             }
         }
         Ok(values)
