@@ -17,7 +17,7 @@ use crate::lock::guard::Lock;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
 use crate::lock::waiter::Waiter;
-use crate::quorum::tally::node_bit;
+use crate::quorum::tally::{node_bit, nodes_where};
 use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
 use crate::wait::plan::{split, Seen};
@@ -229,12 +229,7 @@ impl Redlock {
         };
         let ahead = match (waiter, what.watched()) {
             (Some(waiter), [key]) if what.reads_list_when_ahead() => {
-                let ahead = seen
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| **s == Seen::Ahead)
-                    .fold(0, |set, (i, _)| set | node_bit(i))
-                    & nodes;
+                let ahead = nodes_where(seen, |s| *s == Seen::Ahead) & nodes;
                 let names = (key.as_str(), waiter.queue(), waiter.id());
                 waiting.arm_ahead(names, ahead, signal, round);
                 ahead

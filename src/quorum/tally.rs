@@ -23,6 +23,15 @@ pub(crate) fn node_bit(index: usize) -> NodeSet {
     1u64 << index
 }
 
+/// The nodes, by position in `items`, whose item `pick` accepts.
+pub(crate) fn nodes_where<T>(items: &[T], pick: impl Fn(&T) -> bool) -> NodeSet {
+    items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| pick(item))
+        .fold(0, |set, (i, _)| set | node_bit(i))
+}
+
 /// Majority of `n`: the smallest count any two of which overlap.
 #[cfg(test)]
 pub(crate) fn quorum(n: usize) -> usize {

@@ -31,7 +31,7 @@ use crate::lock::shared::Basis;
 use crate::lock::waiter::Waiter;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::{node_bit, NodeSet, Tally};
+use crate::quorum::tally::{node_bit, nodes_where, NodeSet, Tally};
 use crate::quorum::Counts;
 use crate::scripts;
 use crate::semaphore::handle::Semaphore;
@@ -153,8 +153,7 @@ impl Semaphore {
                 w.set_spare((spare & holders).count_ones() as usize >= tally.quorum);
                 // `SEMAPHORE_TAKE` took us off the list where it took a
                 // slot (a later move changes slots, not the list).
-                let took = choices.iter().enumerate().filter(|(_, c)| c.is_some());
-                w.gone_from(took.fold(0, |set, (i, _)| set | node_bit(i)));
+                w.gone_from(nodes_where(&choices, Option::is_some));
             }
             let keys = (self.keys.slots()[slot].as_str(), self.line.as_str());
             let basis = Basis::new(holders, start, ttl, until);

@@ -7,7 +7,7 @@
 //! per slot means at most K holders. Nodes that took another slot, or
 //! answered late, are undone.
 
-use crate::quorum::tally::{node_bit, NodeSet, Tally};
+use crate::quorum::tally::{nodes_where, NodeSet, Tally};
 
 /// The slot taken by the most of the nodes in `yes` (ties: the lowest), with
 /// those nodes. `choices[i]` is the slot node `i` took, if any.
@@ -31,11 +31,7 @@ pub(crate) fn best_slot(yes: NodeSet, choices: &[Option<usize>]) -> Option<(usiz
 
 /// The nodes of `yes` that took `slot`.
 fn took(yes: NodeSet, choices: &[Option<usize>], slot: usize) -> NodeSet {
-    choices
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| **c == Some(slot) && yes & node_bit(*i) != 0)
-        .fold(0, |set, (i, _)| set | node_bit(i))
+    nodes_where(choices, |c| *c == Some(slot)) & yes
 }
 
 /// The slot won, if a quorum of the nodes in the tally's yes took one.

@@ -35,7 +35,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::node::watch::{Heard, Sink, Watch};
-use crate::quorum::tally::{node_bit, NodeSet};
+use crate::quorum::tally::{node_bit, nodes_where, NodeSet};
 use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
 use crate::wait::named::names;
@@ -309,11 +309,7 @@ impl Waiting {
                 return Woken::OwnRelease;
             }
             let now = Instant::now();
-            let absent = seen
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.freed_by_absence())
-                .fold(0, |set, (i, _)| set | node_bit(i));
+            let absent = nodes_where(seen, |s| s.freed_by_absence());
             let news = signal.dirty() | (signal.armed_free() & absent);
             if listen == Listen::One && news != 0 {
                 return Woken::Notification;
