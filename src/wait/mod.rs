@@ -138,16 +138,19 @@ impl Waiting {
         self.watches.get(i).is_some_and(Watch::connected)
     }
 
+    /// The notification connections of `nodes`.
+    fn watches_in(&self, nodes: NodeSet) -> impl Iterator<Item = &Watch> {
+        self.watches
+            .iter()
+            .filter(move |w| nodes & node_bit(w.index()) != 0)
+    }
+
     /// Reads `key` on the notification connections of `nodes`, so that
     /// each tells us of the key's next change. The reads run on their own
     /// (a slow or dead notification connection never delays an attempt); a
     /// read that finds no key reports it to `signal` for `round`.
     pub(crate) fn arm(&self, key: &str, nodes: NodeSet, signal: &Arc<Signal>, round: u64) {
-        let armed = self
-            .watches
-            .iter()
-            .filter(|w| nodes & node_bit(w.index()) != 0);
-        for watch in armed {
+        for watch in self.watches_in(nodes) {
             let (watch, key, signal) = (watch.clone(), key.to_owned(), Arc::clone(signal));
             tokio::spawn(async move { read_key(&watch, &key, &signal, round).await });
         }
@@ -165,11 +168,7 @@ impl Waiting {
         signal: &Arc<Signal>,
         round: u64,
     ) {
-        let armed = self
-            .watches
-            .iter()
-            .filter(|w| nodes & node_bit(w.index()) != 0);
-        for watch in armed {
+        for watch in self.watches_in(nodes) {
             let (watch, signal) = (watch.clone(), Arc::clone(signal));
             let names = (key.to_owned(), queue.to_owned(), me.to_owned());
             tokio::spawn(async move { read_ahead(&watch, &names, &signal, round).await });
