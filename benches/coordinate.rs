@@ -28,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use common::Stats;
 use contended::{CLIENTS, TASKS};
-use support::{Cluster, Persistence};
 
 /// Permits of the benchmarked semaphore.
 const PERMITS: usize = 4;
@@ -64,12 +63,7 @@ fn main() {
     let Some(limit) = common::time_per_cell() else {
         return;
     };
-    let cluster = Cluster::start_with(5, Persistence::Aof);
-    let urls = cluster.urls();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (_cluster, urls, rt) = common::five_nodes();
     let _guard = rt.enter();
     semaphore(&rt, &urls, limit * 5);
     election(&rt, &urls);

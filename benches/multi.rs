@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 
 use common::Stats;
 use contended::{CLIENTS, TASKS};
-use support::{Cluster, Persistence};
 
 /// A lock's TTL: far above any wait here.
 const TTL: Duration = Duration::from_secs(10);
@@ -42,12 +41,7 @@ fn main() {
     let Some(limit) = common::time_per_cell() else {
         return;
     };
-    let cluster = Cluster::start_with(5, Persistence::Aof);
-    let urls = cluster.urls();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (_cluster, urls, rt) = common::five_nodes();
     let _guard = rt.enter();
     free_path(&rt, &urls);
     opposite_orders(&rt, &urls, limit * 3);

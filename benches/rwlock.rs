@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Stats;
-use support::{Cluster, Persistence};
 
 /// TTL of every lock here: far above any wait.
 const TTL: Duration = Duration::from_secs(10);
@@ -34,12 +33,7 @@ fn main() {
     let Some(limit) = common::time_per_cell() else {
         return;
     };
-    let cluster = Cluster::start_with(5, Persistence::Aof);
-    let urls = cluster.urls();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (_cluster, urls, rt) = common::five_nodes();
     let _guard = rt.enter();
     let client = || {
         redquorum::Redlock::builder()

@@ -173,6 +173,23 @@ where
     all
 }
 
+/// Five `redis-server` nodes with AOF (`appendfsync always`) on free
+/// loopback ports, their URLs, and a multi-thread runtime (the caller
+/// enters it): how most benchmarks start.
+pub fn five_nodes() -> (
+    crate::support::Cluster,
+    Vec<String>,
+    tokio::runtime::Runtime,
+) {
+    let cluster = crate::support::Cluster::start_with(5, crate::support::Persistence::Aof);
+    let urls = cluster.urls();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    (cluster, urls, rt)
+}
+
 /// Time per benchmark cell from `BENCH_SECS` (default 3 s), or `None` when a
 /// test runner only probes the binary with `--list` (a benchmark lists
 /// nothing).
