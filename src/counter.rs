@@ -46,7 +46,6 @@ use tracing::{debug, instrument};
 
 use crate::error::{Error, NodeErrorKind, Result};
 use crate::node::request::Request;
-use crate::node::Node;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
 use crate::quorum::{Counts, Quorum};
@@ -247,7 +246,7 @@ async fn cas_round(
         let (accepted, rec, stamp) = parse_cas_reply(v)?;
         if !accepted {
             highest = highest.take().max(Some(rec));
-        } else if let Some(run_id) = quorum.nodes.get(i).and_then(Node::suspect_run_id) {
+        } else if let Some(run_id) = quorum.nodes.get(i).and_then(|n| n.suspect_run_id_for(&req)) {
             // Repaired: stamped under the node's current process. A node
             // whose process is unknown (INFO refused) never is.
             let repaired = !run_id.is_empty() && stamp == run_id;

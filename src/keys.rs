@@ -166,13 +166,38 @@ fn slot(bytes: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(bytes) % 16384
 }
 
+/// The cluster hash slot Redis gives the whole key `key` (hash tag rule
+/// included): where a member that is a Redis Cluster keeps it.
+#[cfg(any(test, feature = "cluster"))]
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
+    let tag = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let len = rest.iter().position(|&b| b == b'}')?;
+        (len > 0).then(|| &rest[..len])
+    });
+    slot(tag.unwrap_or(key))
+}
+
+/// A short tag that hashes to slot `wanted` (a key with `{tag}` in it
+/// lives there).
+#[cfg(feature = "cluster")]
+pub(crate) fn tag_for_slot(wanted: u16) -> String {
+    // 16384 slots: a match comes within a few tens of thousands of tries.
+    (0u32..)
+        .map(|i| format!("{i:x}"))
+        .find(|t| slot(t.as_bytes()) == wanted % 16384)
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The slot Redis gives a whole key (hash tag rule included).
     fn key_slot(key: &str) -> u16 {
-        slot(hash_tag(key).unwrap_or(key).as_bytes())
+        let slot = slot(hash_tag(key).unwrap_or(key).as_bytes());
+        assert_eq!(slot, super::key_slot(key.as_bytes()), "{key}");
+        slot
     }
 
     #[test]

@@ -60,6 +60,12 @@
 //!   rounds and counter allocations through the `metrics` facade (see
 //!   `describe_metrics`, which the feature adds). Off by default;
 //!   [`Redlock::stats`] needs no feature.
+//! * `cluster`: quorum members that are Redis Clusters of several shards,
+//!   given as `redis+cluster://host:port[,host:port...]` (seeds; the shards
+//!   are read from `CLUSTER SLOTS`). Each request goes to the shard serving
+//!   its key; each shard is checked for lost writes on its own, so a shard
+//!   whose master changed is kept out of lock quorums for that member and
+//!   shard alone. Off by default.
 //!
 //! The `redquorum` command (`redquorum lock RESOURCE -- command`, serial
 //! numbers, a node safety check) is the separate `redquorum-cli` package:
@@ -168,6 +174,8 @@
 //                       lost writes before anything of ours goes out.
 //   node/link.rs        The connection state machine: connects, keeps our
 //                       requests in order, batches them under load.
+//   node/link/connect.rs How a link (re)connects, and what a new connection
+//                       takes over.
 //   node/slot.rs        A directly sent request's place on its connection,
 //                       given up when its reply arrives, polled or not.
 //   node/call.rs        Follows one request to its reply, for a round.
@@ -175,6 +183,8 @@
 //   node/channels.rs    The channels one notification connection hears.
 //   node/watch.rs       A node's notification connection (client tracking,
 //                       channels): tells waiters when a lock key changes.
+//   node/shards.rs      A member that is a Redis Cluster (feature `cluster`):
+//                       a link per shard, requests routed by hash slot.
 //   node/mod.rs         Node: one Redis node.
 // 3 quorum/tally.rs     The quorum decision, pure: votes, decided, NodeSet.
 //   quorum/background.rs Rounds that finish later; what settle() waits for.
@@ -213,6 +223,8 @@
 //                       mints.
 //   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
 //                       fenced acquisition.
+//   lock/urls.rs        Member URLs: one node, or a Redis Cluster's seeds;
+//                       messages that never echo a password.
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
 //   lock/inspect.rs     Redlock::inspect: a lock's holder, time left and
 //                       waiters, read without taking it.

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::lock::redlock::Redlock;
 use crate::lua::Lua;
-use crate::node::evidence::MARKER_KEY;
 use crate::node::request::Request;
 use crate::quorum::tally::node_bit;
 
@@ -80,6 +79,21 @@ pub enum NodeInit {
     NotReached,
 }
 
+/// The worse of two shards' outcomes, for their member.
+fn worse(a: NodeInit, b: NodeInit) -> NodeInit {
+    let rank = |o: NodeInit| match o {
+        NodeInit::Declared => 0,
+        NodeInit::InUse => 1,
+        NodeInit::NotEmpty => 2,
+        NodeInit::NotReached => 3,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
 impl Redlock {
     /// Each node's standing, in configured order, after one `PING` to every
     /// node (which opens connections, and so runs their checks, where none
@@ -136,35 +150,58 @@ impl Redlock {
     /// # Ok(()) }
     /// ```
     pub async fn init_new_nodes(&self) -> Vec<NodeInit> {
-        // Runs the connection checks where no connection is open yet.
+        // Runs the connection checks where no connection is open yet (and
+        // reads the slot map of a member that is a Redis Cluster).
         let _ = self.node_trust().await;
         let nodes = self.nodes();
-        let declare = nodes.nodes.iter().enumerate().map(|(i, node)| async move {
-            let Some(probe) = node.trust().last else {
-                return NodeInit::NotReached;
-            };
-            let req: Arc<Request> = Request::script(&INIT_NEW, |cmd| {
-                cmd.arg(1)
-                    .arg(MARKER_KEY)
-                    .arg(&probe.run_id)
-                    .arg(probe.damage.unwrap_or(0))
-                    .arg(&probe.replid);
-            });
-            let mut fan = nodes.fanout(&req, node_bit(i));
-            let reply = fan.next().await.and_then(|(_, r)| r.ok());
-            match reply
-                .and_then(|v| redis::from_redis_value::<String>(v).ok())
-                .as_deref()
-            {
-                Some("new") => {
-                    node.declared_new(&probe.run_id);
-                    NodeInit::Declared
-                }
-                Some("marked") => NodeInit::InUse,
-                Some("not-empty") => NodeInit::NotEmpty,
-                _ => NodeInit::NotReached,
+        let declare = nodes.nodes.iter().map(|node| async move {
+            // A member that is a Redis Cluster: each shard, each with its
+            // own marker; the member is what its worst shard is.
+            let mut outcome: Option<NodeInit> = None;
+            for marker in node.markers() {
+                let shard = self.declare_at(node, &marker).await;
+                outcome = Some(outcome.map_or(shard, |o| worse(o, shard)));
             }
+            outcome.unwrap_or(NodeInit::NotReached)
         });
         futures::future::join_all(declare).await
+    }
+
+    /// [`Redlock::init_new_nodes`] for the node of `member` whose marker
+    /// lives at `marker`.
+    async fn declare_at(&self, member: &crate::node::Node, marker: &str) -> NodeInit {
+        let nodes = self.nodes();
+        let i = member.index;
+        if member.trust_at(marker).is_none_or(|t| t.last.is_none()) {
+            // A shard not reached yet: a read of the marker opens its
+            // connection, and so runs its check.
+            let req = Request::plain(redis::cmd("EXISTS").arg(marker).to_owned());
+            let mut fan = nodes.fanout(&req, node_bit(i));
+            while fan.next().await.is_some() {}
+        }
+        let Some(probe) = member.trust_at(marker).and_then(|t| t.last) else {
+            return NodeInit::NotReached;
+        };
+        let req: Arc<Request> = Request::script(&INIT_NEW, |cmd| {
+            cmd.arg(1)
+                .arg(marker)
+                .arg(&probe.run_id)
+                .arg(probe.damage.unwrap_or(0))
+                .arg(&probe.replid);
+        });
+        let mut fan = nodes.fanout(&req, node_bit(i));
+        let reply = fan.next().await.and_then(|(_, r)| r.ok());
+        match reply
+            .and_then(|v| redis::from_redis_value::<String>(v).ok())
+            .as_deref()
+        {
+            Some("new") => {
+                member.declared_new_at(marker, &probe.run_id);
+                NodeInit::Declared
+            }
+            Some("marked") => NodeInit::InUse,
+            Some("not-empty") => NodeInit::NotEmpty,
+            _ => NodeInit::NotReached,
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::lock::config::{Config, DEFAULT_NODE_TIMEOUT};
 use crate::lock::redlock::Redlock;
+use crate::lock::urls::{identity, open_member};
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockwatch::ClockNews;
 use crate::node::Node;
@@ -272,6 +273,7 @@ impl RedlockBuilder {
     pub fn build(self) -> Result<Redlock> {
         let c = &self.config;
         c.check(self.node_timeout)?;
+        // Each member's client, and its seeds where it is a Redis Cluster.
         let mut clients = Vec::with_capacity(self.urls.len() + self.clients.len());
         for (index, url) in self.urls.iter().enumerate() {
             if url.trim().is_empty() {
@@ -280,9 +282,9 @@ impl RedlockBuilder {
                      comma?)"
                 )));
             }
-            clients.push(open_client(url.trim())?);
+            clients.push(open_member(url.trim())?);
         }
-        clients.extend(self.clients);
+        clients.extend(self.clients.into_iter().map(|c| (c, None)));
         if clients.is_empty() {
             return Err(Error::InvalidConfig("no redis nodes given".into()));
         }
@@ -305,7 +307,7 @@ impl RedlockBuilder {
         // A connection attempt is never waited for past a round's deadline,
         // but it may run longer in the background (TLS, AUTH on a far node).
         let connect_timeout = self.node_timeout.max(MIN_CONNECT_TIMEOUT);
-        for (index, client) in clients.into_iter().enumerate() {
+        for (index, (client, seeds)) in clients.into_iter().enumerate() {
             let info = client.get_connection_info();
             let identity = identity(info);
             if let Some(first) = seen.insert(identity.clone(), index) {
@@ -316,13 +318,27 @@ impl RedlockBuilder {
                 )));
             }
             watched.push(client.clone());
-            nodes.push(Node::new(
-                index,
-                client,
-                connect_timeout,
-                amnesia.clone(),
-                (c.drift_factor, &clock_news),
-            ));
+            nodes.push(match seeds {
+                #[cfg(feature = "cluster")]
+                Some(seeds) => Node::cluster(
+                    index,
+                    &client,
+                    seeds,
+                    crate::node::shards::LinkSettings {
+                        connect_timeout,
+                        amnesia: amnesia.clone(),
+                        allowance: c.drift_factor,
+                        news: Arc::clone(&clock_news),
+                    },
+                ),
+                _ => Node::new(
+                    index,
+                    client,
+                    connect_timeout,
+                    amnesia.clone(),
+                    (c.drift_factor, &clock_news),
+                ),
+            });
         }
         match nodes.len() {
             1 => tracing::warn!(
@@ -375,120 +391,6 @@ fn quorum_with(n: usize, f: usize) -> Result<usize> {
     Ok(needed)
 }
 
-/// Parses one node URL, with errors that never echo a password.
-fn open_client(url: &str) -> Result<redis::Client> {
-    #[cfg(feature = "tls")]
-    if url.starts_with("rediss://") {
-        // rustls refuses to guess a crypto provider; install ring once so a
-        // `rediss://` URL works instead of panicking on first connect.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    #[cfg(not(feature = "tls"))]
-    if url.starts_with("rediss://") {
-        return Err(Error::InvalidUrl {
-            url: redact(url),
-            hint: None,
-            source: redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "rediss:// needs redquorum's `tls` feature",
-            )),
-        });
-    }
-    if let Some(problem) = url_problem(url) {
-        return Err(problem);
-    }
-    #[cfg(feature = "tls")]
-    if url.starts_with("rediss://") && url.ends_with("#insecure") {
-        return Err(bad_url(
-            url,
-            None,
-            "#insecure (no certificate check) is not supported: give the node a certificate \
-             this machine trusts",
-        ));
-    }
-    redis::Client::open(url).map_err(|source| Error::InvalidUrl {
-        url: redact(url),
-        hint: (!url.contains("://")).then(|| format!("redis://{}", redact(url))),
-        source,
-    })
-}
-
-/// The mistakes redis-rs reports only as "did not parse": URLs separated by
-/// spaces, a scheme that is not Redis's, a port out of range.
-fn url_problem(url: &str) -> Option<Error> {
-    if url.contains(char::is_whitespace) {
-        return Some(bad_url(
-            url,
-            None,
-            "it holds a space: separate node URLs with commas (redis://a:6379,redis://b:6379)",
-        ));
-    }
-    let (scheme, rest) = url.split_once("://")?;
-    if !matches!(scheme, "redis" | "rediss" | "unix" | "redis+unix") {
-        return Some(bad_url(
-            url,
-            Some(format!("redis://{}", redact(rest))),
-            "the scheme is not Redis's: use redis:// (rediss:// for TLS, unix:// for a socket)",
-        ));
-    }
-    if scheme.contains("unix") {
-        return None;
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    let port = match host_port.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => port,
-        _ => return None,
-    };
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => None,
-        _ => Some(bad_url(
-            url,
-            None,
-            "the port is not a port number (1 to 65535)",
-        )),
-    }
-}
-
-/// An [`Error::InvalidUrl`] that says `why`.
-fn bad_url(url: &str, hint: Option<String>, why: &'static str) -> Error {
-    Error::InvalidUrl {
-        url: redact(url),
-        hint,
-        source: redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, why)),
-    }
-}
-
-/// What makes two URLs the same server: the host with the obvious
-/// loopback spellings made one (`localhost`, `127.0.0.1`, `::1`), the port (redis-rs fills in 6379), and the
-/// database (`/0`, `/` and none are the same).
-fn identity(info: &redis::ConnectionInfo) -> String {
-    let addr = info.addr().to_string();
-    let (host, port) = addr.rsplit_once(':').unwrap_or((&addr, ""));
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    let host = match host.as_str() {
-        "localhost" | "::1" | "0:0:0:0:0:0:0:1" => "127.0.0.1".to_owned(),
-        _ => host,
-    };
-    // Not the database index: one server under two indices is one node.
-    format!("{host}:{port}")
-}
-
-/// Removes the userinfo part (`user:password@`) of a URL for messages,
-/// also when the scheme is missing (`:password@host:port`).
-pub(crate) fn redact(url: &str) -> String {
-    let Some(at) = url.rfind('@') else {
-        return url.to_owned();
-    };
-    match url.find("://") {
-        Some(scheme) if scheme < at => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
-        _ => format!("***@{}", &url[at + 1..]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,13 +428,5 @@ mod tests {
             }
         }
         assert!(build(MAX_TTL).is_ok());
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(redact("redis://:s3cret@h:1/0"), "redis://***@h:1/0");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
-        assert_eq!(redact(":s3cretpw@127.0.0.1:7605"), "***@127.0.0.1:7605");
-        assert_eq!(redact("user:pw@h:1"), "***@h:1");
     }
 }

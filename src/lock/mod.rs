@@ -17,5 +17,6 @@ pub(crate) mod patience;
 pub(crate) mod redlock;
 pub(crate) mod shared;
 pub(crate) mod turns;
+pub(crate) mod urls;
 pub(crate) mod waiter;
 pub(crate) mod waiting;

@@ -355,17 +355,24 @@ impl Trust {
 }
 
 /// Probes a new connection and takes in what it found; logs a quarantine
-/// it starts, once, and brings our marker up to date. An error if the node
-/// did not answer.
+/// it starts, once, and brings our marker (at key `marker`) up to date. An
+/// error if the node did not answer.
 pub(crate) async fn check(
     conn: &mut MultiplexedConnection,
     check: &AmnesiaCheck,
     trust: &Arc<Trust>,
     (index, addr): (usize, &str),
     timeout: Duration,
+    marker: &str,
 ) -> RedisResult<()> {
-    let Some((probe, verdict, at)) =
-        probe(conn, &trust.memory(), check.quarantine_secs, timeout).await
+    let Some((probe, verdict, at)) = probe(
+        conn,
+        &trust.memory(),
+        check.quarantine_secs,
+        timeout,
+        marker,
+    )
+    .await
     else {
         return Err(RedisError::from((
             redis::ErrorKind::Io,
@@ -390,7 +397,7 @@ pub(crate) async fn check(
         // the node said so, so that a marker that vanishes later is
         // evidence.
         let why = verdict.cause.map_or("kept", Cause::tag);
-        let set = evidence::marker_update(&probe, verdict.loss, why);
+        let set = evidence::marker_update(&probe, verdict.loss, why, marker);
         let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
         tokio::spawn(async move {
             let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
@@ -404,14 +411,15 @@ pub(crate) async fn check(
 
 /// Probes a freshly made connection: the probe, its assessment and when
 /// it was taken; `None` if the node did not answer (the connection is then
-/// of no use anyway).
+/// of no use anyway). Our marker is read at key `marker`.
 pub(crate) async fn probe(
     conn: &mut MultiplexedConnection,
     seen: &Memory,
     quarantine: u64,
     timeout: Duration,
+    marker: &str,
 ) -> Option<(Probe, Assessment, Instant)> {
-    let pipe = evidence::probe_pipeline();
+    let pipe = evidence::probe_pipeline(marker);
     // Errors (a renamed or forbidden command) come back as values.
     let replies: Vec<Value> = tokio::time::timeout(
         timeout,

@@ -19,8 +19,10 @@ pub(crate) struct Call {
     /// Where the request is.
     pending: Pending,
     /// The node's link, for a resend after a broken connection and for the
-    /// node's health.
-    link: Arc<Link>,
+    /// node's health (`None` for a request to a member that is a Redis
+    /// Cluster made before its slot map was read: sent and followed by the
+    /// member, which passes the reply on).
+    link: Option<Arc<Link>>,
     /// The request, for a resend.
     req: Arc<Request>,
 }
@@ -30,8 +32,37 @@ impl Call {
     pub(crate) fn start(link: &Arc<Link>, req: &Arc<Request>) -> Self {
         Self {
             pending: link.dispatch(req),
-            link: Arc::clone(link),
+            link: Some(Arc::clone(link)),
             req: Arc::clone(req),
+        }
+    }
+
+    /// A call whose reply comes from `rx` (see `link`).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn queued(req: &Arc<Request>, rx: crate::node::queue::ReplyRx) -> Self {
+        Self {
+            pending: Pending::Queued(rx),
+            link: None,
+            req: Arc::clone(req),
+        }
+    }
+
+    /// A call that failed before it was sent, with `e`.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn failed(req: &Arc<Request>, e: redis::RedisError) -> Self {
+        Self {
+            pending: Pending::Done(Some(Err(e))),
+            link: None,
+            req: Arc::clone(req),
+        }
+    }
+
+    /// The node missed the round's deadline: marks it unresponsive (and
+    /// tells a shard's member, which reads its slot map again).
+    pub(crate) fn unresponsive(&self) {
+        if let Some(link) = &self.link {
+            link.healthy.store(false, Ordering::Relaxed);
+            link.trouble();
         }
     }
 
@@ -61,7 +92,10 @@ impl Call {
                             // Move what queued behind it to the new connection
                             // before this one's place frees up (if it has not
                             // already).
-                            let resent = self.link.resend(id, seq, &self.req);
+                            let resent = self
+                                .link
+                                .as_ref()
+                                .and_then(|link| link.resend(id, seq, &self.req));
                             slot.free();
                             match resent {
                                 Some(rx) => self.pending = Pending::Queued(rx),
@@ -89,9 +123,19 @@ impl Call {
             Ok(_) => true,
             Err(e) => matches!(e.kind(), redis::ErrorKind::Server(_)),
         };
-        self.link.healthy.store(alive, Ordering::Relaxed);
+        let Some(link) = &self.link else {
+            return Poll::Ready(result);
+        };
+        link.healthy.store(alive, Ordering::Relaxed);
         if let Err(e) = &result {
-            self.link.warn_once(&failure_of(e.clone(), self.req.script));
+            link.warn_once(&failure_of(e.clone(), self.req.script));
+            // A script's own error says nothing of where the key lives.
+            if !matches!(
+                e.kind(),
+                redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+            ) {
+                link.trouble();
+            }
         }
         Poll::Ready(result)
     }

@@ -78,8 +78,10 @@ pub(crate) struct Probe {
     pub(crate) marker: Option<Marker>,
 }
 
-/// The commands of a probe, in the order [`read_probe`] reads them.
-pub(crate) fn probe_pipeline() -> redis::Pipeline {
+/// The commands of a probe, in the order [`read_probe`] reads them; our
+/// marker is read at `marker` ([`MARKER_KEY`], or a shard's own key on a
+/// member that is a Redis Cluster of several shards).
+pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     for section in ["server", "replication", "stats", "commandstats"] {
         pipe.cmd("INFO").arg(section);
@@ -87,7 +89,7 @@ pub(crate) fn probe_pipeline() -> redis::Pipeline {
     pipe.cmd("CONFIG").arg("GET").arg("appendonly");
     pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
     pipe.cmd("HMGET")
-        .arg(MARKER_KEY)
+        .arg(marker)
         .arg(&["run", "loss", "seen", "repl"]);
     pipe
 }
@@ -218,8 +220,13 @@ return 1"#,
 );
 
 /// The command that replaces the marker `probe` found with the one it
-/// calls for: loss moment `loss`, found for reason `why`.
-pub(crate) fn marker_update(probe: &Probe, loss: Option<u64>, why: &str) -> redis::Cmd {
+/// calls for: loss moment `loss`, found for reason `why`, at key `marker`.
+pub(crate) fn marker_update(
+    probe: &Probe,
+    loss: Option<u64>,
+    why: &str,
+    marker: &str,
+) -> redis::Cmd {
     let (run, found_loss) = match &probe.marker {
         Some(Marker::Found { run, loss, .. }) => {
             (run.clone(), loss.map_or("-".to_owned(), |l| l.to_string()))
@@ -229,7 +236,7 @@ pub(crate) fn marker_update(probe: &Probe, loss: Option<u64>, why: &str) -> redi
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(MARKER_CAS.src)
         .arg(1)
-        .arg(MARKER_KEY)
+        .arg(marker)
         .arg(run)
         .arg(found_loss)
         .arg(&probe.run_id)

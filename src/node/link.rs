@@ -6,18 +6,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::node::amnesia::{AmnesiaCheck, Trust};
 use crate::node::clockwatch::{ClockNews, ClockWatch};
-use crate::node::open::Opener;
 use crate::node::queue::{fail_all, send_batch, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
-use crate::node::scriptcache::ScriptCache;
 use crate::node::slot::Slot;
 use crate::node::wire::{hand_over, link_broken, BatchFuture, SendFuture};
+
+mod connect;
 
 /// A node's connection, opened on first use and again after it breaks.
 ///
@@ -60,6 +59,12 @@ pub(crate) struct Link {
     pub(crate) trust: Arc<Trust>,
     /// The node's clock, read from the `TIME` behind every request.
     pub(crate) clock: Arc<ClockWatch>,
+    /// Where our marker lives on a shard of a member that is a Redis
+    /// Cluster (`None`: a member that is one node).
+    shard_marker: Option<String>,
+    /// Told of trouble on a shard's request (a redirection, a broken
+    /// connection, a missed deadline): the member reads its slot map again.
+    trouble: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// A request in flight: sent, waiting in a queue, or already done.
@@ -134,6 +139,42 @@ impl Link {
             connect_timeout,
             state: Mutex::new(LinkState::new()),
             misconfigured: AtomicBool::new(false),
+            shard_marker: None,
+            trouble: None,
+        }
+    }
+
+    /// A link to one shard of a member that is a Redis Cluster, whose
+    /// marker lives at `marker` (a key in a slot the shard serves) and
+    /// whose trouble is told to `trouble`.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn with_shard(
+        mut self,
+        marker: String,
+        trouble: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        self.shard_marker = Some(marker);
+        self.trouble = Some(trouble);
+        self
+    }
+
+    /// The node's address (with the member's settings).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn addr(&self) -> &redis::ConnectionAddr {
+        self.client.get_connection_info().addr()
+    }
+
+    /// Where our marker lives on the node.
+    pub(crate) fn marker(&self) -> &str {
+        self.shard_marker
+            .as_deref()
+            .unwrap_or(crate::node::evidence::MARKER_KEY)
+    }
+
+    /// Tells a shard's member of trouble on a request (see `trouble`).
+    pub(crate) fn trouble(&self) {
+        if let Some(trouble) = &self.trouble {
+            trouble();
         }
     }
 
@@ -365,103 +406,6 @@ impl Link {
             self.connect(&mut st, Vec::new());
         }
         st.enqueue(req).ok()
-    }
-
-    /// Starts a connection attempt in the background, with `waiting` first
-    /// in its queue.
-    fn connect(self: &Arc<Self>, st: &mut LinkState, waiting: Vec<Waiting>) {
-        self.connect_after(st, waiting, Instant::now());
-    }
-
-    /// [`Link::connect`], the attempt made no earlier than `at` (requests
-    /// queue meanwhile).
-    fn connect_after(self: &Arc<Self>, st: &mut LinkState, waiting: Vec<Waiting>, at: Instant) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            let e =
-                RedisError::from((redis::ErrorKind::Client, "no tokio runtime to connect from"));
-            fail_all(waiting, &e);
-            st.conn = Conn::Down {
-                error: Some(e),
-                retry_at: Instant::now(),
-            };
-            return;
-        };
-        st.conn = Conn::Connecting(waiting);
-        let link = Arc::clone(self);
-        runtime.spawn(async move {
-            tokio::time::sleep_until(at.into()).await;
-            let opener = Opener {
-                client: &link.client,
-                index: link.index,
-                timeout: link.connect_timeout,
-                amnesia: link.amnesia.as_ref().map(|check| (check, &link.trust)),
-            };
-            let result = opener.open().await;
-            link.connected(result);
-        });
-    }
-
-    /// Ends a connection attempt: sends the queue as the first batch, or
-    /// fails it.
-    fn connected(self: &Arc<Self>, result: RedisResult<(MultiplexedConnection, bool)>) {
-        let mut st = self.state();
-        let mut waiting = match &mut st.conn {
-            Conn::Connecting(waiting) => std::mem::take(waiting),
-            // Only the attempt itself leaves `Connecting`.
-            _ => return,
-        };
-        match result {
-            Ok((conn, evalsha)) => {
-                tracing::debug!(node = self.index, "connected");
-                let mut scripts = ScriptCache::new(evalsha);
-                let now = nanos_since_epoch(Instant::now());
-                self.connected_at.store(now, Ordering::Relaxed);
-                let id = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-                waiting.retain(Waiting::wanted);
-                // The queue goes out first, before the link is open to
-                // anything newer.
-                let batch = if waiting.is_empty() {
-                    None
-                } else {
-                    match send_batch(&conn, waiting, &mut scripts, &self.clock) {
-                        Ok(batch) => Some(batch),
-                        Err(batch) => {
-                            // Closed as soon as it opened: back off.
-                            let e = RedisError::from((
-                                redis::ErrorKind::Io,
-                                "connection closed as soon as it opened",
-                            ));
-                            fail_all(batch, &e);
-                            st.conn = Conn::Down {
-                                error: Some(e),
-                                retry_at: Instant::now() + RECONNECT_BACKOFF,
-                            };
-                            return;
-                        }
-                    }
-                };
-                st.conn = Conn::Up {
-                    conn,
-                    id,
-                    outstanding: usize::from(batch.is_some()),
-                    queue: Vec::new(),
-                    scripts,
-                };
-                drop(st);
-                if let Some(batch) = batch {
-                    self.await_batch(id, batch);
-                }
-            }
-            Err(e) => {
-                tracing::debug!(node = self.index, error = %e, "connect failed");
-                self.warn_once(&NodeErrorKind::Redis(e.clone()));
-                fail_all(waiting, &e);
-                st.conn = Conn::Down {
-                    error: Some(e),
-                    retry_at: Instant::now() + RECONNECT_BACKOFF,
-                };
-            }
-        }
     }
 }
 

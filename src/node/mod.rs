@@ -23,6 +23,8 @@ pub(crate) mod push;
 pub(crate) mod queue;
 pub(crate) mod request;
 pub(crate) mod scriptcache;
+#[cfg(feature = "cluster")]
+pub(crate) mod shards;
 pub(crate) mod slot;
 pub(crate) mod watch;
 pub(crate) mod wire;
@@ -38,15 +40,26 @@ use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
 
-/// One Redis node of the quorum.
+/// One member of the quorum: a Redis node, or (feature `cluster`) a Redis
+/// Cluster whose shards each serve part of the key space.
 pub(crate) struct Node {
     /// Position in the configured list; errors and logs name nodes by it.
     pub(crate) index: usize,
-    /// `host:port` for messages; never contains the password.
+    /// `host:port` for messages (a cluster's first seed); never contains
+    /// the password.
     pub(crate) addr: String,
-    /// The connection, shared with the calls in flight and the task that
-    /// connects.
-    link: Arc<Link>,
+    /// Where its requests go.
+    route: Route,
+}
+
+/// Where a member's requests go.
+enum Route {
+    /// The node's connection, shared with the calls in flight and the task
+    /// that connects.
+    One(Arc<Link>),
+    /// A Redis Cluster: to the shard serving each request's first key.
+    #[cfg(feature = "cluster")]
+    Cluster(Arc<shards::Shards>),
 }
 
 impl fmt::Debug for Node {
@@ -79,26 +92,87 @@ impl Node {
         Self {
             index,
             addr,
-            link: Arc::new(Link::new(index, client, connect_timeout, amnesia, clock)),
+            route: Route::One(Arc::new(Link::new(
+                index,
+                client,
+                connect_timeout,
+                amnesia,
+                clock,
+            ))),
         }
     }
 
-    /// Whether the node answered its last request.
+    /// A member that is a Redis Cluster reached through `client`'s
+    /// settings and the seed addresses `seeds` (the first is `client`'s);
+    /// connects to nothing yet.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(
+        index: usize,
+        client: &redis::Client,
+        seeds: Vec<redis::ConnectionAddr>,
+        settings: shards::LinkSettings,
+    ) -> Self {
+        let info = client.get_connection_info().clone();
+        Self {
+            index,
+            addr: seeds.first().map(ToString::to_string).unwrap_or_default(),
+            route: Route::Cluster(shards::Shards::new(index, info, seeds, settings)),
+        }
+    }
+
+    /// `f` of the member's links: its node's, or every shard's seen.
+    fn with_links<R>(&self, f: impl FnOnce(&[Arc<Link>]) -> R) -> R {
+        match &self.route {
+            Route::One(link) => f(std::slice::from_ref(link)),
+            #[cfg(feature = "cluster")]
+            Route::Cluster(shards) => f(&shards.links()),
+        }
+    }
+
+    /// `f` of the link `req` goes to now (`None`: not known yet).
+    fn with_link_of<R>(&self, req: &Request, f: impl FnOnce(Option<&Arc<Link>>) -> R) -> R {
+        match &self.route {
+            Route::One(link) => {
+                let _ = req;
+                f(Some(link))
+            }
+            #[cfg(feature = "cluster")]
+            Route::Cluster(shards) => f(shards.link_for(req.slot()).as_ref()),
+        }
+    }
+
+    /// Whether the node (every shard seen) answered its last request.
     pub(crate) fn is_healthy(&self) -> bool {
-        self.link.healthy.load(Ordering::Relaxed)
+        self.with_links(|ls| ls.iter().all(|l| l.healthy.load(Ordering::Relaxed)))
     }
 
-    /// Whether the node's connection was (re)made after `since` (a request
-    /// sent before may have been sent twice).
+    /// Whether the node's connection (any shard's) was (re)made after
+    /// `since` (a request sent before may have been sent twice).
     pub(crate) fn reconnected_after(&self, since: Instant) -> bool {
-        self.link.connected_after(since)
+        self.with_links(|ls| ls.iter().any(|l| l.connected_after(since)))
     }
 
-    /// The end of the node's quarantine, if it is in one at `now`: it may
-    /// have lost locks that can still be valid, so its yes does not count
-    /// toward a lock quorum. Logs the end of a quarantine once.
+    /// The end of the node's quarantine, if it is in one at `now` (for a
+    /// cluster, the latest of any shard's): it may have lost locks that
+    /// can still be valid, so its yes does not count toward a lock quorum.
+    /// Logs the end of a quarantine once.
     pub(crate) fn quarantined(&self, now: Instant) -> Option<Instant> {
-        let (until, ended) = self.link.trust.quarantined(now);
+        self.with_links(|ls| ls.iter().filter_map(|l| self.quarantine_of(l, now)).max())
+    }
+
+    /// [`Node::quarantined`] for the shard `req` goes to (the node's own,
+    /// for a member that is one node; every shard's while a cluster's map
+    /// is not known).
+    pub(crate) fn quarantined_for(&self, req: &Request, now: Instant) -> Option<Instant> {
+        self.with_link_of(req, |link| match link {
+            Some(link) => self.quarantine_of(link, now),
+            None => self.quarantined(now),
+        })
+    }
+
+    /// `link`'s quarantine at `now`; logs its end once.
+    fn quarantine_of(&self, link: &Link, now: Instant) -> Option<Instant> {
+        let (until, ended) = link.trust.quarantined(now);
         if ended {
             tracing::info!(
                 node = self.index,
@@ -110,14 +184,43 @@ impl Node {
         until
     }
 
-    /// What the connection checks found (see [`amnesia`]).
+    /// What the connection checks found (see [`amnesia`]): for a cluster,
+    /// a quarantined shard's, else the first shard's.
     pub(crate) fn trust(&self) -> TrustState {
-        self.link.trust.snapshot()
+        let now = Instant::now();
+        self.with_links(|ls| {
+            ls.iter()
+                .find(|l| l.trust.quarantined(now).0.is_some())
+                .or(ls.first())
+                .map(|l| l.trust.snapshot())
+                .unwrap_or_default()
+        })
     }
 
-    /// An operator declared the node new (see [`amnesia::Trust::declared_new`]).
-    pub(crate) fn declared_new(&self, run_id: &str) {
-        self.link.trust.declared_new(run_id);
+    /// Where our markers live on the member: one per node (every shard
+    /// seen, on a cluster).
+    pub(crate) fn markers(&self) -> Vec<String> {
+        self.with_links(|ls| ls.iter().map(|l| l.marker().to_owned()).collect())
+    }
+
+    /// What the connection checks of the node whose marker is at `marker`
+    /// found (`None`: no such node).
+    pub(crate) fn trust_at(&self, marker: &str) -> Option<TrustState> {
+        self.with_links(|ls| {
+            ls.iter()
+                .find(|l| l.marker() == marker)
+                .map(|l| l.trust.snapshot())
+        })
+    }
+
+    /// An operator declared the node whose marker is at `marker` new (see
+    /// [`amnesia::Trust::declared_new`]).
+    pub(crate) fn declared_new_at(&self, marker: &str, run_id: &str) {
+        self.with_links(|ls| {
+            for l in ls.iter().filter(|l| l.marker() == marker) {
+                l.trust.declared_new(run_id);
+            }
+        });
     }
 
     /// Why the node may have lost writes, in words for errors.
@@ -131,53 +234,70 @@ impl Node {
     }
 
     /// How much a key set on the node at or after `since` may have lost
-    /// of its life to its clock running ahead (see `clockwatch.rs`).
+    /// of its life to its clock running ahead (see `clockwatch.rs`); the
+    /// most of any shard's.
     pub(crate) fn ran_ahead_since(&self, since: tokio::time::Instant) -> Duration {
-        self.link.clock.ran_ahead_since(since)
+        self.with_links(|ls| {
+            ls.iter()
+                .map(|l| l.clock.ran_ahead_since(since))
+                .max()
+                .unwrap_or_default()
+        })
     }
 
     /// How much faster than ours the node's clock runs, by its measured
-    /// rate (zero if not, or not known yet; see `clockrate.rs`).
+    /// rate (zero if not, or not known yet; see `clockrate.rs`); the most
+    /// of any shard's.
     pub(crate) fn rate_excess(&self) -> f64 {
-        self.link.clock.rate_excess()
+        self.with_links(|ls| ls.iter().map(|l| l.clock.rate_excess()).fold(0.0, f64::max))
     }
 
     /// The node clock's measured rate against ours, at most (`None` until
     /// one is known).
     pub(crate) fn clock_rate(&self) -> Option<f64> {
-        self.link.clock.rate().map(|r| r.hi)
+        self.with_links(|ls| {
+            ls.iter()
+                .filter_map(|l| l.clock.rate().map(|r| r.hi))
+                .reduce(f64::max)
+        })
     }
 
     /// The node's clock offset from ours and its uncertainty, µs (see
-    /// `ClockWatch::offset_us`).
+    /// `ClockWatch::offset_us`); a cluster's first shard's.
     pub(crate) fn clock_offset_us(&self) -> Option<(i64, u64)> {
-        self.link.clock.offset_us()
+        self.with_links(|ls| ls.first()?.clock.offset_us())
     }
 
     /// When the node's clock was last read (`None` before the first).
     pub(crate) fn clock_read_at(&self) -> Option<tokio::time::Instant> {
-        self.link.clock.last_heard()
+        self.with_links(|ls| ls.first()?.clock.last_heard())
     }
 
     /// How often this client saw the node's clock run ahead of ours
     /// beyond the drift allowance, and step back.
     pub(crate) fn clock_jumps(&self) -> (u64, u64) {
-        let watch = &self.link.clock;
-        (
-            watch.ahead.load(Ordering::Relaxed),
-            watch.behind.load(Ordering::Relaxed),
-        )
+        self.with_links(|ls| {
+            ls.iter().fold((0, 0), |(a, b), l| {
+                (
+                    a + l.clock.ahead.load(Ordering::Relaxed),
+                    b + l.clock.behind.load(Ordering::Relaxed),
+                )
+            })
+        })
     }
 
-    /// The process of a node that may have lost writes (see
-    /// [`amnesia::Trust::suspect_run_id`]); `None` if it is trusted.
-    pub(crate) fn suspect_run_id(&self) -> Option<String> {
-        self.link.trust.suspect_run_id()
-    }
-
-    /// Marks the node unresponsive (it missed a round's deadline).
-    pub(crate) fn mark_unresponsive(&self) {
-        self.link.healthy.store(false, Ordering::Relaxed);
+    /// The process of the node that may have lost writes (see
+    /// [`amnesia::Trust::suspect_run_id`]) where `req` goes; `None` if it
+    /// is trusted.
+    pub(crate) fn suspect_run_id_for(&self, req: &Request) -> Option<String> {
+        self.with_link_of(req, |link| match link {
+            Some(link) => link.trust.suspect_run_id(),
+            // Not known where it went: suspect, under no process a stamp
+            // could name.
+            None => self
+                .with_links(|ls| ls.iter().any(|l| l.trust.suspect_run_id().is_some()))
+                .then(String::new),
+        })
     }
 
     /// Sends `req`: the request is handed to the connection (or queued for
@@ -191,8 +311,13 @@ impl Node {
     /// restarted) is sent again on a new connection if nothing was sent to
     /// the node after it, so a restart is usually invisible. Every command we
     /// send is safe to repeat: `SET NX` and the scripts are idempotent for
-    /// the same value.
+    /// the same value. On a cluster it goes to the shard serving its first
+    /// key (see [`shards`]).
     pub(crate) fn call(&self, req: &Arc<Request>) -> Call {
-        Call::start(&self.link, req)
+        match &self.route {
+            Route::One(link) => Call::start(link, req),
+            #[cfg(feature = "cluster")]
+            Route::Cluster(shards) => shards.call(req),
+        }
     }
 }

@@ -10,7 +10,7 @@ use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
 use crate::lua::Lua;
 use crate::node::amnesia::{self, AmnesiaCheck, Trust};
-use crate::node::evidence::info_field;
+use crate::node::evidence::{info_field, MARKER_KEY};
 use crate::node::queue::PIPELINE_BUFFER;
 use crate::node::wire::link_broken;
 
@@ -25,13 +25,18 @@ pub(crate) struct Opener<'a> {
     /// How the new connection is checked for lost writes (`None`: never),
     /// and where what the check finds goes.
     pub(crate) amnesia: Option<(&'a AmnesiaCheck, &'a Arc<Trust>)>,
+    /// For one shard of a member that is a Redis Cluster: where our marker
+    /// lives on it (a key in a slot it serves). `None` for a member that is
+    /// one node, whose marker is [`MARKER_KEY`] and which must hold every
+    /// slot.
+    pub(crate) shard_marker: Option<&'a str>,
 }
 
 impl Opener<'_> {
     /// Opens a connection and checks it; an error if either failed (also
-    /// for a node that is one shard of a Redis Cluster with several: it
-    /// holds only part of the key space). With it, whether the node lets
-    /// us send `EVALSHA` (`scriptcache.rs`).
+    /// for a member given as one node that is one shard of a Redis Cluster
+    /// with several: it holds only part of the key space). With it, whether
+    /// the node lets us send `EVALSHA` (`scriptcache.rs`).
     pub(crate) async fn open(&self) -> RedisResult<(MultiplexedConnection, bool)> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
@@ -45,11 +50,12 @@ impl Opener<'_> {
             .await?;
         // Before anything of ours goes out on it: what is the node, and may
         // it have lost writes?
-        let evalsha = ask_first(&mut conn, self.timeout).await?;
+        let evalsha = ask_first(&mut conn, self.timeout, self.shard_marker.is_none()).await?;
         if let Some((check, trust)) = self.amnesia {
             let addr = self.client.get_connection_info().addr().to_string();
             let node = (self.index, addr.as_str());
-            amnesia::check(&mut conn, check, trust, node, self.timeout).await?;
+            let marker = self.shard_marker.unwrap_or(MARKER_KEY);
+            amnesia::check(&mut conn, check, trust, node, self.timeout, marker).await?;
         }
         Ok((conn, evalsha))
     }
@@ -59,11 +65,16 @@ impl Opener<'_> {
 /// `EVALSHA` for us (a one-line script run in full, then by its digest:
 /// neither reply is an error where it does, and an error count is what
 /// operators watch; where an ACL refuses it, scripts always go in full),
-/// and whether it is a Redis Cluster node (`INFO cluster`). A cluster node
-/// is then asked how many shards serve the key space: a member must hold
-/// all of it, so one shard of several is refused here, in words, before
-/// its quarantine check could mistake the marker's `MOVED` for damage.
-async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisResult<bool> {
+/// and whether it is a Redis Cluster node (`INFO cluster`). Where the member
+/// was given as one node (`whole`), a cluster node is then asked how many
+/// shards serve the key space: such a member must hold all of it, so one
+/// shard of several is refused here, in words, before its quarantine check
+/// could mistake the marker's `MOVED` for damage.
+async fn ask_first(
+    conn: &mut MultiplexedConnection,
+    limit: Duration,
+    whole: bool,
+) -> RedisResult<bool> {
     static PROBE: Lua = Lua::new("return 0");
     let mut pipe = redis::pipe();
     pipe.cmd("EVAL").arg(PROBE.src).arg(0);
@@ -85,7 +96,7 @@ async fn ask_first(conn: &mut MultiplexedConnection, limit: Duration) -> RedisRe
         .get(2)
         .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
         .is_some_and(|info| info_field(&info, "cluster_enabled") == Some("1"));
-    if cluster {
+    if cluster && whole {
         let mut ask = redis::cmd("CLUSTER");
         ask.arg("INFO");
         // Refused (an ACL): not known here; a `MOVED` reply says it later.

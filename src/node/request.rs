@@ -62,6 +62,30 @@ impl Request {
         })
     }
 
+    /// The hash slot of the request's first key (`None` where it names
+    /// none, as `PING`): which shard of a member that is a Redis Cluster it
+    /// goes to.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn slot(&self) -> Option<u16> {
+        let mut args = self.cmd.args_iter().filter_map(|a| match a {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        });
+        let name = args.next()?;
+        let key = if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL") {
+            let _digest = args.next()?;
+            if args.next()? == b"0" {
+                return None;
+            }
+            args.next()?
+        } else if name.eq_ignore_ascii_case(b"PING") || name.eq_ignore_ascii_case(b"TIME") {
+            return None;
+        } else {
+            args.next()?
+        };
+        Some(crate::keys::key_slot(key))
+    }
+
     /// The command and its timed form to send: a script in full unless
     /// `short`.
     pub(crate) fn form(&self, short: bool) -> (&Cmd, Option<&Pipeline>) {

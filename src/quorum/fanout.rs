@@ -43,6 +43,8 @@ pub(crate) struct Fanout<'a> {
     started: Instant,
     /// The script sent, if any: named in a permission error.
     script: Option<&'static Lua>,
+    /// The request.
+    req: Arc<Request>,
 }
 
 impl<'a> Fanout<'a> {
@@ -74,7 +76,13 @@ impl<'a> Fanout<'a> {
             expired: false,
             started: Instant::now(),
             script: req.script,
+            req: Arc::clone(req),
         }
+    }
+
+    /// The request sent.
+    pub(crate) fn request(&self) -> &Request {
+        &self.req
     }
 
     /// The next reply, or a timeout for a node that missed the deadline, or
@@ -103,7 +111,9 @@ impl<'a> Fanout<'a> {
         }
         let i = self.waiting.trailing_zeros() as usize;
         self.waiting &= !node_bit(i);
-        self.nodes[i].mark_unresponsive();
+        if let Some((_, call)) = self.calls.iter().find(|(j, _)| *j == i) {
+            call.unresponsive();
+        }
         Some((i, Err(NodeErrorKind::Timeout(self.timeout))))
     }
 

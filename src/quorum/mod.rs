@@ -312,7 +312,7 @@ impl Quorum {
             };
             let node = &self.nodes[i];
             let vote = match vote {
-                Vote::Yes if counts == Counts::Trusted => trusted_yes(node),
+                Vote::Yes if counts == Counts::Trusted => trusted_yes(node, fan.request()),
                 vote => vote,
             };
             log_vote(node, what, &vote);
@@ -375,10 +375,11 @@ impl NodeSummary {
     }
 }
 
-/// A lock round's yes from `node`: a failure while the node is quarantined.
-fn trusted_yes(node: &Node) -> Vote {
+/// A lock round's yes from `node` to `req`: a failure while the node (the
+/// shard `req` went to, on a cluster) is quarantined.
+fn trusted_yes(node: &Node, req: &Request) -> Vote {
     let now = std::time::Instant::now();
-    match node.quarantined(now) {
+    match node.quarantined_for(req, now) {
         None => Vote::Yes,
         Some(until) => Vote::Failed(NodeErrorKind::Quarantined {
             remaining: until.saturating_duration_since(now),

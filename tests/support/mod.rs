@@ -256,7 +256,11 @@ impl RedisNode {
         if cluster {
             cmd.args(["--cluster-enabled", "yes"])
                 .arg("--cluster-config-file")
-                .arg(self.dir.path().join("nodes.conf"));
+                .arg(self.dir.path().join("nodes.conf"))
+                // As a quorum member should run: one shard down leaves the
+                // others serving; a dead master is noticed within a second.
+                .args(["--cluster-require-full-coverage", "no"])
+                .args(["--cluster-node-timeout", "1000"]);
         }
         if self.persistence == Persistence::NoneWithoutHello {
             cmd.args(["--rename-command", "HELLO", ""]);
@@ -980,15 +984,27 @@ pub struct ShardedCluster {
 impl ShardedCluster {
     /// A cluster of `shards` masters, serving once this returns.
     pub fn start(shards: usize) -> Self {
-        let nodes: Vec<RedisNode> = (0..shards)
-            .map(|_| RedisNode::start(Persistence::ClusterShard))
-            .collect();
+        Self::start_with_replicas(shards, 0)
+    }
+
+    /// A cluster of `shards` masters with `replicas` replicas each,
+    /// serving once this returns (masters first in `nodes`).
+    pub fn start_with_replicas(shards: usize, replicas: usize) -> Self {
+        let nodes: Vec<RedisNode> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..shards * (1 + replicas))
+                .map(|_| s.spawn(|| RedisNode::start(Persistence::ClusterShard)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("start node"))
+                .collect()
+        });
         let cli = std::env::var("REDQUORUM_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
         let out = Command::new(&cli)
             .arg("--cluster")
             .arg("create")
             .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("{cli} --cluster create: {e}"));
@@ -997,17 +1013,138 @@ impl ShardedCluster {
             "{cli} --cluster create: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let c = Self { nodes };
+        c.await_ok(|c| c.replicas_linked() == shards * replicas);
+        c
+    }
+
+    /// Waits until every running node reports `cluster_state:ok` and `more`
+    /// holds.
+    pub fn await_ok(&self, more: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
         let ok = |n: &RedisNode| {
-            redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query::<String>(&mut n.conn())
-                .is_ok_and(|i| i.contains("cluster_state:ok"))
+            !n.is_running()
+                || redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut n.conn())
+                    .is_ok_and(|i| i.contains("cluster_state:ok"))
         };
-        while !nodes.iter().all(ok) {
+        while !(self.nodes.iter().all(ok) && more(self)) {
             assert!(Instant::now() < deadline, "the cluster never became ok");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Self { nodes }
+    }
+
+    /// Replicas whose link to their master is up.
+    fn replicas_linked(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .filter(|n| {
+                redis::cmd("INFO")
+                    .arg("replication")
+                    .query::<String>(&mut n.conn())
+                    .is_ok_and(|i| i.contains("master_link_status:up"))
+            })
+            .count()
+    }
+
+    /// The member's URL: `redis+cluster://` and every node as a seed.
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// A running node's connection.
+    fn any(&self) -> redis::Connection {
+        self.nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a running node")
+            .conn()
+    }
+
+    /// The node that serves `key`'s slot now.
+    pub fn owner(&self, key: &str) -> &RedisNode {
+        &self.nodes[self.owner_index(key)]
+    }
+
+    /// The position in `nodes` of the node that serves `key`'s slot now.
+    pub fn owner_index(&self, key: &str) -> usize {
+        let mut conn = self.any();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .expect("CLUSTER KEYSLOT");
+        let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<redis::Value>>(&mut conn)
+            .expect("CLUSTER SLOTS")
+            .into_iter()
+            .filter_map(|r| {
+                let redis::Value::Array(parts) = r else {
+                    return None;
+                };
+                let first: u16 = redis::from_redis_value_ref(&parts[0]).ok()?;
+                let last: u16 = redis::from_redis_value_ref(&parts[1]).ok()?;
+                let redis::Value::Array(master) = &parts[2] else {
+                    return None;
+                };
+                let host: String = redis::from_redis_value_ref(&master[0]).ok()?;
+                let port: u16 = redis::from_redis_value_ref(&master[1]).ok()?;
+                Some((first, last, (host, port)))
+            })
+            .collect();
+        let port = ranges
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&slot))
+            .map(|(_, _, (_, p))| *p)
+            .expect("a shard serves the slot");
+        self.nodes
+            .iter()
+            .position(|n| n.port == port)
+            .expect("owner")
+    }
+
+    /// The value of `key` where the cluster serves it.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.owner(key).get(key)
+    }
+
+    /// The position in `nodes` of the replica of the master at `port`, by
+    /// `CLUSTER NODES`.
+    pub fn replica_of(&self, port: u16) -> usize {
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut self.any())
+            .expect("CLUSTER NODES");
+        let id_of = |port: u16| {
+            nodes
+                .lines()
+                .find(|l| {
+                    l.split(' ')
+                        .nth(1)
+                        .is_some_and(|a| a.starts_with(&format!("127.0.0.1:{port}@")))
+                })
+                .and_then(|l| l.split(' ').next())
+                .map(str::to_owned)
+        };
+        let master = id_of(port).expect("master id");
+        let replica_port = nodes
+            .lines()
+            .find(|l| l.split(' ').nth(3) == Some(master.as_str()))
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|a| a.split(['@', ':']).nth(1))
+            .and_then(|p| p.parse::<u16>().ok())
+            .expect("a replica");
+        self.nodes
+            .iter()
+            .position(|n| n.port == replica_port)
+            .expect("replica")
     }
 }

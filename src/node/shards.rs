@@ -1,0 +1,440 @@
+//! A member that is a Redis Cluster (feature `cluster`): a link of our own
+//! to each shard's master, and the slot map that sends each request to the
+//! shard serving its first key.
+//!
+//! Each shard is a [`Link`] like a member that is one node: its connections
+//! are checked for lost writes before anything of ours goes out, so a
+//! shard whose master changed (a replica promoted, a node replaced, a shard
+//! restarted empty) is quarantined for that (member, shard) alone, by the
+//! same evidence and the same table. Its marker lives in a slot it serves
+//! (`redquorum:node:{tag}`, the tag hashing to the shard's lowest slot).
+//!
+//! Redirections are not followed: a `MOVED` or `ASK` reply, a broken
+//! connection or a shard that misses a round's deadline fails that request
+//! (the member counts as failed for that round, as a failed node does) and
+//! has the slot map read again, so the next request goes where the cluster
+//! now says. A request is never sent a second time to another shard: a
+//! late `SET` there could outlive its own release.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use redis::{
+    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisError, RedisResult, Value,
+};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::keys::tag_for_slot;
+use crate::node::amnesia::AmnesiaCheck;
+use crate::node::call::Call;
+use crate::node::clockwatch::ClockNews;
+use crate::node::link::Link;
+use crate::node::request::Request;
+
+/// Hash slots in a Redis Cluster.
+const SLOTS: usize = 16384;
+
+/// No shard serves the slot (in [`SlotMap::owner`]).
+const NONE: u16 = u16::MAX;
+
+/// The least time between two reads of the slot map: trouble on many
+/// requests at once reads it once.
+const REFRESH_GAP: Duration = Duration::from_millis(100);
+
+/// What each shard's link is made with.
+pub(crate) struct LinkSettings {
+    /// Limit on one connection attempt.
+    pub(crate) connect_timeout: Duration,
+    /// How each new connection is checked for lost writes.
+    pub(crate) amnesia: Option<AmnesiaCheck>,
+    /// The drift factor a shard's clock is judged by.
+    pub(crate) allowance: f64,
+    /// Where a shard's clock jump ahead is told.
+    pub(crate) news: ClockNews,
+}
+
+/// A member that is a Redis Cluster.
+pub(crate) struct Shards {
+    /// The member's position in the configured list.
+    index: usize,
+    /// The member's settings (credentials, TLS, database), which every
+    /// shard's connection uses with the shard's address.
+    info: ConnectionInfo,
+    /// Where the slot map is first read: the addresses given.
+    seeds: Vec<ConnectionAddr>,
+    /// What each shard's link is made with.
+    settings: LinkSettings,
+    /// The map and the requests waiting for one.
+    state: Mutex<State>,
+    /// This, for the tasks and callbacks it starts.
+    me: Weak<Shards>,
+}
+
+/// Where the shards stand.
+struct State {
+    /// The slot map, once read.
+    map: Option<Arc<SlotMap>>,
+    /// Every shard link made, by address, with the slot its marker is in.
+    links: HashMap<String, (u16, Arc<Link>)>,
+    /// Requests made before the first map: sent in order once it is read.
+    unrouted: Vec<(Arc<Request>, oneshot::Sender<RedisResult<Value>>)>,
+    /// A read of the map is under way.
+    refreshing: bool,
+    /// Another read was asked for while one was under way.
+    again: bool,
+    /// When the last read ended.
+    last: Option<Instant>,
+    /// Why the last read failed, while no map was ever read: requests fail
+    /// with it until the next read.
+    failed: Option<RedisError>,
+}
+
+/// Which shard serves each slot.
+pub(crate) struct SlotMap {
+    /// The index in `links` of each slot's shard, or [`NONE`].
+    owner: Vec<u16>,
+    /// The shards' links.
+    links: Vec<Arc<Link>>,
+}
+
+impl SlotMap {
+    /// The link of the shard serving `slot`; for a request that names no
+    /// key, the first shard's.
+    fn route(&self, slot: Option<u16>) -> Option<&Arc<Link>> {
+        match slot {
+            Some(slot) => {
+                let owner = *self.owner.get(usize::from(slot))?;
+                self.links.get(usize::from(owner))
+            }
+            None => self.links.first(),
+        }
+    }
+}
+
+impl Shards {
+    /// A member reached through `info`'s settings and the seed addresses
+    /// `seeds` (at least one); reads nothing yet.
+    pub(crate) fn new(
+        index: usize,
+        info: ConnectionInfo,
+        seeds: Vec<ConnectionAddr>,
+        settings: LinkSettings,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            index,
+            info,
+            seeds,
+            settings,
+            state: Mutex::new(State {
+                map: None,
+                links: HashMap::new(),
+                unrouted: Vec::new(),
+                refreshing: false,
+                again: false,
+                last: None,
+                failed: None,
+            }),
+            me: me.clone(),
+        })
+    }
+
+    /// Locks the state, also after a panic elsewhere.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `req` to the shard serving its first key (see
+    /// [`Node::call`](super::Node::call)); before the first slot map is
+    /// read, queues it to go out in order once it is.
+    pub(crate) fn call(&self, req: &Arc<Request>) -> Call {
+        let mut st = self.state();
+        if let Some(map) = &st.map {
+            let Some(link) = map.route(req.slot()).cloned() else {
+                drop(st);
+                self.refresh_soon();
+                return Call::failed(req, unserved(req.slot()));
+            };
+            drop(st);
+            return Call::start(&link, req);
+        }
+        if let Some(e) = &st.failed {
+            let e = e.clone();
+            drop(st);
+            self.refresh_soon();
+            return Call::failed(req, e);
+        }
+        let (tx, rx) = oneshot::channel();
+        st.unrouted.push((Arc::clone(req), tx));
+        drop(st);
+        self.refresh_soon();
+        Call::queued(req, tokio::task::unconstrained(rx))
+    }
+
+    /// The links of every shard seen, in no particular order.
+    pub(crate) fn links(&self) -> Vec<Arc<Link>> {
+        self.state()
+            .links
+            .values()
+            .map(|(_, l)| Arc::clone(l))
+            .collect()
+    }
+
+    /// The link of the shard serving `slot` now, if the map is known.
+    pub(crate) fn link_for(&self, slot: Option<u16>) -> Option<Arc<Link>> {
+        self.state().map.as_ref()?.route(slot).cloned()
+    }
+
+    /// Reads the slot map again soon: at once unless a read is under way
+    /// or the last ended less than [`REFRESH_GAP`] ago.
+    pub(crate) fn refresh_soon(&self) {
+        let mut st = self.state();
+        if st.refreshing {
+            st.again = true;
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        st.refreshing = true;
+        let at = st.last.map(|last| last + REFRESH_GAP);
+        drop(st);
+        let me = self.me.clone();
+        runtime.spawn(async move {
+            loop {
+                if let Some(at) = at {
+                    tokio::time::sleep_until(at).await;
+                }
+                let Some(shards) = me.upgrade() else { return };
+                let read = shards.read_map().await;
+                if !shards.take_map(read) {
+                    return;
+                }
+                tokio::time::sleep(REFRESH_GAP).await;
+            }
+        });
+    }
+
+    /// Takes in a read of the map (or its failure); whether to read again.
+    fn take_map(&self, read: RedisResult<Vec<(u16, u16, ConnectionAddr)>>) -> bool {
+        let mut st = self.state();
+        st.last = Some(Instant::now());
+        match read {
+            Ok(ranges) => {
+                let map = self.build_map(&mut st, &ranges);
+                st.failed = None;
+                // Requests made before the first map go out in the order
+                // they were made, before any made after it.
+                for (req, tx) in std::mem::take(&mut st.unrouted) {
+                    if tx.is_closed() && !req.cleanup {
+                        continue;
+                    }
+                    let call = match map.route(req.slot()) {
+                        Some(link) => Call::start(link, &req),
+                        None => Call::failed(&req, unserved(req.slot())),
+                    };
+                    tokio::spawn(forward(call, tx));
+                }
+                st.map = Some(map);
+            }
+            Err(e) => {
+                tracing::debug!(node = self.index, error = %e, "cluster slot map not read");
+                for (_, tx) in std::mem::take(&mut st.unrouted) {
+                    let _ = tx.send(Err(e.clone()));
+                }
+                if st.map.is_none() {
+                    st.failed = Some(e);
+                }
+            }
+        }
+        let again = std::mem::take(&mut st.again);
+        st.refreshing = again;
+        again
+    }
+
+    /// The map `ranges` (first slot, last slot, master) describe, making
+    /// a link for each shard not seen before, or whose marker's slot it no
+    /// longer serves.
+    fn build_map(&self, st: &mut State, ranges: &[(u16, u16, ConnectionAddr)]) -> Arc<SlotMap> {
+        let mut lowest: HashMap<String, (u16, &ConnectionAddr)> = HashMap::new();
+        for (first, _, addr) in ranges {
+            let e = lowest.entry(addr.to_string()).or_insert((*first, addr));
+            e.0 = e.0.min(*first);
+        }
+        let serves = |addr: &str, slot: u16| {
+            ranges
+                .iter()
+                .any(|(a, b, m)| (*a..=*b).contains(&slot) && m.to_string() == addr)
+        };
+        let mut links = Vec::with_capacity(lowest.len());
+        let mut position = HashMap::new();
+        for (name, (first, addr)) in &lowest {
+            let keep = st
+                .links
+                .get(name)
+                .filter(|(marker, _)| serves(name, *marker))
+                .map(|(_, l)| Arc::clone(l));
+            let link = match keep {
+                Some(link) => link,
+                None => {
+                    let Some(link) = self.new_link(addr, *first) else {
+                        continue;
+                    };
+                    st.links.insert(name.clone(), (*first, Arc::clone(&link)));
+                    link
+                }
+            };
+            position.insert(name.clone(), links.len() as u16);
+            links.push(link);
+        }
+        let mut owner = vec![NONE; SLOTS];
+        for (first, last, addr) in ranges {
+            let at = position.get(&addr.to_string()).copied().unwrap_or(NONE);
+            for slot in *first..=(*last).min(SLOTS as u16 - 1) {
+                owner[usize::from(slot)] = at;
+            }
+        }
+        Arc::new(SlotMap { owner, links })
+    }
+
+    /// A link to the master at `addr`, whose marker is in slot `slot`
+    /// (`None` if the member's settings do not open with that address:
+    /// not expected, they opened with the seed's).
+    fn new_link(&self, addr: &ConnectionAddr, slot: u16) -> Option<Arc<Link>> {
+        let info = self.info.clone().set_addr(addr.clone());
+        let tcp = info.tcp_settings().clone().set_nodelay(true);
+        let client = redis::Client::open(info.set_tcp_settings(tcp)).ok()?;
+        let s = &self.settings;
+        let me = self.me.clone();
+        let marker = format!("redquorum:node:{{{}}}", tag_for_slot(slot));
+        Some(Arc::new(
+            Link::new(
+                self.index,
+                client,
+                s.connect_timeout,
+                s.amnesia.clone(),
+                (s.allowance, &s.news),
+            )
+            .with_shard(
+                marker,
+                Box::new(move || {
+                    if let Some(shards) = me.upgrade() {
+                        shards.refresh_soon();
+                    }
+                }),
+            ),
+        ))
+    }
+
+    /// Reads the slot map from the seeds, then from every shard seen: the
+    /// first that answers. `(first slot, last slot, master)` per range.
+    async fn read_map(&self) -> RedisResult<Vec<(u16, u16, ConnectionAddr)>> {
+        let mut asked: Vec<ConnectionAddr> = self.seeds.clone();
+        let known: Vec<ConnectionAddr> = self
+            .links()
+            .iter()
+            .map(|l| l.addr().clone())
+            .filter(|a| !asked.contains(a))
+            .collect();
+        asked.extend(known);
+        let mut last = RedisError::from((redis::ErrorKind::Io, "no seed address"));
+        for addr in asked {
+            match self.read_map_at(&addr).await {
+                Ok(ranges) if !ranges.is_empty() => return Ok(ranges),
+                Ok(_) => {
+                    last = RedisError::from((
+                        redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+                        "the cluster serves no slot",
+                    ));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// `CLUSTER SLOTS` as the node at `addr` answers it.
+    async fn read_map_at(
+        &self,
+        addr: &ConnectionAddr,
+    ) -> RedisResult<Vec<(u16, u16, ConnectionAddr)>> {
+        let limit = self.settings.connect_timeout;
+        let client = redis::Client::open(self.info.clone().set_addr(addr.clone()))?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(limit))
+            .set_response_timeout(Some(limit));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let reply: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await?;
+        Ok(parse_slots(&reply, addr))
+    }
+}
+
+/// A `CLUSTER SLOTS` reply as (first slot, last slot, master address); a
+/// master named with an empty host is the node asked (`asked`).
+fn parse_slots(reply: &Value, asked: &ConnectionAddr) -> Vec<(u16, u16, ConnectionAddr)> {
+    let Value::Array(ranges) = reply else {
+        return Vec::new();
+    };
+    let int = |v: &Value| match v {
+        Value::Int(i) => u16::try_from(*i).ok(),
+        _ => None,
+    };
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let Value::Array(parts) = range else {
+                return None;
+            };
+            let (first, last) = (int(parts.first()?)?, int(parts.get(1)?)?);
+            let Value::Array(master) = parts.get(2)? else {
+                return None;
+            };
+            let host = redis::from_redis_value_ref::<String>(master.first()?).ok()?;
+            let port = int(master.get(1)?)?;
+            let host = if host.is_empty() || host == "?" {
+                match asked {
+                    ConnectionAddr::Tcp(h, _) | ConnectionAddr::TcpTls { host: h, .. } => h.clone(),
+                    _ => return None,
+                }
+            } else {
+                host
+            };
+            let addr = match asked {
+                ConnectionAddr::TcpTls {
+                    insecure,
+                    tls_params,
+                    ..
+                } => ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: *insecure,
+                    tls_params: tls_params.clone(),
+                },
+                _ => ConnectionAddr::Tcp(host, port),
+            };
+            Some((first, last, addr))
+        })
+        .collect()
+}
+
+/// Passes a routed request's reply to the round that made it before the
+/// map was read.
+async fn forward(mut call: Call, tx: oneshot::Sender<RedisResult<Value>>) {
+    let reply = std::future::poll_fn(|cx| call.poll_reply(cx)).await;
+    let _ = tx.send(reply);
+}
+
+/// The error for a request whose slot no shard serves.
+fn unserved(slot: Option<u16>) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+        "no shard serves the slot",
+        format!("slot {}", slot.unwrap_or(0)),
+    ))
+}

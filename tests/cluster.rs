@@ -1,0 +1,248 @@
+//! Quorum members that are Redis Clusters of several shards (feature
+//! `cluster`), on real clusters made by `redis-cli --cluster create`: every
+//! request goes to the shard serving its key; the primitives work on such
+//! members and on members of both kinds mixed; a killed shard fails its
+//! member only for the resources in its slots; and a shard whose master
+//! changed (a forced failover that lost a lock) stays out of lock quorums
+//! for that shard alone, while a client without the check hands the lock
+//! to a second holder.
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redquorum::{NodeInit, NodeTrust, Redlock, SerialGenerator};
+use support::{Cluster, ShardedCluster};
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// `n` clusters of `shards` masters (and `replicas` replicas each),
+/// started side by side.
+fn clusters(n: usize, shards: usize, replicas: usize) -> Vec<ShardedCluster> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| s.spawn(move || ShardedCluster::start_with_replicas(shards, replicas)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// A client of `urls` whose members were all declared new (every shard).
+async fn declared(urls: &[String]) -> Redlock {
+    let redlock = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    let done = redlock.init_new_nodes().await;
+    assert!(
+        done.iter().all(|d| *d == NodeInit::Declared),
+        "declaring the members new: {done:?}"
+    );
+    redlock
+}
+
+/// Resource names until `per_shard` of them fall in each shard of `c`.
+fn spread(c: &ShardedCluster, shards: usize, per_shard: usize) -> Vec<(String, usize)> {
+    let mut count = vec![0; c.nodes.len()];
+    let mut out = Vec::new();
+    for i in 0.. {
+        let name = format!("res-{i}");
+        let owner = c.owner_index(&name);
+        if count[owner] < per_shard {
+            count[owner] += 1;
+            out.push((name, owner));
+        }
+        if out.len() == shards * per_shard {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shard() {
+    let members = clusters(3, 3, 0);
+    let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
+    let a = declared(&urls).await;
+    let b = Redlock::builder().nodes(&urls).build().unwrap();
+    // Locks: each key on the shard that serves it, in every member.
+    let resources = spread(&members[0], 3, 3);
+    let mut held = Vec::new();
+    for (name, _) in &resources {
+        held.push(a.try_lock(name, ms(10_000)).await.expect("a free resource"));
+    }
+    for (name, _) in &resources {
+        for m in &members {
+            assert!(m.get(name).is_some(), "{name} on its shard");
+        }
+        let err = b.try_lock(name, ms(10_000)).await.unwrap_err();
+        assert!(err.is_contended(), "{name}: {err}");
+    }
+    // A waiter takes a lock once it is released.
+    let (first, _) = &resources[0];
+    let waiter = {
+        let (b, name) = (b.clone(), first.clone());
+        tokio::spawn(async move { b.lock_timeout(&name, ms(10_000), ms(20_000)).await })
+    };
+    for lock in held {
+        lock.release().await.unwrap();
+    }
+    let taken = waiter
+        .await
+        .unwrap()
+        .expect("the waiter takes the released lock");
+    taken.release().await.unwrap();
+    for (name, _) in &resources {
+        for m in &members {
+            assert_eq!(m.get(name), None, "{name} released");
+        }
+    }
+    // Fencing tokens grow; serial numbers never repeat.
+    let t1 = a.lock_fenced("fenced", ms(5_000)).await.unwrap();
+    let first_token = t1.fencing_token().unwrap();
+    t1.release().await.unwrap();
+    let t2 = b.lock_fenced("fenced", ms(5_000)).await.unwrap();
+    assert!(t2.fencing_token().unwrap() > first_token);
+    t2.release().await.unwrap();
+    let serials = SerialGenerator::builder(a.clone())
+        .width(6)
+        .build()
+        .unwrap();
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        assert!(seen.insert(serials.next("ORDER").await.unwrap().to_string()));
+    }
+    // A semaphore of 2 and an election.
+    let sem = a.semaphore("pool", 2).unwrap();
+    let p1 = sem.try_acquire(ms(5_000)).await.unwrap();
+    let p2 = sem.try_acquire(ms(5_000)).await.unwrap();
+    assert!(sem.try_acquire(ms(5_000)).await.unwrap_err().is_contended());
+    p1.release().await.unwrap();
+    p2.release().await.unwrap();
+    let election = b.election("cron", ms(5_000)).unwrap();
+    let leader = election
+        .campaign_timeout("one", ms(10_000))
+        .await
+        .expect("elected");
+    assert!(leader.term() >= 1);
+    leader.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
+    let mut members = clusters(3, 3, 0);
+    let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
+    let redlock = declared(&urls).await;
+    let resources = spread(&members[0], 3, 2);
+    let dead = resources[0].1;
+    members[0].nodes[dead].kill();
+    for (name, shard) in &resources {
+        let lock = redlock
+            .try_lock(name, ms(10_000))
+            .await
+            .expect("two members of three are enough");
+        let on_member0 = members[0].nodes[*shard].is_running() && members[0].get(name).is_some();
+        assert_eq!(on_member0, *shard != dead, "{name} in shard {shard}");
+        for m in &members[1..] {
+            assert!(m.get(name).is_some(), "{name}");
+        }
+        lock.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_quorums() {
+    // Member 0 is a cluster of 3 shards with a replica each; members 1 and
+    // 2 are standalone nodes.
+    let mut member0 = clusters(1, 3, 1).pop().unwrap();
+    let mut nodes = Cluster::start_undeclared(2, support::Persistence::Aof);
+    let urls = vec![member0.url(), nodes.nodes[0].url(), nodes.nodes[1].url()];
+    let _declared = declared(&urls).await;
+    let checked = Redlock::builder().nodes(&urls).build().unwrap();
+    let unchecked = Redlock::builder()
+        .nodes(&urls)
+        .restart_quarantine(Duration::ZERO)
+        .build()
+        .unwrap();
+    let resources = spread(&member0, 3, 1);
+    let (lost, shard) = resources[0].clone();
+    let (other, other_shard) = resources[1].clone();
+    assert_ne!(shard, other_shard);
+    // Both later clients have used the shard before it fails over.
+    for c in [&checked, &unchecked] {
+        c.try_lock(&lost, ms(1_000))
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    // The holder's lock reached member 0 and node 1 only (node 2 never
+    // heard of it, as where that request was lost): a client of those two.
+    let master_port = member0.nodes[shard].port;
+    let replica = member0.replica_of(master_port);
+    let two = Redlock::builder().nodes(&urls[..2]).build().unwrap();
+    let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
+    assert!(member0.nodes[shard].get(&lost).is_some());
+    assert_eq!(nodes.nodes[1].get(&lost), None);
+    // The shard's master dies; its replica takes over without the key, as
+    // an asynchronous replica that missed the write would.
+    member0.nodes[shard].kill();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut member0.nodes[replica].conn())
+        .unwrap();
+    member0.await_ok(|c| c.owner_index(&lost) == replica);
+    let _: i64 = redis::cmd("DEL")
+        .arg(&lost)
+        .query(&mut member0.nodes[replica].conn())
+        .unwrap();
+    // With the check: the promoted shard's yes does not count; the lock
+    // stays with its holder, whatever the tries.
+    for _ in 0..20 {
+        assert!(checked.try_lock(&lost, ms(10_000)).await.is_err());
+        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
+        tokio::time::sleep(ms(100)).await;
+    }
+    // By now the checked client reads the new map and has checked the
+    // promoted master: quarantined.
+    assert!(
+        matches!(checked.node_trust().await[0], NodeTrust::Quarantined { .. }),
+        "{:?}",
+        checked.node_trust().await
+    );
+    assert!(checked.try_lock(&lost, ms(10_000)).await.is_err());
+    // Its other shards count as before: with node 1 paused, a resource
+    // elsewhere in member 0 still wins (member 0 and node 2).
+    nodes.nodes[0].pause();
+    let elsewhere = checked
+        .try_lock(&other, ms(5_000))
+        .await
+        .expect("member 0's other shards are trusted");
+    nodes.nodes[0].resume();
+    elsewhere.release().await.unwrap();
+    // Without it (the rule removed): a second holder, once the client has
+    // read the new slot map.
+    let mut second = None;
+    for _ in 0..50 {
+        match unchecked.try_lock(&lost, ms(10_000)).await {
+            Ok(lock) => {
+                second = Some(lock);
+                break;
+            }
+            Err(e) => eprintln!("unchecked: {e}"),
+        }
+        tokio::time::sleep(ms(100)).await;
+    }
+    assert!(
+        second.is_some(),
+        "without the check the promoted shard's yes hands the lock to a second holder"
+    );
+    drop(held);
+}
