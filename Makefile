@@ -23,6 +23,8 @@ test: check
 	scripts/demo-leaves-given-nodes-alone.sh
 	@echo "the metrics feature: every documented metric, on real nodes:"
 	$(CARGO) test -q --features metrics --test metrics
+	@echo "without the cluster feature, a redis+cluster:// member is refused in words:"
+	$(CARGO) test -q -p redquorum --lib urls
 	@echo "without the feature, the metrics facade is not a dependency:"
 	@! $(CARGO) tree -q -e normal -p redquorum | grep -E ' metrics v'
 	@echo "the metrics example serves the Prometheus text format:"

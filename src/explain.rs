@@ -74,7 +74,8 @@ pub fn explain(e: &redis::RedisError) -> String {
         };
         return format!(
             "the node is {what}: it holds only part of the key space, and a member must hold \
-             all of it: name standalone nodes (or clusters with every slot on one node)"
+             all of it: name standalone nodes (or clusters with every slot on one node), or \
+             give the whole cluster as one member, redis+cluster://host:port (feature `cluster`)"
         );
     }
     describe(e)

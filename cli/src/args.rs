@@ -17,7 +17,9 @@ use crate::exit;
     after_help = top_help()
 )]
 pub struct Cli {
-    /// Redis node URLs, comma-separated (odd count, 5 recommended).
+    /// Redis node URLs, comma-separated (odd count, 5 recommended); a
+    /// member that is a Redis Cluster is `redis+cluster://host:port,host:port`
+    /// (its seeds, comma-separated too).
     #[arg(long, env = "REDQUORUM_NODES", value_delimiter = ',', global = true)]
     pub nodes: Vec<String>,
 
@@ -434,5 +436,52 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         let bare = parse_duration("30").unwrap_err();
         assert!(bare.contains("no unit"), "{bare}");
+    }
+}
+
+/// The node list as clap split it at every comma, with the seeds of a
+/// `redis+cluster://` member (`host:port` parts with no scheme) put back
+/// into its URL.
+pub fn join_cluster_seeds(parts: Vec<String>) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::with_capacity(parts.len());
+    for part in parts {
+        match urls.last_mut() {
+            Some(last)
+                if last.contains("+cluster://")
+                    && !part.contains("://")
+                    && !part.trim().is_empty() =>
+            {
+                last.push(',');
+                last.push_str(part.trim());
+            }
+            _ => urls.push(part),
+        }
+    }
+    urls
+}
+
+#[cfg(test)]
+mod cluster_seeds {
+    use super::join_cluster_seeds;
+
+    #[test]
+    fn a_clusters_seeds_stay_in_its_url() {
+        let parts = [
+            "redis://a:1",
+            "redis+cluster://b:1",
+            "c:1",
+            "redis://d:1",
+            "e:1",
+        ];
+        let urls = join_cluster_seeds(parts.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            urls,
+            [
+                "redis://a:1",
+                "redis+cluster://b:1,c:1",
+                "redis://d:1",
+                "e:1"
+            ]
+        );
     }
 }

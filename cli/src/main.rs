@@ -80,7 +80,8 @@ fn main() -> ExitCode {
 }
 
 /// Runs the subcommand.
-async fn run(cli: Cli) -> ExitCode {
+async fn run(mut cli: Cli) -> ExitCode {
+    cli.nodes = args::join_cluster_seeds(std::mem::take(&mut cli.nodes));
     if cli.nodes.is_empty() {
         eprintln!("redquorum: no nodes: pass --nodes or set REDQUORUM_NODES");
         return exit::code(exit::CONFIG);

@@ -188,7 +188,12 @@ async fn check_node(url: &str, timeout: Duration) -> NodeReport {
         detail: "-".into(),
         warnings: Vec::new(),
     };
-    let client = match redis::Client::open(url) {
+    // A member that is a Redis Cluster: its first seed.
+    let first = match url.split_once("+cluster://") {
+        Some((scheme, rest)) => format!("{scheme}://{}", rest.split(',').next().unwrap_or(rest)),
+        None => url.to_owned(),
+    };
+    let client = match redis::Client::open(first.as_str()) {
         Ok(c) => c,
         Err(_) => {
             r.detail = "invalid url".into();

@@ -226,6 +226,13 @@ mod tests {
         assert_eq!(redact("user:pw@h:1"), "***@h:1");
     }
 
+    #[cfg(not(feature = "cluster"))]
+    #[test]
+    fn a_cluster_member_without_the_feature_is_refused_in_words() {
+        let e = split("redis+cluster://:secret@10.0.0.1:7000").unwrap_err();
+        assert!(e.contains("needs redquorum's `cluster` feature"), "{e}");
+    }
+
     #[cfg(feature = "cluster")]
     #[test]
     fn seeds_and_settings_come_apart() {
