@@ -2,7 +2,9 @@
 //! `cluster`), on real clusters made by `redis-cli --cluster create`: every
 //! request goes to the shard serving its key; the primitives work on such
 //! members and on members of both kinds mixed; a killed shard fails its
-//! member only for the resources in its slots; and a shard whose master
+//! member only for the resources in its slots; a live reshard under locks
+//! and serial numbers loses no update and repeats no number; and a shard
+//! whose master
 //! changed (a forced failover that lost a lock) stays out of lock quorums
 //! for that shard alone, while a client without the check hands the lock
 //! to a second holder.
@@ -231,12 +233,9 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     // read the new slot map.
     let mut second = None;
     for _ in 0..50 {
-        match unchecked.try_lock(&lost, ms(10_000)).await {
-            Ok(lock) => {
-                second = Some(lock);
-                break;
-            }
-            Err(e) => eprintln!("unchecked: {e}"),
+        if let Ok(lock) = unchecked.try_lock(&lost, ms(10_000)).await {
+            second = Some(lock);
+            break;
         }
         tokio::time::sleep(ms(100)).await;
     }
@@ -245,4 +244,112 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
         "without the check the promoted shard's yes hands the lock to a second holder"
     );
     drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_reshard_loses_no_update_under_the_lock_and_repeats_no_number() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let members = clusters(3, 3, 0);
+    let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
+    let redlock = declared(&urls).await;
+    // Resources in the slots the reshard moves: member 0's shard 0 gives
+    // up its lowest slots (10 % of all) to shard 1.
+    let moving: Vec<String> = (0..)
+        .map(|i| format!("hot-{i}"))
+        .filter(|n| members[0].owner_index(n) == 0 && slot_of(n) < 1638)
+        .take(3)
+        .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let (redlock, inside, counter, done, stop) = (
+            redlock.clone(),
+            inside.clone(),
+            counter.clone(),
+            done.clone(),
+            stop.clone(),
+        );
+        let resource = moving[t % moving.len()].clone();
+        let shared = moving[0].clone();
+        tasks.push(tokio::spawn(async move {
+            // Until the reshard is over, at most 5,000 tries each; the
+            // shared resource every other one.
+            for i in 0..5_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let name = if i % 2 == 0 { &shared } else { &resource };
+                let Ok(lock) = redlock.lock_timeout(name, ms(5_000), ms(2_000)).await else {
+                    continue;
+                };
+                if name == &shared {
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    let seen = counter.load(Ordering::SeqCst);
+                    tokio::time::sleep(ms(2)).await;
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    done.fetch_add(1, Ordering::SeqCst);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                }
+                let _ = lock.release().await;
+            }
+        }));
+    }
+    let serials = SerialGenerator::builder(redlock.clone())
+        .width(6)
+        .build()
+        .unwrap();
+    let stop2 = stop.clone();
+    let issuing = tokio::spawn(async move {
+        let mut numbers = Vec::new();
+        for _ in 0..5_000 {
+            if stop2.load(Ordering::SeqCst) {
+                break;
+            }
+            if let Ok(n) = serials.next("RESHARD").await {
+                numbers.push(n.to_string());
+            }
+        }
+        numbers
+    });
+    let member0 = &members[0];
+    tokio::task::block_in_place(|| member0.reshard(0, 1, 1638));
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let numbers = issuing.await.unwrap();
+    assert_eq!(
+        counter.load(Ordering::SeqCst),
+        done.load(Ordering::SeqCst),
+        "an update under the lock was lost"
+    );
+    assert!(done.load(Ordering::SeqCst) > 0);
+    let distinct: HashSet<&String> = numbers.iter().collect();
+    assert_eq!(distinct.len(), numbers.len(), "a number was issued twice");
+    assert!(!numbers.is_empty());
+    // The moved resources now live on shard 1 of member 0, and requests
+    // to member 0 met the move (redirections, as server errors).
+    assert_eq!(members[0].owner_index(&moving[0]), 1);
+    let stats = redlock.stats();
+    assert!(stats.nodes[0].server_errors > 0, "{:?}", stats.nodes[0]);
+}
+
+/// The hash slot Redis gives `key` (no hash tag): CRC16/XMODEM.
+fn slot_of(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in key.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }

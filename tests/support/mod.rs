@@ -1116,6 +1116,33 @@ impl ShardedCluster {
         self.owner(key).get(key)
     }
 
+    /// Moves `slots` slots from the master `from` to the master `to`
+    /// (positions in `nodes`) with `redis-cli --cluster reshard`, keys and
+    /// all, while the cluster serves; returns when done.
+    pub fn reshard(&self, from: usize, to: usize, slots: usize) {
+        let id = |i: usize| -> String {
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut self.nodes[i].conn())
+                .expect("CLUSTER MYID")
+        };
+        let cli = std::env::var("REDQUORUM_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+        let out = Command::new(&cli)
+            .arg("--cluster")
+            .arg("reshard")
+            .arg(format!("127.0.0.1:{}", self.nodes[from].port))
+            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{cli} --cluster reshard: {e}"));
+        assert!(
+            out.status.success(),
+            "{cli} --cluster reshard: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
     /// The position in `nodes` of the replica of the master at `port`, by
     /// `CLUSTER NODES`.
     pub fn replica_of(&self, port: u16) -> usize {
