@@ -33,13 +33,16 @@ fn clusters(n: usize, shards: usize, replicas: usize) -> Vec<ShardedCluster> {
     })
 }
 
+/// A client of `urls`: its first request to a cluster member reads the slot
+/// map, then connects to the shard and checks it, so a loaded machine gets
+/// more than the default 100 ms for it.
+fn client(urls: &[String]) -> redquorum::RedlockBuilder {
+    Redlock::builder().nodes(urls).node_timeout(ms(1_000))
+}
+
 /// A client of `urls` whose members were all declared new (every shard).
 async fn declared(urls: &[String]) -> Redlock {
-    let redlock = Redlock::builder()
-        .nodes(urls)
-        .node_timeout(ms(500))
-        .build()
-        .unwrap();
+    let redlock = client(urls).build().unwrap();
     let done = redlock.init_new_nodes().await;
     assert!(
         done.iter().all(|d| *d == NodeInit::Declared),
@@ -71,7 +74,7 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
     let members = clusters(3, 3, 0);
     let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
     let a = declared(&urls).await;
-    let b = Redlock::builder().nodes(&urls).build().unwrap();
+    let b = client(&urls).build().unwrap();
     // Locks: each key on the shard that serves it, in every member.
     let resources = spread(&members[0], 3, 3);
     let mut held = Vec::new();
@@ -119,6 +122,34 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
     for _ in 0..20 {
         assert!(seen.insert(serials.next("ORDER").await.unwrap().to_string()));
     }
+    // Several resources together: one hash tag, one slot; else refused
+    // before anything is sent.
+    let both = a
+        .try_lock_all(&["{acct-7}:from", "{acct-7}:to"], ms(5_000))
+        .await
+        .unwrap();
+    both.release().await.unwrap();
+    let err = a
+        .try_lock_all(&["acct-1", "acct-2"], ms(5_000))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, redquorum::Error::CrossSlot { .. }), "{err}");
+    assert!(members
+        .iter()
+        .all(|m| m.get("acct-1").is_none() && m.get("acct-2").is_none()));
+    // A read-write lock: two readers, then a writer.
+    let rw = a.rw_lock("doc").unwrap();
+    let r1 = rw.try_read(ms(5_000)).await.unwrap();
+    let r2 = rw.try_read(ms(5_000)).await.unwrap();
+    assert!(rw.try_write(ms(5_000)).await.is_err());
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    rw.try_write(ms(5_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     // A semaphore of 2 and an election.
     let sem = a.semaphore("pool", 2).unwrap();
     let p1 = sem.try_acquire(ms(5_000)).await.unwrap();
@@ -165,9 +196,8 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     let mut nodes = Cluster::start_undeclared(2, support::Persistence::Aof);
     let urls = vec![member0.url(), nodes.nodes[0].url(), nodes.nodes[1].url()];
     let _declared = declared(&urls).await;
-    let checked = Redlock::builder().nodes(&urls).build().unwrap();
-    let unchecked = Redlock::builder()
-        .nodes(&urls)
+    let checked = client(&urls).build().unwrap();
+    let unchecked = client(&urls)
         .restart_quarantine(Duration::ZERO)
         .build()
         .unwrap();
@@ -188,7 +218,7 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     // heard of it, as where that request was lost): a client of those two.
     let master_port = member0.nodes[shard].port;
     let replica = member0.replica_of(master_port);
-    let two = Redlock::builder().nodes(&urls[..2]).build().unwrap();
+    let two = client(&urls[..2]).build().unwrap();
     let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
     assert!(member0.nodes[shard].get(&lost).is_some());
     assert_eq!(nodes.nodes[1].get(&lost), None);

@@ -106,6 +106,18 @@ impl Redlock {
     fn key_set(&self, resources: &[&str], ttl: Duration) -> Result<(Arc<KeySet>, u64)> {
         let set = KeySet::new(&self.config().key_prefix, resources)?;
         let ttl_ms = self.config().check_ttl(ttl)?;
+        // A member that is a Redis Cluster refuses keys of several slots in
+        // one script: said before anything is sent.
+        #[cfg(feature = "cluster")]
+        if let Some(member) = self.nodes().nodes.iter().find(|n| n.is_cluster()) {
+            let slot = |k: &String| crate::keys::key_slot(k.as_bytes());
+            if set.keys.iter().any(|k| slot(k) != slot(&set.keys[0])) {
+                return Err(Error::CrossSlot {
+                    resources: set.name.clone(),
+                    node: member.addr.clone(),
+                });
+            }
+        }
         tracing::Span::current().record("resource", set.name.as_str());
         Ok((Arc::new(set), ttl_ms))
     }

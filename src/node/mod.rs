@@ -115,9 +115,18 @@ impl Node {
         let info = client.get_connection_info().clone();
         Self {
             index,
-            addr: seeds.first().map(ToString::to_string).unwrap_or_default(),
+            addr: format!(
+                "cluster {}",
+                seeds.first().map(ToString::to_string).unwrap_or_default()
+            ),
             route: Route::Cluster(shards::Shards::new(index, info, seeds, settings)),
         }
+    }
+
+    /// Whether the member is a Redis Cluster.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.route, Route::Cluster(_))
     }
 
     /// `f` of the member's links: its node's, or every shard's seen.
