@@ -3,8 +3,6 @@
 //! [,host:port...]`, `rediss+cluster://` with TLS); what makes two of them
 //! the same server; messages that never echo a password.
 
-use redis::ConnectionAddr;
-
 use crate::error::{Error, Result};
 
 /// Parses one member's URL: its client, and its seed addresses where it is
@@ -20,7 +18,7 @@ pub(crate) fn open_member(
     let like = client.get_connection_info().addr().clone();
     let seeds = seeds
         .into_iter()
-        .map(|seed| seed_addr(&like, seed))
+        .map(|seed| crate::node::addr_like(&like, seed))
         .collect();
     Ok((client, Some(seeds)))
 }
@@ -195,23 +193,6 @@ fn split(url: &str) -> Result<(String, Vec<Seed>), &'static str> {
         None => format!("{scheme}://{first}"),
     };
     Ok((base, seeds))
-}
-
-/// `(host, port)` as an address with the settings of `like` (TLS or not).
-fn seed_addr(like: &ConnectionAddr, (host, port): Seed) -> ConnectionAddr {
-    match like {
-        ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => ConnectionAddr::Tcp(host, port),
-    }
 }
 
 #[cfg(test)]

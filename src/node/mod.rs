@@ -40,6 +40,27 @@ use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
 
+/// `(host, port)` as an address with the settings of `like` (TLS or not):
+/// a shard or seed of a member that is a Redis Cluster.
+pub(crate) fn addr_like(
+    like: &redis::ConnectionAddr,
+    (host, port): (String, u16),
+) -> redis::ConnectionAddr {
+    match like {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host, port),
+    }
+}
+
 /// One member of the quorum: a Redis node, or (feature `cluster`) a Redis
 /// Cluster whose shards each serve part of the key space.
 pub(crate) struct Node {

@@ -405,20 +405,7 @@ fn parse_slots(reply: &Value, asked: &ConnectionAddr) -> Vec<(u16, u16, Connecti
             } else {
                 host
             };
-            let addr = match asked {
-                ConnectionAddr::TcpTls {
-                    insecure,
-                    tls_params,
-                    ..
-                } => ConnectionAddr::TcpTls {
-                    host,
-                    port,
-                    insecure: *insecure,
-                    tls_params: tls_params.clone(),
-                },
-                _ => ConnectionAddr::Tcp(host, port),
-            };
-            Some((first, last, addr))
+            Some((first, last, super::addr_like(asked, (host, port))))
         })
         .collect()
 }
