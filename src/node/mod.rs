@@ -61,6 +61,15 @@ pub(crate) fn addr_like(
     }
 }
 
+/// A client for `info` with Nagle off (`None` if it does not open). Lock
+/// requests are tiny and latency-bound, and many share one multiplexed
+/// connection: never let Nagle hold one back waiting for the ACK of
+/// another.
+pub(crate) fn nodelay(info: redis::ConnectionInfo) -> Option<redis::Client> {
+    let tcp = info.tcp_settings().clone().set_nodelay(true);
+    redis::Client::open(info.set_tcp_settings(tcp)).ok()
+}
+
 /// One member of the quorum: a Redis node, or (feature `cluster`) a Redis
 /// Cluster whose shards each serve part of the key space.
 pub(crate) struct Node {
@@ -105,11 +114,7 @@ impl Node {
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
-        // Lock requests are tiny and latency-bound, and many share one
-        // multiplexed connection: never let Nagle hold one back waiting for
-        // the ACK of another.
-        let tcp = info.tcp_settings().clone().set_nodelay(true);
-        let client = redis::Client::open(info.clone().set_tcp_settings(tcp)).unwrap_or(client);
+        let client = nodelay(info.clone()).unwrap_or(client);
         Self {
             index,
             addr,

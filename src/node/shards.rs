@@ -302,9 +302,7 @@ impl Shards {
     /// (`None` if the member's settings do not open with that address:
     /// not expected, they opened with the seed's).
     fn new_link(&self, addr: &ConnectionAddr, slot: u16) -> Option<Arc<Link>> {
-        let info = self.info.clone().set_addr(addr.clone());
-        let tcp = info.tcp_settings().clone().set_nodelay(true);
-        let client = redis::Client::open(info.set_tcp_settings(tcp)).ok()?;
+        let client = super::nodelay(self.info.clone().set_addr(addr.clone()))?;
         let s = &self.settings;
         let me = self.me.clone();
         let marker = format!("redquorum:node:{{{}}}", tag_for_slot(slot));

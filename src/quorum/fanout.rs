@@ -13,7 +13,6 @@ use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::NodeErrorKind;
-use crate::lua::Lua;
 use crate::node::call::Call;
 use crate::node::request::{failure_of, Request};
 use crate::node::Node;
@@ -41,9 +40,7 @@ pub(crate) struct Fanout<'a> {
     expired: bool,
     /// When the requests were handed to their nodes.
     started: Instant,
-    /// The script sent, if any: named in a permission error.
-    script: Option<&'static Lua>,
-    /// The request.
+    /// The request (its script, if any, is named in a permission error).
     req: Arc<Request>,
 }
 
@@ -75,7 +72,6 @@ impl<'a> Fanout<'a> {
             timeout,
             expired: false,
             started: Instant::now(),
-            script: req.script,
             req: Arc::clone(req),
         }
     }
@@ -104,7 +100,7 @@ impl<'a> Fanout<'a> {
             match polled {
                 Some((i, r)) => {
                     self.waiting &= !node_bit(i);
-                    return Some((i, r.map_err(|e| failure_of(e, self.script))));
+                    return Some((i, r.map_err(|e| failure_of(e, self.req.script))));
                 }
                 None => self.expired = true,
             }
