@@ -287,7 +287,7 @@ async fn a_live_reshard_loses_no_update_under_the_lock_and_repeats_no_number() {
     // up its lowest slots (10 % of all) to shard 1.
     let moving: Vec<String> = (0..)
         .map(|i| format!("hot-{i}"))
-        .filter(|n| members[0].owner_index(n) == 0 && slot_of(n) < 1638)
+        .filter(|n| members[0].owner_index(n) == 0 && members[0].slot(n) < 1638)
         .take(3)
         .collect();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -366,20 +366,4 @@ async fn a_live_reshard_loses_no_update_under_the_lock_and_repeats_no_number() {
     assert_eq!(members[0].owner_index(&moving[0]), 1);
     let stats = redlock.stats();
     assert!(stats.nodes[0].server_errors > 0, "{:?}", stats.nodes[0]);
-}
-
-/// The hash slot Redis gives `key` (no hash tag): CRC16/XMODEM.
-fn slot_of(key: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in key.as_bytes() {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
 }

@@ -981,6 +981,24 @@ pub struct ShardedCluster {
     pub nodes: Vec<RedisNode>,
 }
 
+/// Runs `redis-cli --cluster <command> <args> --cluster-yes` and checks
+/// that it succeeded.
+fn redis_cli_cluster(command: &str, args: &[String]) {
+    let cli = std::env::var("REDQUORUM_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let out = Command::new(&cli)
+        .args(["--cluster", command])
+        .args(args)
+        .arg("--cluster-yes")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{cli} --cluster {command}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cli} --cluster {command}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 impl ShardedCluster {
     /// A cluster of `shards` masters, serving once this returns.
     pub fn start(shards: usize) -> Self {
@@ -999,20 +1017,12 @@ impl ShardedCluster {
                 .map(|h| h.join().expect("start node"))
                 .collect()
         });
-        let cli = std::env::var("REDQUORUM_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-        let out = Command::new(&cli)
-            .arg("--cluster")
-            .arg("create")
-            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("{cli} --cluster create: {e}"));
-        assert!(
-            out.status.success(),
-            "{cli} --cluster create: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let mut args: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        args.extend(["--cluster-replicas".into(), replicas.to_string()]);
+        redis_cli_cluster("create", &args);
         let c = Self { nodes };
         c.await_ok(|c| c.replicas_linked() == shards * replicas);
         c
@@ -1073,14 +1083,19 @@ impl ShardedCluster {
         &self.nodes[self.owner_index(key)]
     }
 
-    /// The position in `nodes` of the node that serves `key`'s slot now.
-    pub fn owner_index(&self, key: &str) -> usize {
-        let mut conn = self.any();
-        let slot: u16 = redis::cmd("CLUSTER")
+    /// The hash slot the cluster gives `key`.
+    pub fn slot(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
-            .query(&mut conn)
-            .expect("CLUSTER KEYSLOT");
+            .query(&mut self.any())
+            .expect("CLUSTER KEYSLOT")
+    }
+
+    /// The position in `nodes` of the node that serves `key`'s slot now.
+    pub fn owner_index(&self, key: &str) -> usize {
+        let slot = self.slot(key);
+        let mut conn = self.any();
         let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query::<Vec<redis::Value>>(&mut conn)
@@ -1126,21 +1141,16 @@ impl ShardedCluster {
                 .query(&mut self.nodes[i].conn())
                 .expect("CLUSTER MYID")
         };
-        let cli = std::env::var("REDQUORUM_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-        let out = Command::new(&cli)
-            .arg("--cluster")
-            .arg("reshard")
-            .arg(format!("127.0.0.1:{}", self.nodes[from].port))
-            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
-            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("{cli} --cluster reshard: {e}"));
-        assert!(
-            out.status.success(),
-            "{cli} --cluster reshard: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let args = [
+            format!("127.0.0.1:{}", self.nodes[from].port),
+            "--cluster-from".into(),
+            id(from),
+            "--cluster-to".into(),
+            id(to),
+            "--cluster-slots".into(),
+            slots.to_string(),
+        ];
+        redis_cli_cluster("reshard", &args);
     }
 
     /// The position in `nodes` of the replica of the master at `port`, by
