@@ -242,11 +242,11 @@ async fn cas_round(
     // the process each one is (for the stamp).
     let untrusted = AtomicU64::new(0);
     let mut stamps: Vec<(usize, String)> = Vec::new();
-    let classify = |i: usize, v: &Value| {
+    let classify = |i: usize, v: &Value, fan: &Fanout<'_>| {
         let (accepted, rec, stamp) = parse_cas_reply(v)?;
         if !accepted {
             highest = highest.take().max(Some(rec));
-        } else if let Some(run_id) = quorum.nodes.get(i).and_then(|n| n.suspect_run_id_for(&req)) {
+        } else if let Some(run_id) = fan.suspect_run_id(i) {
             // Repaired: stamped under the node's current process. A node
             // whose process is unknown (INFO refused) never is.
             let repaired = !run_id.is_empty() && stamp == run_id;
@@ -263,7 +263,7 @@ async fn cas_round(
         counted_finished(tally, untrusted.load(Relaxed), fan.owed_by_healthy())
     };
     let (tally, fan) = quorum
-        .vote_until(&req, "cas", Counts::All, classify, done)
+        .vote_until_via(&req, "cas", Counts::All, classify, done)
         .await;
     let untrusted = untrusted.into_inner();
     match cas_outcome(&tally, untrusted, highest) {

@@ -183,6 +183,8 @@
 //   node/channels.rs    The channels one notification connection hears.
 //   node/watch.rs       A node's notification connection (client tracking,
 //                       channels): tells waiters when a lock key changes.
+//   node/shard_rules.rs Whose trust a cluster member's yes rests on (the
+//                       shard it came from; a slot's new shard), pure.
 //   node/shards.rs      A member that is a Redis Cluster (feature `cluster`):
 //                       a link per shard, requests routed by hash slot.
 //   node/mod.rs         Node: one Redis node.
@@ -269,7 +271,10 @@
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs
 //                       (K slots and the move round), model/election.rs
-//                       (terms over the fenced lock), model/mod.rs.
+//                       (terms over the fenced lock),
+//                       model/shards_state.rs and model/shards.rs (a member
+//                       that is a Redis Cluster: failover, reshard, whose
+//                       trust a yes rests on), model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 

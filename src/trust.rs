@@ -186,7 +186,7 @@ impl Redlock {
             cmd.arg(1)
                 .arg(marker)
                 .arg(&probe.run_id)
-                .arg(probe.damage.unwrap_or(0))
+                .arg(probe.seen().unwrap_or(0))
                 .arg(&probe.replid);
         });
         let mut fan = nodes.fanout(&req, node_bit(i));

@@ -188,6 +188,25 @@ async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
     }
 }
 
+/// Shard `shard`'s master dies and its replica takes over without `key`,
+/// as an asynchronous replica that missed the write would. Returns the
+/// replica's position.
+fn fail_over_losing(member: &mut ShardedCluster, shard: usize, key: &str) -> usize {
+    let replica = member.replica_of(member.nodes[shard].port);
+    member.nodes[shard].kill();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut member.nodes[replica].conn())
+        .unwrap();
+    member.await_ok(|c| c.owner_index(key) == replica);
+    let _: i64 = redis::cmd("DEL")
+        .arg(key)
+        .query(&mut member.nodes[replica].conn())
+        .unwrap();
+    replica
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_quorums() {
     // Member 0 is a cluster of 3 shards with a replica each; members 1 and
@@ -216,25 +235,11 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     }
     // The holder's lock reached member 0 and node 1 only (node 2 never
     // heard of it, as where that request was lost): a client of those two.
-    let master_port = member0.nodes[shard].port;
-    let replica = member0.replica_of(master_port);
     let two = client(&urls[..2]).build().unwrap();
     let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
     assert!(member0.nodes[shard].get(&lost).is_some());
     assert_eq!(nodes.nodes[1].get(&lost), None);
-    // The shard's master dies; its replica takes over without the key, as
-    // an asynchronous replica that missed the write would.
-    member0.nodes[shard].kill();
-    let _: () = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .arg("TAKEOVER")
-        .query(&mut member0.nodes[replica].conn())
-        .unwrap();
-    member0.await_ok(|c| c.owner_index(&lost) == replica);
-    let _: i64 = redis::cmd("DEL")
-        .arg(&lost)
-        .query(&mut member0.nodes[replica].conn())
-        .unwrap();
+    fail_over_losing(&mut member0, shard, &lost);
     // With the check: the promoted shard's yes does not count; the lock
     // stays with its holder, whatever the tries.
     for _ in 0..20 {
@@ -273,6 +278,69 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
         second.is_some(),
         "without the check the promoted shard's yes hands the lock to a second holder"
     );
+    drop(held);
+}
+
+/// One more try at `resource` fails, member 0's yes to it set aside (a
+/// quarantined shard's).
+async fn assert_set_aside(redlock: &Redlock, resource: &str) {
+    let before = redlock.stats().nodes[0].quarantined_votes;
+    assert!(redlock.try_lock(resource, ms(10_000)).await.is_err());
+    let after = redlock.stats().nodes[0].quarantined_votes;
+    assert_eq!(after, before + 1, "member 0's yes was not set aside");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_moved_out_of_a_failed_over_shard_takes_its_loss_to_the_shard_that_took_it() {
+    // Member 0 is a cluster of 3 shards with a replica each; members 1 and
+    // 2 are standalone nodes.
+    let mut member0 = clusters(1, 3, 1).pop().unwrap();
+    let nodes = Cluster::start_undeclared(2, support::Persistence::Aof);
+    let urls = vec![member0.url(), nodes.nodes[0].url(), nodes.nodes[1].url()];
+    let _declared = declared(&urls).await;
+    let resources = spread(&member0, 3, 1);
+    let (lost, shard) = resources[0].clone();
+    let (there, to) = resources[1].clone();
+    // A client whose connections to both shards are made and checked
+    // before anything happens: only what it sees of the move can tell it.
+    let live = client(&urls).build().unwrap();
+    for r in [&lost, &there] {
+        let lock = live.try_lock(r, ms(1_000)).await.unwrap();
+        lock.release().await.unwrap();
+    }
+    // The holder's lock reached member 0 and node 1 only.
+    let two = client(&urls[..2]).build().unwrap();
+    let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
+    let replica = fail_over_losing(&mut member0, shard, &lost);
+    // The lost lock's slot moves to shard `to`: no key goes with it (the
+    // failover lost it), so nothing of the lock is left anywhere in
+    // member 0.
+    let slot = member0.slot(&lost);
+    tokio::task::block_in_place(|| member0.move_slot(slot, replica, to));
+    assert_eq!(member0.get(&lost), None);
+    // The live client: the shard that took the slot over does not count
+    // (it saw the slot move); the lock stays with its holder.
+    for _ in 0..20 {
+        assert!(live.try_lock(&lost, ms(10_000)).await.is_err());
+        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
+        tokio::time::sleep(ms(50)).await;
+    }
+    // Member 0's yes was set aside: on one more try, once more.
+    assert_set_aside(&live, &lost).await;
+    assert!(
+        matches!(live.node_trust().await[0], NodeTrust::Quarantined { .. }),
+        "{:?}",
+        live.node_trust().await
+    );
+    // A client made now, with no map before: the shard's own evidence
+    // (its epoch grew with the slot it took) keeps it out too.
+    let fresh = client(&urls).build().unwrap();
+    for _ in 0..20 {
+        assert!(fresh.try_lock(&lost, ms(10_000)).await.is_err());
+        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
+        tokio::time::sleep(ms(50)).await;
+    }
+    assert_set_aside(&fresh, &lost).await;
     drop(held);
 }
 

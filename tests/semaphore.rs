@@ -907,7 +907,7 @@ async fn a_waiter_hears_the_channel_again_after_its_connection_is_cut() {
     let cut: usize = c.nodes.iter().map(|n| n.kill_tracking_clients()).sum();
     assert!(cut >= 1, "b's notification connections");
     assert!(
-        wait_until(ms(3000), || subscribers(&c, line) == 1).await,
+        wait_until(ms(10_000), || subscribers(&c, line) == 1).await,
         "b hears the channel again"
     );
     let permit = handed_over(held, waiter).await;

@@ -51,6 +51,7 @@ pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u6
         run_id: "after".into(),
         uptime: 0,
         damage: Some(0),
+        epoch: 0,
         promoted: false,
         replid: "h".into(),
         durable: Some(kind != Restart::Empty),

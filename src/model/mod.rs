@@ -22,6 +22,8 @@ mod pin;
 mod rwlock;
 mod semaphore;
 mod semaphore_state;
+mod shards;
+mod shards_state;
 
 use std::fmt::Debug;
 use std::hash::Hash;

@@ -17,7 +17,7 @@
 //! |---|---|---|
 //! | `INFO` refused | now | nothing about the node can be told |
 //! | something unreadable at our marker's key | now | our evidence was overwritten |
-//! | our marker names this process, but keys were dropped since it was written (damage count grew or was reset), or its replication history changed (a promotion), or the loss it records lies in the future | now | lost at an unknown moment up to now |
+//! | our marker names this process, but keys were dropped since it was written (damage count grew or was reset), or, on a Redis Cluster's shard, it took slots over (its epoch grew), or its replication history changed (a promotion), or the loss it records lies in the future | now | lost at an unknown moment up to now |
 //! | our marker names this process, and this client saw another process there before | start (0) | a restart this client saw: the process may lack what the one before it had |
 //! | our marker names this process, otherwise | as recorded | the marker is the process's history |
 //! | another process's marker, replica promoted | now | it lacks what replication had not copied at an unknown moment |
@@ -76,6 +76,9 @@ pub(crate) enum Cause {
     Unmarked,
     /// An earlier client found one of the above (the marker says so).
     Marked,
+    /// A shard of a Redis Cluster took slots over from another shard,
+    /// whose keys may have lost writes there (see `shard_rules.rs`).
+    Received,
 }
 
 impl Cause {
@@ -91,6 +94,7 @@ impl Cause {
             Cause::Restarted => "restarted",
             Cause::Unmarked => "unmarked",
             Cause::Marked => "marked",
+            Cause::Received => "received",
         }
     }
 
@@ -111,6 +115,10 @@ impl Cause {
                  (for nodes you know are new, not wiped: `redquorum init`)"
             }
             Cause::Marked => "may have lost writes (found by another client)",
+            Cause::Received => {
+                "took slots over from another shard, and writes lost there (a failover) \
+                 moved with them"
+            }
         }
     }
 }
@@ -154,7 +162,7 @@ pub(crate) fn assess(probe: &Probe, seen: &Memory, quarantine: u64) -> Assessmen
             }) if *run == probe.run_id => {
                 if loss.is_some_and(|l| l > now) {
                     (Some(now), Some(Cause::Corrupt))
-                } else if probe.damage != Some(damage.unwrap_or(0)) {
+                } else if probe.seen() != Some(damage.unwrap_or(0)) {
                     (Some(now), Some(Cause::Dropped))
                 } else if repl.as_ref().is_some_and(|r| *r != probe.replid) {
                     (Some(now), Some(Cause::Promoted))
@@ -229,6 +237,9 @@ pub(crate) struct TrustState {
     left_logged: bool,
     /// Whether the quarantine on now is (also) for a clock that ran ahead.
     pub(crate) clock_ahead: bool,
+    /// Whether the process took slots over from another shard (see
+    /// [`Trust::slots_received`]).
+    pub(crate) received: bool,
 }
 
 impl Trust {
@@ -256,22 +267,27 @@ impl Trust {
             .flatten();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let new = until.is_some() && (st.until.is_none_or(|u| u < at) || st.run_id != probe.run_id);
-        // A quarantine for a clock that ran ahead outlasts a reconnection.
-        let clock = st.until.filter(|u| st.clock_ahead && *u > at);
-        st.clock_ahead = clock.is_some();
+        // A quarantine for a clock that ran ahead outlasts a reconnection,
+        // as one for slots taken over does while the process is the same
+        // (or was not known yet: no connection had been made).
+        let same = st.run_id.is_empty() || st.run_id == probe.run_id;
+        st.received &= same;
+        let clock = st
+            .until
+            .filter(|u| (st.clock_ahead || st.received) && *u > at);
+        st.clock_ahead &= clock.is_some();
         let until_all = until.max(clock);
         st.probed = true;
         st.run_id.clone_from(&probe.run_id);
         st.marked = marked;
         st.last = Some(probe.clone());
-        st.cause = verdict.cause;
+        st.cause = verdict.cause.or(st.received.then_some(Cause::Received));
         if until_all.is_some() {
             st.until = until_all;
             st.left_logged = false;
         }
         self.active.store(until_all.is_some(), Ordering::Release);
-        self.suspect
-            .store(verdict.cause.is_some(), Ordering::Release);
+        self.suspect.store(st.cause.is_some(), Ordering::Release);
         drop(st);
         match (new, until, verdict.cause) {
             (true, Some(u), Some(cause)) => Some((u - at, cause)),
@@ -298,6 +314,7 @@ impl Trust {
         }
         st.marked = true;
         st.cause = None;
+        st.received = false;
         st.until = None;
         self.active.store(false, Ordering::Release);
         self.suspect.store(false, Ordering::Release);
@@ -333,6 +350,25 @@ impl Trust {
         }
         st.clock_ahead = true;
         self.active.store(true, Ordering::Release);
+    }
+
+    /// The shard took slots over from another (see `shard_rules.rs`): out
+    /// of lock quorums until `until` at least, and suspect for counters
+    /// while its process lives (or until declared new). Whether this
+    /// starts a quarantine that was not on.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn slots_received(&self, until: Instant) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = st.until.is_none_or(|u| u < Instant::now());
+        if st.until.is_none_or(|u| u < until) {
+            st.until = Some(until);
+            st.left_logged = false;
+        }
+        st.received = true;
+        st.cause = st.cause.or(Some(Cause::Received));
+        self.active.store(true, Ordering::Release);
+        self.suspect.store(true, Ordering::Release);
+        new
     }
 
     /// The process of a node that may have lost writes (empty if `INFO`
@@ -445,6 +481,7 @@ mod tests {
             run_id: run_id.into(),
             uptime,
             damage: Some(0),
+            epoch: 0,
             promoted: false,
             replid: "h".into(),
             durable: Some(true),

@@ -57,6 +57,13 @@ impl Call {
         }
     }
 
+    /// The link the request went to (`None` for a request to a member
+    /// that is a Redis Cluster made before its slot map was read, or one
+    /// that failed before it was sent).
+    pub(crate) fn link(&self) -> Option<&Arc<Link>> {
+        self.link.as_ref()
+    }
+
     /// The node missed the round's deadline: marks it unresponsive (and
     /// tells a shard's member, which reads its slot map again).
     pub(crate) fn unresponsive(&self) {

@@ -9,7 +9,18 @@
 //!   promoted in its master's place keeps set to the old master's history.
 //! * `INFO stats` and `INFO commandstats`: keys evicted and `FLUSHALL`,
 //!   `FLUSHDB` and `SWAPDB` calls in this process, added up as its
-//!   *damage*: each may have dropped keys of ours.
+//!   *damage*: each may have dropped keys of ours. So do `RESTORE-ASKING`
+//!   calls, the keys a Redis Cluster shard took in with slots moved to it
+//!   (a reshard): they come as the shard they left held them, and that
+//!   shard may have lost writes (a failover just before the move).
+//! * `CLUSTER INFO` (a Redis Cluster's shard; refused elsewhere, and then
+//!   nothing): `cluster_my_epoch`, the shard's configuration epoch, added
+//!   to the damage in what our marker records (it does not start at 0 with
+//!   a process, so it is not damage since the start). It grows when the shard takes slots over: a replica
+//!   promoted, or slots moved to it (unless its epoch was the cluster's
+//!   greatest already, which a failover elsewhere never leaves it). So a
+//!   shard that took over a slot whose lock a failover lost shows it even
+//!   where no key moved.
 //! * `CONFIG GET appendonly` and `appendfsync`: what the node *would* keep
 //!   across a crash. Reported, never trusted: a new disk, a recreated
 //!   container or an old backup break it silently.
@@ -64,6 +75,9 @@ pub(crate) struct Probe {
     /// Keys evicted plus flushes and swaps in this process; `None` where
     /// the counts could not be read.
     pub(crate) damage: Option<u64>,
+    /// A Redis Cluster shard's configuration epoch (0 elsewhere): it grows
+    /// when the shard takes slots over.
+    pub(crate) epoch: u64,
     /// A replica promoted in its master's place, whose data is the old
     /// master's as far as replication had got.
     pub(crate) promoted: bool,
@@ -76,6 +90,14 @@ pub(crate) struct Probe {
     pub(crate) durable: Option<bool>,
     /// Our marker, if any.
     pub(crate) marker: Option<Marker>,
+}
+
+impl Probe {
+    /// What our marker's `seen` records: the damage count plus the
+    /// shard's epoch, so that either growing shows.
+    pub(crate) fn seen(&self) -> Option<u64> {
+        self.damage.and_then(|d| d.checked_add(self.epoch))
+    }
 }
 
 /// The commands of a probe, in the order [`read_probe`] reads them; our
@@ -91,11 +113,12 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
     pipe.cmd("HMGET")
         .arg(marker)
         .arg(&["run", "loss", "seen", "repl"]);
+    pipe.cmd("CLUSTER").arg("INFO");
     pipe
 }
 
 /// How many replies [`probe_pipeline`] gets.
-pub(crate) const PROBE_REPLIES: usize = 7;
+pub(crate) const PROBE_REPLIES: usize = 8;
 
 /// Reads the probe's replies.
 pub(crate) fn read_probe(replies: &[Value]) -> Probe {
@@ -115,6 +138,9 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
     let replid = info_field(&replication, "master_replid")
         .unwrap_or_default()
         .to_owned();
+    let epoch = info_field(&text(7), "cluster_my_epoch")
+        .and_then(|e| e.parse::<u64>().ok())
+        .unwrap_or(0);
     let damage = damage(&stats, &commands);
     let aof = replies.get(4).and_then(config_value);
     let fsync = replies.get(5).and_then(config_value);
@@ -127,6 +153,7 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         run_id,
         uptime,
         damage,
+        epoch,
         promoted,
         replid,
         durable,
@@ -134,13 +161,14 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
     }
 }
 
-/// Evicted keys plus the calls that drop or swap whole databases, or
-/// `None` if `INFO stats` could not be read. A command never called has no
+/// Evicted keys plus the calls that drop or swap whole databases or take
+/// keys in from another shard, or `None` if `INFO stats` could not be
+/// read. A command never called has no
 /// line in `INFO commandstats`.
 fn damage(stats: &str, commands: &str) -> Option<u64> {
     let evicted: u64 = info_field(stats, "evicted_keys")?.parse().ok()?;
     let mut total = evicted;
-    for cmd in ["flushall", "flushdb", "swapdb"] {
+    for cmd in ["flushall", "flushdb", "swapdb", "restore-asking"] {
         let Some(line) = info_field(commands, &format!("cmdstat_{cmd}")) else {
             continue;
         };
@@ -241,7 +269,7 @@ pub(crate) fn marker_update(
         .arg(found_loss)
         .arg(&probe.run_id)
         .arg(loss.map_or("-".to_owned(), |l| l.to_string()))
-        .arg(probe.damage.unwrap_or(0))
+        .arg(probe.seen().unwrap_or(0))
         .arg(&probe.replid)
         .arg(why);
     cmd
@@ -250,7 +278,7 @@ pub(crate) fn marker_update(
 /// Whether `found` is already the marker `probe` calls for.
 pub(crate) fn marker_is(found: Option<&Marker>, probe: &Probe, loss: Option<u64>) -> bool {
     matches!(found, Some(Marker::Found { run, loss: l, seen, repl })
-        if *run == probe.run_id && *l == loss && *seen == probe.damage
+        if *run == probe.run_id && *l == loss && *seen == probe.seen()
             && repl.as_deref() == Some(probe.replid.as_str()))
 }
 
@@ -280,7 +308,7 @@ mod tests {
              cmdstat_flushall:calls=3,usec=10,usec_per_call=3.3\r\n",
         );
         let marker = Value::Array(vec![bulk("abc"), bulk("3"), bulk("4"), bulk("1234")]);
-        let p = read_probe(&[
+        let mut replies = vec![
             server.clone(),
             replication,
             stats.clone(),
@@ -288,7 +316,19 @@ mod tests {
             pair("appendonly", "yes"),
             pair("appendfsync", "always"),
             marker,
-        ]);
+            bulk("cluster_state:ok\r\ncluster_current_epoch:9\r\ncluster_my_epoch:6\r\n"),
+        ];
+        // A shard of a cluster: its epoch adds to what the marker records.
+        let shard = read_probe(&replies);
+        assert_eq!(
+            (shard.damage, shard.epoch, shard.seen()),
+            (Some(5), 6, Some(11))
+        );
+        // A node outside a cluster refuses CLUSTER INFO: nothing added.
+        let disabled =
+            redis::parse_redis_value(b"-ERR This instance has cluster support disabled\r\n");
+        replies[7] = disabled.unwrap();
+        let p = read_probe(&replies);
         let found = Marker::Found {
             run: "abc".into(),
             loss: Some(3),
@@ -301,6 +341,7 @@ mod tests {
                 run_id: "abc".into(),
                 uptime: 42,
                 damage: Some(5),
+                epoch: 0,
                 promoted: false,
                 replid: "1234".into(),
                 durable: Some(true),
@@ -354,10 +395,11 @@ mod tests {
     }
 
     #[test]
-    fn damage_adds_evictions_flushes_and_swaps() {
+    fn damage_adds_evictions_flushes_swaps_and_imports() {
         let stats = "evicted_keys:1\r\n";
-        let cmds = "cmdstat_flushdb:calls=2,usec=1\r\ncmdstat_swapdb:calls=4,usec=1\r\n";
-        assert_eq!(damage(stats, cmds), Some(7));
+        let cmds = "cmdstat_flushdb:calls=2,usec=1\r\ncmdstat_swapdb:calls=4,usec=1\r\n\
+                    cmdstat_restore-asking:calls=10,usec=1\r\n";
+        assert_eq!(damage(stats, cmds), Some(17));
         assert_eq!(damage(stats, ""), Some(1));
         assert_eq!(damage("", cmds), None);
     }

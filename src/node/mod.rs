@@ -23,6 +23,7 @@ pub(crate) mod push;
 pub(crate) mod queue;
 pub(crate) mod request;
 pub(crate) mod scriptcache;
+pub(crate) mod shard_rules;
 #[cfg(feature = "cluster")]
 pub(crate) mod shards;
 pub(crate) mod slot;
@@ -39,6 +40,7 @@ use crate::node::call::Call;
 use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
+use crate::node::shard_rules::{judges, Judges};
 
 /// `(host, port)` as an address with the settings of `like` (TLS or not):
 /// a shard or seed of a member that is a Redis Cluster.
@@ -164,21 +166,20 @@ impl Node {
         }
     }
 
-    /// `f` of the link `req` goes to now (`None`: not known yet).
-    fn with_link_of<R>(&self, req: &Request, f: impl FnOnce(Option<&Arc<Link>>) -> R) -> R {
+    /// `f` of the member's current links: its node's, or those of the
+    /// shards its slot map names now.
+    fn with_current_links<R>(&self, f: impl FnOnce(&[Arc<Link>]) -> R) -> R {
         match &self.route {
-            Route::One(link) => {
-                let _ = req;
-                f(Some(link))
-            }
+            Route::One(link) => f(std::slice::from_ref(link)),
             #[cfg(feature = "cluster")]
-            Route::Cluster(shards) => f(shards.link_for(req.slot()).as_ref()),
+            Route::Cluster(shards) => f(&shards.current()),
         }
     }
 
-    /// Whether the node (every shard seen) answered its last request.
+    /// Whether the node (every shard the slot map names) answered its last
+    /// request.
     pub(crate) fn is_healthy(&self) -> bool {
-        self.with_links(|ls| ls.iter().all(|l| l.healthy.load(Ordering::Relaxed)))
+        self.with_current_links(|ls| ls.iter().all(|l| l.healthy.load(Ordering::Relaxed)))
     }
 
     /// Whether the node's connection (any shard's) was (re)made after
@@ -195,14 +196,13 @@ impl Node {
         self.with_links(|ls| ls.iter().filter_map(|l| self.quarantine_of(l, now)).max())
     }
 
-    /// [`Node::quarantined`] for the shard `req` goes to (the node's own,
-    /// for a member that is one node; every shard's while a cluster's map
-    /// is not known).
-    pub(crate) fn quarantined_for(&self, req: &Request, now: Instant) -> Option<Instant> {
-        self.with_link_of(req, |link| match link {
-            Some(link) => self.quarantine_of(link, now),
-            None => self.quarantined(now),
-        })
+    /// [`Node::quarantined`] for a reply that came over `via` (the link
+    /// its request went to; see [`judges`]).
+    pub(crate) fn quarantined_via(&self, via: Option<&Arc<Link>>, now: Instant) -> Option<Instant> {
+        match judges(via) {
+            Judges::Sent(link) => self.quarantine_of(link, now),
+            Judges::Every => self.quarantined(now),
+        }
     }
 
     /// `link`'s quarantine at `now`; logs its end once.
@@ -220,14 +220,15 @@ impl Node {
     }
 
     /// What the connection checks found (see [`amnesia`]): for a cluster,
-    /// a quarantined shard's, else the first shard's.
+    /// a quarantined current shard's (one that was checked first), else a
+    /// checked one's.
     pub(crate) fn trust(&self) -> TrustState {
         let now = Instant::now();
-        self.with_links(|ls| {
+        self.with_current_links(|ls| {
             ls.iter()
-                .find(|l| l.trust.quarantined(now).0.is_some())
-                .or(ls.first())
-                .map(|l| l.trust.snapshot())
+                .map(|l| (l.trust.quarantined(now).0.is_some(), l.trust.snapshot()))
+                .max_by_key(|(quarantined, t)| (*quarantined, t.probed))
+                .map(|(_, t)| t)
                 .unwrap_or_default()
         })
     }
@@ -322,17 +323,17 @@ impl Node {
     }
 
     /// The process of the node that may have lost writes (see
-    /// [`amnesia::Trust::suspect_run_id`]) where `req` goes; `None` if it
-    /// is trusted.
-    pub(crate) fn suspect_run_id_for(&self, req: &Request) -> Option<String> {
-        self.with_link_of(req, |link| match link {
-            Some(link) => link.trust.suspect_run_id(),
-            // Not known where it went: suspect, under no process a stamp
-            // could name.
-            None => self
+    /// [`amnesia::Trust::suspect_run_id`]) that a reply over `via` came
+    /// from (see [`judges`]); `None` if it is trusted.
+    pub(crate) fn suspect_run_id_via(&self, via: Option<&Arc<Link>>) -> Option<String> {
+        match judges(via) {
+            Judges::Sent(link) => link.trust.suspect_run_id(),
+            // Not known which shard answered: suspect if any is, under no
+            // process a stamp could name.
+            Judges::Every => self
                 .with_links(|ls| ls.iter().any(|l| l.trust.suspect_run_id().is_some()))
                 .then(String::new),
-        })
+        }
     }
 
     /// Sends `req`: the request is handed to the connection (or queued for

@@ -27,11 +27,12 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::keys::tag_for_slot;
-use crate::node::amnesia::AmnesiaCheck;
+use crate::node::amnesia::{AmnesiaCheck, Cause};
 use crate::node::call::Call;
 use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
+use crate::node::shard_rules::received;
 
 /// Hash slots in a Redis Cluster.
 const SLOTS: usize = 16384;
@@ -181,9 +182,15 @@ impl Shards {
             .collect()
     }
 
-    /// The link of the shard serving `slot` now, if the map is known.
-    pub(crate) fn link_for(&self, slot: Option<u16>) -> Option<Arc<Link>> {
-        self.state().map.as_ref()?.route(slot).cloned()
+    /// The links of the shards the slot map names now (every shard seen
+    /// while no map was read): an old master left behind by a failover is
+    /// not one of the member's shards any more.
+    pub(crate) fn current(&self) -> Vec<Arc<Link>> {
+        let st = self.state();
+        match &st.map {
+            Some(map) => map.links.clone(),
+            None => st.links.values().map(|(_, l)| Arc::clone(l)).collect(),
+        }
     }
 
     /// Reads the slot map again soon: at once unless a read is under way
@@ -295,7 +302,47 @@ impl Shards {
                 owner[usize::from(slot)] = at;
             }
         }
-        Arc::new(SlotMap { owner, links })
+        let map = SlotMap { owner, links };
+        self.distrust_receivers(st.map.as_deref(), &map);
+        Arc::new(map)
+    }
+
+    /// Takes the slots that moved between the map `before` (`None`: a
+    /// first read) and the map `after` as lost writes where they went (see
+    /// [`received`]), unless lost writes are not checked for.
+    fn distrust_receivers(&self, before: Option<&SlotMap>, after: &SlotMap) {
+        let Some(check) = &self.settings.amnesia else {
+            return;
+        };
+        let id = |link: Option<&Arc<Link>>| link.map(Arc::as_ptr);
+        let mut taken: Vec<*const Link> = Vec::new();
+        for slot in 0..SLOTS as u16 {
+            let was = before.map(|m| id(m.route(Some(slot))));
+            if let Some(link) = received(was, id(after.route(Some(slot)))) {
+                if !taken.contains(&link) {
+                    taken.push(link);
+                }
+            }
+        }
+        let quarantine = Duration::from_secs(check.quarantine_secs);
+        let until = std::time::Instant::now() + quarantine;
+        for link in after
+            .links
+            .iter()
+            .filter(|l| taken.contains(&Arc::as_ptr(l)))
+        {
+            if link.trust.slots_received(until) {
+                tracing::warn!(
+                    node = self.index,
+                    "a shard of node {} ({}) {}: it does not count toward a lock quorum for {}s, \
+                     until no lock it may lack can still be valid",
+                    self.index,
+                    link.addr(),
+                    Cause::Received.describe(),
+                    quarantine.as_secs()
+                );
+            }
+        }
     }
 
     /// A link to the master at `addr`, whose marker is in slot `slot`

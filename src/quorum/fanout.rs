@@ -14,6 +14,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::NodeErrorKind;
 use crate::node::call::Call;
+use crate::node::link::Link;
 use crate::node::request::{failure_of, Request};
 use crate::node::Node;
 use crate::quorum::background::Background;
@@ -76,9 +77,34 @@ impl<'a> Fanout<'a> {
         }
     }
 
-    /// The request sent.
-    pub(crate) fn request(&self) -> &Request {
-        &self.req
+    /// The end of node `i`'s quarantine, if the node (the shard, on a
+    /// member that is a Redis Cluster) its request went to is in one at
+    /// `now`.
+    pub(crate) fn quarantined(
+        &self,
+        i: usize,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        self.node(i)?.quarantined_via(self.via(i), now)
+    }
+
+    /// The process that may have lost writes where node `i`'s request went
+    /// (see [`Node::suspect_run_id_via`]); `None` if it is trusted.
+    pub(crate) fn suspect_run_id(&self, i: usize) -> Option<String> {
+        self.node(i)?.suspect_run_id_via(self.via(i))
+    }
+
+    /// Node `i`.
+    fn node(&self, i: usize) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.index == i)
+    }
+
+    /// The link node `i`'s request went to, if known.
+    fn via(&self, i: usize) -> Option<&Arc<Link>> {
+        self.calls
+            .iter()
+            .find(|(j, _)| *j == i)
+            .and_then(|(_, call)| call.link())
     }
 
     /// The next reply, or a timeout for a node that missed the deadline, or

@@ -289,14 +289,41 @@ impl Quorum {
             .await
     }
 
+    /// [`Quorum::vote_until`] whose `classify` also sees the fan-out (to
+    /// ask where a reply came from).
+    pub(crate) async fn vote_until_via(
+        &self,
+        req: &Arc<Request>,
+        what: &'static str,
+        counts: Counts,
+        classify: impl FnMut(usize, &Value, &Fanout<'_>) -> Option<bool>,
+        done: impl Fn(&Tally, &Fanout<'_>) -> bool,
+    ) -> (Tally, Fanout<'_>) {
+        self.count_via(self.fanout(req, self.all()), what, counts, classify, done)
+            .await
+    }
+
     /// Counts the votes of a fan-out to every node already started (see
     /// [`Quorum::vote_until`]).
     pub(crate) async fn count<'a>(
         &'a self,
-        mut fan: Fanout<'a>,
+        fan: Fanout<'a>,
         what: &'static str,
         counts: Counts,
         mut classify: impl FnMut(usize, &Value) -> Option<bool>,
+        done: impl Fn(&Tally, &Fanout<'_>) -> bool,
+    ) -> (Tally, Fanout<'a>) {
+        self.count_via(fan, what, counts, |i, v, _| classify(i, v), done)
+            .await
+    }
+
+    /// [`Quorum::count`] whose `classify` also sees the fan-out.
+    pub(crate) async fn count_via<'a>(
+        &'a self,
+        mut fan: Fanout<'a>,
+        what: &'static str,
+        counts: Counts,
+        mut classify: impl FnMut(usize, &Value, &Fanout<'_>) -> Option<bool>,
         done: impl Fn(&Tally, &Fanout<'_>) -> bool,
     ) -> (Tally, Fanout<'a>) {
         let n = self.nodes.len();
@@ -304,7 +331,7 @@ impl Quorum {
         let started = fan.started();
         let mut summary = NodeSummary::for_current_span(n);
         while let Some((i, reply)) = fan.next().await {
-            let vote = match reply.map(|v| classify(i, &v)) {
+            let vote = match reply.map(|v| classify(i, &v, &fan)) {
                 Ok(Some(true)) => Vote::Yes,
                 Ok(Some(false)) => Vote::No,
                 Ok(None) => Vote::Failed(NodeErrorKind::UnexpectedReply),
@@ -312,7 +339,7 @@ impl Quorum {
             };
             let node = &self.nodes[i];
             let vote = match vote {
-                Vote::Yes if counts == Counts::Trusted => trusted_yes(node, fan.request()),
+                Vote::Yes if counts == Counts::Trusted => trusted_yes(node, &fan, i),
                 vote => vote,
             };
             log_vote(node, what, &vote);
@@ -375,11 +402,11 @@ impl NodeSummary {
     }
 }
 
-/// A lock round's yes from `node` to `req`: a failure while the node (the
-/// shard `req` went to, on a cluster) is quarantined.
-fn trusted_yes(node: &Node, req: &Request) -> Vote {
+/// A lock round's yes from `node` (number `i` of `fan`): a failure while
+/// the node (the shard the request went to, on a cluster) is quarantined.
+fn trusted_yes(node: &Node, fan: &Fanout<'_>, i: usize) -> Vote {
     let now = std::time::Instant::now();
-    match node.quarantined_for(req, now) {
+    match fan.quarantined(i, now) {
         None => Vote::Yes,
         Some(until) => Vote::Failed(NodeErrorKind::Quarantined {
             remaining: until.saturating_duration_since(now),

@@ -1094,7 +1094,11 @@ impl ShardedCluster {
 
     /// The position in `nodes` of the node that serves `key`'s slot now.
     pub fn owner_index(&self, key: &str) -> usize {
-        let slot = self.slot(key);
+        self.slot_owner(self.slot(key))
+    }
+
+    /// The position in `nodes` of the node that serves `slot` now.
+    pub fn slot_owner(&self, slot: u16) -> usize {
         let mut conn = self.any();
         let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
             .arg("SLOTS")
@@ -1135,22 +1139,68 @@ impl ShardedCluster {
     /// (positions in `nodes`) with `redis-cli --cluster reshard`, keys and
     /// all, while the cluster serves; returns when done.
     pub fn reshard(&self, from: usize, to: usize, slots: usize) {
-        let id = |i: usize| -> String {
-            redis::cmd("CLUSTER")
-                .arg("MYID")
-                .query(&mut self.nodes[i].conn())
-                .expect("CLUSTER MYID")
-        };
         let args = [
             format!("127.0.0.1:{}", self.nodes[from].port),
             "--cluster-from".into(),
-            id(from),
+            self.id(from),
             "--cluster-to".into(),
-            id(to),
+            self.id(to),
             "--cluster-slots".into(),
             slots.to_string(),
         ];
         redis_cli_cluster("reshard", &args);
+    }
+
+    /// The cluster's name for the node at `i` in `nodes`.
+    fn id(&self, i: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[i].conn())
+            .expect("CLUSTER MYID")
+    }
+
+    /// Moves `slot` from the master `from` to the master `to` (positions
+    /// in `nodes`) as `redis-cli --cluster reshard` moves each slot: `to`
+    /// importing, `from` migrating, its keys sent with `MIGRATE`, then the
+    /// slot given to `to`; returns once the cluster says so.
+    pub fn move_slot(&self, slot: u16, from: usize, to: usize) {
+        let (from_id, to_id) = (self.id(from), self.id(to));
+        let (mut src, mut dst) = (self.nodes[from].conn(), self.nodes[to].conn());
+        let setslot = |conn: &mut redis::Connection, how: &str, id: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id)
+                .query(conn)
+                .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {how}: {e}"));
+        };
+        setslot(&mut dst, "IMPORTING", &from_id);
+        setslot(&mut src, "MIGRATING", &to_id);
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut src)
+                .expect("CLUSTER GETKEYSINSLOT");
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.nodes[to].port)
+                .arg("")
+                .arg(0)
+                .arg(5_000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut src)
+                .expect("MIGRATE");
+        }
+        setslot(&mut dst, "NODE", &to_id);
+        setslot(&mut src, "NODE", &to_id);
+        self.await_ok(|c| c.slot_owner(slot) == to);
     }
 
     /// The position in `nodes` of the replica of the master at `port`, by
