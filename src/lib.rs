@@ -183,6 +183,8 @@
 //   node/channels.rs    The channels one notification connection hears.
 //   node/watch.rs       A node's notification connection (client tracking,
 //                       channels): tells waiters when a lock key changes.
+//   node/watches.rs     A member's notification connections: a cluster's
+//                       per shard, picked by the key's slot.
 //   node/shard_rules.rs Whose trust a cluster member's yes rests on (the
 //                       shard it came from; a slot's new shard), pure.
 //   node/shards.rs      A member that is a Redis Cluster (feature `cluster`):

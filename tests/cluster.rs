@@ -167,6 +167,43 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_the_shard_that_holds_its_key_on_every_shard() {
+    let members = clusters(3, 3, 0);
+    let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
+    let a = declared(&urls).await;
+    // The waiter never polls within the test: only the nodes' news can
+    // wake it (or the held locks' TTL, a minute away).
+    let b = client(&urls).wait_cap(ms(60_000)).build().unwrap();
+    for (name, shard) in spread(&members[0], 3, 1) {
+        let held = a.try_lock(&name, ms(60_000)).await.unwrap();
+        let waiter = {
+            let (b, name) = (b.clone(), name.clone());
+            tokio::spawn(async move { b.lock_timeout(&name, ms(10_000), ms(30_000)).await })
+        };
+        // Released once the waiter is in line on every member.
+        let deadline = tokio::time::Instant::now() + ms(10_000);
+        while a.inspect(&name).await.unwrap().waiting < 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the waiter never lined up"
+            );
+            tokio::time::sleep(ms(10)).await;
+        }
+        let before = b.stats();
+        held.release().await.unwrap();
+        let taken = waiter.await.unwrap();
+        let taken = taken.unwrap_or_else(|e| panic!("shard {shard}: {e}"));
+        let after = b.stats();
+        assert!(
+            after.woken_by_notification > before.woken_by_notification,
+            "shard {shard}: woken by {after:?}"
+        );
+        assert_eq!(after.woken_by_cap, before.woken_by_cap, "shard {shard}");
+        taken.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
     let mut members = clusters(3, 3, 0);
     let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();

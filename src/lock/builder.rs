@@ -317,8 +317,8 @@ impl RedlockBuilder {
                     info.addr()
                 )));
             }
-            watched.push(client.clone());
-            nodes.push(match seeds {
+            let watch_client = client.clone();
+            let node = match seeds {
                 #[cfg(feature = "cluster")]
                 Some(seeds) => Node::cluster(
                     index,
@@ -338,7 +338,9 @@ impl RedlockBuilder {
                     amnesia.clone(),
                     (c.drift_factor, &clock_news),
                 ),
-            });
+            };
+            watched.push((watch_client, node.watch_route()));
+            nodes.push(node);
         }
         match nodes.len() {
             1 => tracing::warn!(

@@ -28,6 +28,7 @@ pub(crate) mod shard_rules;
 pub(crate) mod shards;
 pub(crate) mod slot;
 pub(crate) mod watch;
+pub(crate) mod watches;
 pub(crate) mod wire;
 
 use std::fmt;
@@ -148,6 +149,22 @@ impl Node {
                 seeds.first().map(ToString::to_string).unwrap_or_default()
             ),
             route: Route::Cluster(shards::Shards::new(index, info, seeds, settings)),
+        }
+    }
+
+    /// For a member that is a Redis Cluster, where each key is served now
+    /// (its notification connections follow it: `watches.rs`).
+    pub(crate) fn watch_route(&self) -> Option<watches::Route> {
+        match &self.route {
+            Route::One(_) => None,
+            #[cfg(feature = "cluster")]
+            Route::Cluster(shards) => {
+                let shards = Arc::downgrade(shards);
+                Some(Arc::new(move |key: &str| {
+                    let slot = crate::keys::key_slot(key.as_bytes());
+                    shards.upgrade()?.master_of(slot)
+                }))
+            }
         }
     }
 

@@ -182,6 +182,12 @@ impl Shards {
             .collect()
     }
 
+    /// The address of the master serving `slot` now, if the map is known.
+    pub(crate) fn master_of(&self, slot: u16) -> Option<ConnectionAddr> {
+        let st = self.state();
+        Some(st.map.as_ref()?.route(Some(slot))?.addr().clone())
+    }
+
     /// The links of the shards the slot map names now (every shard seen
     /// while no map was read): an old master left behind by a failover is
     /// not one of the member's shards any more.

@@ -35,6 +35,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::node::watch::{Heard, Sink, Watch};
+use crate::node::watches::{Route, Watches};
 use crate::quorum::tally::{node_bit, nodes_where, NodeSet};
 use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;
@@ -48,9 +49,9 @@ use crate::wait::signal::{Keys, Signal};
 pub(crate) struct Waiting {
     /// Lines of this client's waiters, by key.
     pub(crate) queues: Arc<Queues>,
-    /// One notification connection per node; empty when notifications are
+    /// Each node's notification connections; empty when notifications are
     /// off.
-    watches: Vec<Watch>,
+    watches: Vec<Watches>,
     /// Longest sleep between attempts without news.
     cap: Duration,
     /// Longest sleep while too few nodes could tell news (their
@@ -67,13 +68,14 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
-    /// Waiting over the nodes `clients` point at: with notification
+    /// Waiting over the nodes `clients` point at (with, for a member that
+    /// is a Redis Cluster, where its keys are served): with notification
     /// connections (opened within `connect_timeout`, each read bounded by
     /// the node `timeout`) if `notify`, sleeping at most `cap` between
     /// attempts.
     pub(crate) fn new(
         telemetry: &Arc<Telemetry>,
-        clients: &[redis::Client],
+        clients: &[(redis::Client, Option<Route>)],
         connect_timeout: Duration,
         timeout: Duration,
         cap: Duration,
@@ -102,7 +104,10 @@ impl Waiting {
             clients
                 .iter()
                 .enumerate()
-                .map(|(i, c)| Watch::new(i, c, connect_timeout, timeout, Arc::clone(&sink)))
+                .map(|(i, (c, route))| {
+                    let timeouts = (connect_timeout, timeout);
+                    Watches::new(i, (c, route.clone()), timeouts, Arc::clone(&sink))
+                })
                 .collect()
         } else {
             Vec::new()
@@ -135,11 +140,11 @@ impl Waiting {
 
     /// Whether node `i`'s notification connection is open now.
     pub(crate) fn notifying(&self, i: usize) -> bool {
-        self.watches.get(i).is_some_and(Watch::connected)
+        self.watches.get(i).is_some_and(|w| w.connected())
     }
 
     /// The notification connections of `nodes`.
-    fn watches_in(&self, nodes: NodeSet) -> impl Iterator<Item = &Watch> {
+    fn watches_in(&self, nodes: NodeSet) -> impl Iterator<Item = &Watches> {
         self.watches
             .iter()
             .filter(move |w| nodes & node_bit(w.index()) != 0)
@@ -151,7 +156,7 @@ impl Waiting {
     /// read that finds no key reports it to `signal` for `round`.
     pub(crate) fn arm(&self, key: &str, nodes: NodeSet, signal: &Arc<Signal>, round: u64) {
         for watch in self.watches_in(nodes) {
-            let (watch, key, signal) = (watch.clone(), key.to_owned(), Arc::clone(signal));
+            let (watch, key, signal) = (watch.for_key(key), key.to_owned(), Arc::clone(signal));
             tokio::spawn(async move { read_key(&watch, &key, &signal, round).await });
         }
     }
@@ -169,7 +174,7 @@ impl Waiting {
         round: u64,
     ) {
         for watch in self.watches_in(nodes) {
-            let (watch, signal) = (watch.clone(), Arc::clone(signal));
+            let (watch, signal) = (watch.for_key(key), Arc::clone(signal));
             let names = (key.to_owned(), queue.to_owned(), me.to_owned());
             tokio::spawn(async move { read_ahead(&watch, &names, &signal, round).await });
         }
@@ -208,7 +213,7 @@ impl Waiting {
                 Err(_) => {
                     signal.keys_heard(Keys::Always);
                     for key in keys {
-                        read_key(&watch, &key, &signal, round).await;
+                        read_key(&watch.for_key(&key), &key, &signal, round).await;
                     }
                 }
             }
@@ -420,8 +425,13 @@ mod tests {
     /// Waiting over `n` nodes nobody listens on (no connection is made).
     fn waiting(n: usize) -> Waiting {
         let telemetry = Arc::new(Telemetry::new(n, None));
-        let clients: Vec<redis::Client> = (0..n)
-            .map(|_| redis::Client::open("redis://127.0.0.1:1").expect("url"))
+        let clients: Vec<(redis::Client, Option<Route>)> = (0..n)
+            .map(|_| {
+                (
+                    redis::Client::open("redis://127.0.0.1:1").expect("url"),
+                    None,
+                )
+            })
             .collect();
         let d = Duration::from_millis(100);
         Waiting::new(&telemetry, &clients, d, d, d, true)
