@@ -7,7 +7,9 @@
 //! die), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
 //! leadership), `keep.rs` (a lock held with no command), `clockrate.rs`
-//! (a node clock's rate from three readings, for `status`), then one file per
+//! (a node clock's rate from three readings, for `status`), `nodecheck.rs`
+//! (one node's health, for `status`), `shards.rs` (a member that is a Redis
+//! Cluster: its shards' health, for `status`), then one file per
 //! subcommand: `lock.rs`, `elect.rs`,
 //! `serial.rs`, `status.rs`, `init.rs`, `inspect.rs`, which never import each other; `main.rs`
 //! dispatches.
@@ -25,7 +27,9 @@ mod inspect;
 mod keep;
 mod lock;
 mod log;
+mod nodecheck;
 mod serial;
+mod shards;
 mod status;
 
 use std::process::ExitCode;

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bin::cli;
-use support::{wait_until, Cluster, Persistence};
+use support::{wait_until, Cluster, Persistence, ShardedCluster};
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run redquorum")
@@ -373,6 +373,86 @@ fn status_reports_nodes_and_quorum() {
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(code(&o), 69, "{out}");
     assert!(out.contains("quorum: UNAVAILABLE (1 of 3"), "{out}");
+}
+
+#[test]
+fn status_shows_each_shard_of_a_cluster_member_and_what_breaks_it() {
+    let (member0, mut member1) = std::thread::scope(|s| {
+        let m0 = s.spawn(|| ShardedCluster::start_with_replicas(3, 1));
+        let m1 = s.spawn(|| ShardedCluster::start(3));
+        (m0.join().unwrap(), m1.join().unwrap())
+    });
+    let node = Cluster::start(1);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("cluster-require-full-coverage")
+        .arg("yes")
+        .query(&mut member1.nodes[1].conn())
+        .unwrap();
+    let urls = format!(
+        "{},{},{}",
+        member0.url(),
+        member1.url(),
+        node.nodes[0].url()
+    );
+    let status = || run(cli(&node).env("REDQUORUM_NODES", &urls).arg("status"));
+    let o = status();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    // A row per member, and one per shard master under a cluster member.
+    for member in [0, 1] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{member}    cluster 127.0.0.1:")));
+        assert!(
+            row.is_some_and(|r| r.contains("cluster, 3 shards")),
+            "{out}"
+        );
+        for shard in 0..3 {
+            let row = out
+                .lines()
+                .find(|l| l.starts_with(&format!(" {member}.{shard} ")));
+            assert!(row.is_some_and(|r| r.contains(" yes ")), "{out}");
+        }
+    }
+    assert!(out.contains("quorum: OK (3 of 3 reachable"), "{out}");
+    // What breaks the guarantees, each where it is.
+    let port = member1.nodes[1].port;
+    assert!(
+        err.contains(&format!(
+            "warning: node 1: shard 127.0.0.1:{port}: cluster-require-full-coverage yes"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("cluster-require-full-coverage").count(),
+        1,
+        "{err}"
+    );
+    let takeovers = err
+        .lines()
+        .filter(|l| l.contains("may take over on their own"));
+    assert!(takeovers.clone().count() == 3, "{err}");
+    assert!(
+        takeovers
+            .clone()
+            .all(|l| l.starts_with("warning: node 0: shard ")),
+        "{err}"
+    );
+    // A dead shard: its row says so, and so does its member's.
+    member1.nodes[2].kill();
+    let dead = format!("127.0.0.1:{} ", member1.nodes[2].port);
+    let o = status();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(" 1.") && l.contains(&dead));
+    assert!(row.is_some_and(|r| r.contains(" NO ")), "{out}");
+    let member = out
+        .lines()
+        .find(|l| l.starts_with("1    cluster"))
+        .unwrap_or_default();
+    assert!(member.contains("1 of 3 shards down"), "{out}");
 }
 
 #[test]
