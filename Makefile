@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test check lint fmt demo demo-on-nodes bench docker-demo ensure-redis metrics
+.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo ensure-redis metrics
 
 all: lint test
 
@@ -57,6 +57,12 @@ DEMO_RUN = $(CARGO) run -q --release -p redquorum-demo --bin
 demo: ensure-redis
 	$(CARGO) build --release -p redquorum-demo
 	scripts/with-nodes.sh 5 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
+
+## make demo-cluster: the same on three local Redis Clusters of three shards
+## each (every member a cluster), with a plain node for the demo's counter.
+demo-cluster: ensure-redis
+	$(CARGO) build --release -p redquorum-demo
+	scripts/with-clusters.sh 3 3 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
 
 ## make demo-on-nodes: the same against the nodes in REDQUORUM_NODES; it writes
 ## the key demo:counter on the first node and issues DEMO... serial numbers.

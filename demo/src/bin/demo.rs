@@ -34,9 +34,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         urls.len()
     );
 
-    // The shared counter lives on the first node; a real service would keep it
-    // in its own database. Reset it so the final check is exact.
-    let store = redis::Client::open(urls[0])?;
+    // The shared counter lives on the first node (or the plain node
+    // DEMO_STORE names: `make demo-cluster` gives one); a real service would
+    // keep it in its own database. Reset it so the final check is exact.
+    let store = std::env::var("DEMO_STORE").unwrap_or_else(|_| urls[0].to_owned());
+    let store = redis::Client::open(store.as_str())?;
     let mut conn = store.get_multiplexed_async_connection().await?;
     redis::cmd("DEL")
         .arg("demo:counter")
