@@ -1008,6 +1008,9 @@ impl ShardedCluster {
     /// A cluster of `shards` masters with `replicas` replicas each,
     /// serving once this returns (masters first in `nodes`).
     pub fn start_with_replicas(shards: usize, replicas: usize) -> Self {
+        if shards < 3 && replicas == 0 {
+            return Self::start_small(shards);
+        }
         let nodes: Vec<RedisNode> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..shards * (1 + replicas))
                 .map(|_| s.spawn(|| RedisNode::start(Persistence::ClusterShard)))
@@ -1025,6 +1028,43 @@ impl ShardedCluster {
         redis_cli_cluster("create", &args);
         let c = Self { nodes };
         c.await_ok(|c| c.replicas_linked() == shards * replicas);
+        c
+    }
+
+    /// A cluster of one or two masters, which `redis-cli --cluster create`
+    /// does not make: the nodes meet, and each takes its share of the slots.
+    fn start_small(shards: usize) -> Self {
+        let nodes: Vec<RedisNode> = (0..shards)
+            .map(|_| RedisNode::start(Persistence::ClusterShard))
+            .collect();
+        let first = nodes[0].port;
+        for (i, node) in nodes.iter().enumerate() {
+            let mut conn = node.conn();
+            if i > 0 {
+                let _: () = redis::cmd("CLUSTER")
+                    .arg("MEET")
+                    .arg("127.0.0.1")
+                    .arg(first)
+                    .query(&mut conn)
+                    .expect("CLUSTER MEET");
+            }
+            let (lo, hi) = (i * 16384 / shards, (i + 1) * 16384 / shards - 1);
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(lo)
+                .arg(hi)
+                .query(&mut conn)
+                .expect("CLUSTER ADDSLOTSRANGE");
+        }
+        let c = Self { nodes };
+        c.await_ok(|c| {
+            c.nodes.iter().all(|n| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut n.conn())
+                    .is_ok_and(|i| i.contains(&format!("cluster_known_nodes:{shards}\r")))
+            })
+        });
         c
     }
 
