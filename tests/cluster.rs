@@ -223,6 +223,15 @@ async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
         }
         lock.release().await.unwrap();
     }
+    // Where member 0 alone must answer, the error names the shard that
+    // failed, not only the member (once the client has its slot map: a
+    // first request waits for it, and then nothing says where it went).
+    let alone = client(&urls[..1]).build().unwrap();
+    let (name, _) = resources.iter().find(|(_, s)| *s == dead).unwrap();
+    assert!(alone.try_lock(name, ms(10_000)).await.is_err());
+    let err = alone.try_lock(name, ms(10_000)).await.unwrap_err();
+    let shard = format!("(shard 127.0.0.1:{})", members[0].nodes[dead].port);
+    assert!(err.to_string().contains(&shard), "{err}");
 }
 
 /// Shard `shard`'s master dies and its replica takes over without `key`,

@@ -222,6 +222,16 @@ impl Node {
         }
     }
 
+    /// How errors name the node for a reply that came over `via`: a
+    /// cluster member by its first seed and the shard that failed.
+    pub(crate) fn addr_via(&self, via: Option<&Arc<Link>>) -> String {
+        match (&self.route, via) {
+            #[cfg(feature = "cluster")]
+            (Route::Cluster(_), Some(link)) => format!("{} (shard {})", self.addr, link.addr()),
+            _ => self.addr.clone(),
+        }
+    }
+
     /// `link`'s quarantine at `now`; logs its end once.
     fn quarantine_of(&self, link: &Link, now: Instant) -> Option<Instant> {
         let (until, ended) = link.trust.quarantined(now);

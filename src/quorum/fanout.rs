@@ -94,6 +94,12 @@ impl<'a> Fanout<'a> {
         self.node(i)?.suspect_run_id_via(self.via(i))
     }
 
+    /// How errors name node `i` (a cluster member: with the shard its
+    /// request went to).
+    pub(crate) fn addr(&self, i: usize) -> Option<String> {
+        Some(self.node(i)?.addr_via(self.via(i)))
+    }
+
     /// Node `i`.
     fn node(&self, i: usize) -> Option<&Node> {
         self.nodes.iter().find(|n| n.index == i)

@@ -349,7 +349,13 @@ impl Quorum {
             };
             self.telemetry.node_reply(i, started.elapsed(), error);
             summary.note(i, &vote);
-            tally.record(i, &node.addr, vote);
+            match &vote {
+                Vote::Failed(_) => {
+                    let addr = fan.addr(i).unwrap_or_else(|| node.addr.clone());
+                    tally.record(i, &addr, vote);
+                }
+                _ => tally.record(i, &node.addr, vote),
+            }
             if done(&tally, &fan) {
                 break;
             }
