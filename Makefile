@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo ensure-redis metrics
+.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster ensure-redis metrics
 
 all: lint test
 
@@ -87,3 +87,9 @@ metrics: ensure-redis
 docker-demo:
 	@docker/ensure-docker.sh
 	docker/run-demo.sh
+
+## make docker-demo-cluster: the same on five members that are Redis Clusters
+## of three shards, with shard failovers (see docker/README.md).
+docker-demo-cluster:
+	@docker/ensure-docker.sh
+	docker/run-demo.sh cluster

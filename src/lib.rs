@@ -327,6 +327,7 @@ pub use lock::guard::{Lock, LockHandle};
 pub use lock::inspect::{Holder, LockState};
 pub use lock::keyset::MAX_RESOURCES;
 pub use lock::redlock::Redlock;
+pub use lock::urls::split_node_list;
 pub use node::clockrate::{ClockReading, NodeClock};
 pub use rwlock::RwLock;
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};

@@ -443,21 +443,7 @@ mod tests {
 /// `redis+cluster://` member (`host:port` parts with no scheme) put back
 /// into its URL.
 pub fn join_cluster_seeds(parts: Vec<String>) -> Vec<String> {
-    let mut urls: Vec<String> = Vec::with_capacity(parts.len());
-    for part in parts {
-        match urls.last_mut() {
-            Some(last)
-                if last.contains("+cluster://")
-                    && !part.contains("://")
-                    && !part.trim().is_empty() =>
-            {
-                last.push(',');
-                last.push_str(part.trim());
-            }
-            _ => urls.push(part),
-        }
-    }
-    urls
+    redquorum::split_node_list(&parts.join(","))
 }
 
 #[cfg(test)]

@@ -94,6 +94,22 @@ impl RedlockBuilder {
         self
     }
 
+    /// Adds the members of a comma-separated list of URLs, as
+    /// `REDQUORUM_NODES` holds them: `host:port` parts after a
+    /// `redis+cluster://` URL are that cluster's further seeds (see
+    /// [`split_node_list`](crate::split_node_list)).
+    ///
+    /// ```no_run
+    /// # fn f() -> redquorum::Result<()> {
+    /// let redlock = redquorum::Redlock::builder()
+    ///     .node_list("redis+cluster://10.0.1.1:7000,10.0.1.2:7000,redis://10.0.2.1:6379")
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn node_list(self, list: &str) -> Self {
+        self.nodes(crate::lock::urls::split_node_list(list))
+    }
+
     /// Adds nodes from existing `redis::Client`s (to reuse their connection
     /// settings, TLS or credentials). They come after any URLs.
     pub fn clients<I: IntoIterator<Item = redis::Client>>(mut self, clients: I) -> Self {

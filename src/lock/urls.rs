@@ -5,6 +5,31 @@
 
 use crate::error::{Error, Result};
 
+/// Splits a comma-separated list of member URLs, as `REDQUORUM_NODES` and
+/// the CLI's `--nodes` take it, into one URL per member: a part with no
+/// scheme (`host:port`) after a `redis+cluster://` URL is one more of that
+/// cluster's seeds; blank parts are dropped.
+///
+/// ```
+/// assert_eq!(
+///     redquorum::split_node_list("redis+cluster://a:7000,b:7000, redis://c:6379"),
+///     ["redis+cluster://a:7000,b:7000", "redis://c:6379"],
+/// );
+/// ```
+pub fn split_node_list(list: &str) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match urls.last_mut() {
+            Some(last) if is_cluster(last) && !part.contains("://") => {
+                last.push(',');
+                last.push_str(part);
+            }
+            _ => urls.push(part.to_owned()),
+        }
+    }
+    urls
+}
+
 /// Parses one member's URL: its client, and its seed addresses where it is
 /// a Redis Cluster (`redis+cluster://`); errors never echo a password.
 pub(crate) fn open_member(
@@ -198,6 +223,21 @@ fn split(url: &str) -> Result<(String, Vec<Seed>), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_list_keeps_each_clusters_seeds_in_its_url() {
+        let list = "redis://a:1, rediss+cluster://:pw@b:1,c:1,,redis://d:1,e:1";
+        assert_eq!(
+            split_node_list(list),
+            [
+                "redis://a:1",
+                "rediss+cluster://:pw@b:1,c:1",
+                "redis://d:1",
+                "e:1"
+            ]
+        );
+        assert!(split_node_list(" , ").is_empty());
+    }
 
     #[test]
     fn redacts_passwords() {

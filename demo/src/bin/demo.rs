@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let nodes = std::env::var("REDQUORUM_NODES")
         .map_err(|_| "set REDQUORUM_NODES=redis://host:port,... (make demo does this)")?;
-    let urls: Vec<&str> = nodes.split(',').map(str::trim).collect();
+    let urls = redquorum::split_node_list(&nodes);
     println!(
         "== redquorum demo: {} nodes, {INSTANCES} instances contending ==",
         urls.len()
@@ -37,7 +37,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The shared counter lives on the first node (or the plain node
     // DEMO_STORE names: `make demo-cluster` gives one); a real service would
     // keep it in its own database. Reset it so the final check is exact.
-    let store = std::env::var("DEMO_STORE").unwrap_or_else(|_| urls[0].to_owned());
+    let store = match std::env::var("DEMO_STORE") {
+        Ok(store) => store,
+        Err(_) => urls
+            .first()
+            .cloned()
+            .ok_or("REDQUORUM_NODES names no node")?,
+    };
     let store = redis::Client::open(store.as_str())?;
     let mut conn = store.get_multiplexed_async_connection().await?;
     redis::cmd("DEL")

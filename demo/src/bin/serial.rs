@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let nodes = std::env::var("REDQUORUM_NODES")
         .map_err(|_| "set REDQUORUM_NODES=redis://host:port,... (make demo does this)")?;
-    let urls: Vec<&str> = nodes.split(',').map(str::trim).collect();
+    let urls = redquorum::split_node_list(&nodes);
     let prefix: &'static str = std::env::var("DEMO_SERIAL_PREFIX")
         .unwrap_or_else(|_| "ORDER".to_owned())
         .leak();

@@ -8,10 +8,14 @@
 //!
 //! `worker verify` then reads every file and prints
 //! `numbers=N duplicates=D lost_updates=L`, exiting non-zero on any duplicate
-//! or lost update.
+//! or lost update. With `EXPECT_SET_ASIDE=i` it also prints how many yes
+//! votes of node `i` the workers set aside (it may have lost data: a shard
+//! that failed over) and fails when none were.
 //!
 //! Run: `REDQUORUM_NODES=redis://...,... DATA_DIR=/tmp/x cargo run -p redquorum-demo --bin worker -- run`
-//! (env: WORKER_ID, ITERATIONS, PACE_MS between iterations), then `... --bin worker -- verify`.
+//! (env: WORKER_ID, ITERATIONS, PACE_MS between iterations; RUN_UNTIL: a
+//! file whose appearance the worker also waits for, going on past
+//! ITERATIONS, at most ten times as many), then `... --bin worker -- verify`.
 
 use std::collections::HashSet;
 use std::io::IsTerminal as _;
@@ -51,14 +55,23 @@ async fn run(data: &Path) -> Result<(), BoxError> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0),
     );
+    // Keep going until this file appears (the chaos is over), however fast
+    // this machine ran the iterations; bounded all the same.
+    let until = std::env::var_os("RUN_UNTIL").map(PathBuf::from);
     let nodes = std::env::var("REDQUORUM_NODES")?;
-    let redlock = Redlock::builder().nodes(nodes.split(',')).build()?;
+    let redlock = Redlock::builder().node_list(&nodes).build()?;
     let serials = SerialGenerator::builder(redlock.clone()).width(6).build()?;
     std::fs::create_dir_all(data)?;
     let counter = data.join("counter");
     let mut issued = Vec::new();
     let (mut increments, mut lock_failures, mut serial_failures) = (0u64, 0u64, 0u64);
-    for i in 0..iterations {
+    for i in 0.. {
+        if i >= iterations && until.as_ref().is_none_or(|f| f.exists()) {
+            break;
+        }
+        if i >= iterations.saturating_mul(10).max(1) {
+            return Err(format!("worker {id}: {i} iterations and RUN_UNTIL never appeared").into());
+        }
         // (a) the read-modify-write under the lock
         match redlock
             .lock_timeout(
@@ -113,6 +126,14 @@ async fn run(data: &Path) -> Result<(), BoxError> {
         data.join(format!("increments-{id}.txt")),
         format!("{increments}\n"),
     )?;
+    // Each node's yes votes set aside because it may have lost data.
+    let votes: String = redlock
+        .stats()
+        .nodes
+        .iter()
+        .map(|n| format!("{} {}\n", n.index, n.quarantined_votes))
+        .collect();
+    std::fs::write(data.join(format!("set-aside-{id}.txt")), votes)?;
     redlock.settle().await;
     println!(
         "worker {id}: done: increments={increments} numbers={} lock_failures={lock_failures} serial_failures={serial_failures}",
@@ -138,7 +159,12 @@ fn write_counter(dir: &Path, path: &Path, value: u64) -> Result<(), BoxError> {
 }
 
 fn verify(data: &Path) -> Result<(), BoxError> {
+    let expect: Option<usize> = match std::env::var("EXPECT_SET_ASIDE") {
+        Ok(s) => Some(s.parse().map_err(|_| "EXPECT_SET_ASIDE: a node index")?),
+        Err(_) => None,
+    };
     let (mut numbers, mut seen, mut increments) = (0usize, HashSet::new(), 0u64);
+    let mut set_aside = 0u64;
     for entry in std::fs::read_dir(data)? {
         let path = entry?.path();
         let name = path
@@ -156,13 +182,24 @@ fn verify(data: &Path) -> Result<(), BoxError> {
             }
         } else if name.starts_with("increments-") {
             increments += std::fs::read_to_string(&path)?.trim().parse::<u64>()?;
+        } else if name.starts_with("set-aside-") {
+            for line in std::fs::read_to_string(&path)?.lines() {
+                if let Some((node, votes)) = line.split_once(' ') {
+                    if expect == Some(node.parse()?) {
+                        set_aside += votes.parse::<u64>()?;
+                    }
+                }
+            }
         }
     }
     let counter = read_counter(&data.join("counter"))?;
     let duplicates = numbers - seen.len();
     let lost = increments.abs_diff(counter);
     println!("numbers={numbers} duplicates={duplicates} lost_updates={lost} (counter={counter}, increments={increments})");
-    if duplicates > 0 || lost > 0 || numbers == 0 {
+    if let Some(node) = expect {
+        println!("yes votes of node {node} set aside (it may have lost data): {set_aside}");
+    }
+    if duplicates > 0 || lost > 0 || numbers == 0 || (expect.is_some() && set_aside == 0) {
         return Err("verification failed".into());
     }
     Ok(())
