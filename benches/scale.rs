@@ -19,8 +19,10 @@
 //! quota: `/sys/fs/cgroup/cpu` writable; without it the nodes run
 //! unrestricted and the bench says so). `BENCH_SECS` sets the time per
 //! cell (default 3), `SCALE_RUNS` the runs (default 1), `SCALE_QUOTA_PCT`
-//! each node's share of one core (default 2: 1 ms of CPU per 50 ms). Every loop is bounded in
-//! operations and time.
+//! each node's share of one core (default 2: 1 ms of CPU per 50 ms),
+//! `SCALE_SHARDS` which deployments run (default `0,1,2,4`; 0 is plain
+//! nodes; ratios against S = 1 need 1). Every loop is bounded in operations
+//! and time.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -237,6 +239,11 @@ fn main() {
         limit.as_secs_f64()
     );
     let run_cell = (tasks, limit);
+    let deployments: Vec<usize> = std::env::var("SCALE_SHARDS")
+        .unwrap_or_else(|_| "0,1,2,4".to_owned())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
     for run in 1..=env("SCALE_RUNS", 1) {
         println!("\nrun {run}\n");
         println!(
@@ -246,7 +253,7 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|");
         let mut base = None;
         let mut hot_rows = Vec::new();
-        for shards in [0usize, 1, 2, 4] {
+        for &shards in &deployments {
             let mut d = Deployment::start(shards, period);
             let redlock = client(&rt, &d.urls);
             let mut s = cell(&rt, &redlock, run_cell, spread_op);
