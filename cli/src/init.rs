@@ -11,14 +11,11 @@ use crate::exit;
 /// Declares every new node new; prints one line per node. Exits 0 when
 /// every node is declared or already in use, 69 when one was not reached,
 /// 78 when one holds keys (not a new node: nothing was done there).
-pub async fn init(redlock: Redlock, urls: &[String]) -> ExitCode {
+pub async fn init(redlock: Redlock) -> ExitCode {
     let done = redlock.init_new_nodes().await;
     let mut code = 0;
-    for (i, (d, url)) in done.iter().zip(urls).enumerate() {
-        // host:port only: never a password.
-        let addr = redquorum::redis::Client::open(url.trim())
-            .map(|c| c.get_connection_info().addr().to_string())
-            .unwrap_or_default();
+    // host:port only (a cluster member by its first seed): never a password.
+    for (i, (d, addr)) in done.iter().zip(redlock.node_addrs()).enumerate() {
         let what = match d {
             NodeInit::Declared => "declared new: counts at once",
             NodeInit::InUse => "in use already (our marker is there): left as it is",

@@ -112,7 +112,7 @@ async fn run(mut cli: Cli) -> ExitCode {
         }
         Command::Status => status::status(&cli.nodes, times).await,
         Command::Init => match build(&cli.nodes, times, "") {
-            Ok(redlock) => init::init(redlock, &cli.nodes).await,
+            Ok(redlock) => init::init(redlock).await,
             Err(code) => code,
         },
     }

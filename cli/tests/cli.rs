@@ -416,6 +416,13 @@ fn status_shows_each_shard_of_a_cluster_member_and_what_breaks_it() {
         }
     }
     assert!(out.contains("quorum: OK (3 of 3 reachable"), "{out}");
+    // init names a cluster member by its first seed, as status does.
+    let o = run(cli(&node).env("REDQUORUM_NODES", &urls).arg("init"));
+    let init = String::from_utf8_lossy(&o.stdout).to_string();
+    for member in [0, 1] {
+        let seed = format!("node {member} (cluster 127.0.0.1:");
+        assert!(init.contains(&seed), "{init}");
+    }
     // What breaks the guarantees, each where it is.
     let port = member1.nodes[1].port;
     assert!(
