@@ -176,6 +176,8 @@
 //                       requests in order, batches them under load.
 //   node/link/connect.rs How a link (re)connects, and what a new connection
 //                       takes over.
+//   node/slotset.rs     The slots a cluster's shard serves, as our marker
+//                       records them; whether it took one over since.
 //   node/slot.rs        A directly sent request's place on its connection,
 //                       given up when its reply arrives, polled or not.
 //   node/call.rs        Follows one request to its reply, for a round.

@@ -45,7 +45,7 @@ pub enum NodeTrust {
 /// runs and holds nothing but, at most, a marker that a client's first
 /// probe wrote there finding no other evidence (`why` = `unmarked`): a
 /// node in use is never declared new. KEYS: marker. ARGV: run id, damage
-/// count, replication id. Returns `new`, `marked`, `not-empty` or
+/// count, replication id, slots served (`-`: not a cluster's shard). Returns `new`, `marked`, `not-empty` or
 /// `restarted`.
 pub(crate) static INIT_NEW: Lua = Lua::new(
     r#"if not string.find(redis.call("INFO", "server"), "run_id:" .. ARGV[1], 1, true) then
@@ -59,7 +59,7 @@ if m[1] then
 end
 if redis.call("DBSIZE") ~= keys then return "not-empty" end
 redis.call("HSET", KEYS[1], "run", ARGV[1], "loss", "-", "seen", ARGV[2], "repl", ARGV[3],
-  "why", "declared new")
+  "why", "declared new", "slots", ARGV[4])
 return "new""#,
 );
 
@@ -187,7 +187,8 @@ impl Redlock {
                 .arg(marker)
                 .arg(&probe.run_id)
                 .arg(probe.seen().unwrap_or(0))
-                .arg(&probe.replid);
+                .arg(&probe.replid)
+                .arg(probe.slots.as_deref().unwrap_or("-"));
         });
         let mut fan = nodes.fanout(&req, node_bit(i));
         let reply = fan.next().await.and_then(|(_, r)| r.ok());

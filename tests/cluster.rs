@@ -7,7 +7,8 @@
 //! whose master
 //! changed (a forced failover that lost a lock) stays out of lock quorums
 //! for that shard alone, while a client without the check hands the lock
-//! to a second holder.
+//! to a second holder; a slot moved out of such a shard (failed over, or
+//! restarted without its data) keeps the shard that took it out too.
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -380,6 +381,72 @@ async fn a_slot_moved_out_of_a_failed_over_shard_takes_its_loss_to_the_shard_tha
     );
     // A client made now, with no map before: the shard's own evidence
     // (its epoch grew with the slot it took) keeps it out too.
+    let fresh = client(&urls).build().unwrap();
+    for _ in 0..20 {
+        assert!(fresh.try_lock(&lost, ms(10_000)).await.is_err());
+        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
+        tokio::time::sleep(ms(50)).await;
+    }
+    assert_set_aside(&fresh, &lost).await;
+    drop(held);
+}
+
+/// A shard's configuration epoch (`cluster_my_epoch`).
+fn my_epoch(node: &support::RedisNode) -> u64 {
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut node.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cluster_my_epoch:"))
+        .and_then(|e| e.trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_given_away_by_a_shard_restarted_empty_takes_its_loss_to_the_shard_that_took_it() {
+    // Member 0 is a cluster of 3 masters; members 1 and 2 are standalone.
+    let mut member0 = clusters(1, 3, 0).pop().unwrap();
+    // The slot will go to shard 0, which now takes the cluster's greatest
+    // epoch, so that taking it over does not raise it, and no key moves
+    // with it: nothing but the slots it serves shows what it took. (Its
+    // lowest slot, where its marker lives, stays as it was: a shard given
+    // a slot below its own looks unmarked, and is quarantined for that.)
+    let to = 0;
+    let _: String = redis::cmd("CLUSTER")
+        .arg("BUMPEPOCH")
+        .query(&mut member0.nodes[to].conn())
+        .unwrap();
+    let epochs: Vec<u64> = member0.nodes.iter().map(my_epoch).collect();
+    let greatest = (0..3).max_by_key(|&i| epochs[i]);
+    assert_eq!(greatest, Some(to), "{epochs:?}");
+    assert_eq!(member0.slot_owner(0), to, "shard 0 serves the lowest slots");
+    let nodes = Cluster::start_undeclared(2, support::Persistence::Aof);
+    let urls = vec![member0.url(), nodes.nodes[0].url(), nodes.nodes[1].url()];
+    let _declared = declared(&urls).await;
+    let (lost, shard) = spread(&member0, 3, 1)
+        .into_iter()
+        .find(|(_, s)| *s != to)
+        .unwrap();
+    // The holder's lock reached member 0 and node 1 only.
+    let two = client(&urls[..2]).build().unwrap();
+    let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
+    // Its shard comes back in place without its data, then gives the
+    // lock's slot away.
+    tokio::task::block_in_place(|| {
+        member0.nodes[shard].restart_empty_in_place();
+        member0.await_ok(|_| true);
+        member0.move_slot(member0.slot(&lost), shard, to);
+    });
+    assert_eq!(member0.get(&lost), None);
+    assert_eq!(
+        my_epoch(&member0.nodes[to]),
+        epochs[to],
+        "its epoch did not grow"
+    );
+    // A client made now, with no map before, connects to that shard for
+    // the first time: the slot it serves beyond our marker's record keeps
+    // it out; the lock stays with its holder.
     let fresh = client(&urls).build().unwrap();
     for _ in 0..20 {
         assert!(fresh.try_lock(&lost, ms(10_000)).await.is_err());

@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 /// Splits a comma-separated list of member URLs, as `REDQUORUM_NODES` and
 /// the CLI's `--nodes` take it, into one URL per member: a part with no
 /// scheme (`host:port`) after a `redis+cluster://` URL is one more of that
-/// cluster's seeds; blank parts are dropped.
+/// cluster's seeds. A blank part stays, as an empty entry that building
+/// refuses in words (a doubled or trailing comma is a slip to point out).
 ///
 /// ```
 /// assert_eq!(
@@ -18,9 +19,9 @@ use crate::error::{Error, Result};
 /// ```
 pub fn split_node_list(list: &str) -> Vec<String> {
     let mut urls: Vec<String> = Vec::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in list.split(',').map(str::trim) {
         match urls.last_mut() {
-            Some(last) if is_cluster(last) && !part.contains("://") => {
+            Some(last) if is_cluster(last) && !part.is_empty() && !part.contains("://") => {
                 last.push(',');
                 last.push_str(part);
             }
@@ -226,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_node_list_keeps_each_clusters_seeds_in_its_url() {
-        let list = "redis://a:1, rediss+cluster://:pw@b:1,c:1,,redis://d:1,e:1";
+        let list = "redis://a:1, rediss+cluster://:pw@b:1,c:1,redis://d:1,e:1";
         assert_eq!(
             split_node_list(list),
             [
@@ -236,7 +237,12 @@ mod tests {
                 "e:1"
             ]
         );
-        assert!(split_node_list(" , ").is_empty());
+        // Blank parts stay, for the builder to name as empty entries.
+        assert_eq!(
+            split_node_list("redis+cluster://b:1,,c:1,"),
+            ["redis+cluster://b:1", "", "c:1", ""]
+        );
+        assert_eq!(split_node_list(""), [""]);
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u6
         loss: None,
         seen: Some(0),
         repl: Some("h".into()),
+        slots: None,
     });
     let probe = Probe {
         run_id: "after".into(),
@@ -55,6 +56,7 @@ pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u6
         promoted: false,
         replid: "h".into(),
         durable: Some(kind != Restart::Empty),
+        slots: None,
         marker,
     };
     detect(&probe, &Memory::default(), quarantine)

@@ -4,18 +4,24 @@
 //! Three members, one resource. Members 1 and 2 are single nodes, each
 //! answering a `SET NX` as it arrives. Member 0 is a cluster of two
 //! shards: A (master link 0, replica link 2) serves the resource's slot
-//! at first, B (link 1) serves others. Two faults, each at most once, at
-//! any moment: shard A **fails over** (its replica, which had not received
-//! the key, is promoted: link 2 serves the slot), and the slot **moves**
-//! to shard B, its key going with it as `MIGRATE` moves it (link 1 takes
-//! the slot's keys in).
+//! at first, B (link 1) serves others and has the cluster's greatest
+//! epoch. Two faults, each at most once, at any moment: shard A **fails
+//! over** (its replica, which had not received the key, is promoted: link
+//! 2 serves the slot, with an epoch above B's) or, where
+//! [`ShardsModel::restart`] says, **restarts empty in place** (link 0, a
+//! new process, without the key or our marker); and the slot **moves** to
+//! shard B, its key going with it as `MIGRATE` moves it.
 //!
 //! Each client has its own slot map, read again at any moment (a real
 //! client reads it after a redirection), and its own connections, checked
-//! on first use by the crate's table ([`assess`]) fed what the node shows:
-//! a promoted replica says so; a shard that took slots over shows a damage
-//! count above our marker's (the cluster's epoch grew, keys were restored
-//! into it) when [`Rules::imports`] counts them. Client 0
+//! on first use (again after a restart broke them) by the crate's table
+//! ([`assess`]) fed what the node shows, as Redis shows it: a promoted
+//! replica says so; a restarted node has a new process and no marker; a
+//! shard that took the slot over shows, when [`Rules::imports`] counts
+//! them, a damage count above our marker's where its epoch grew (only
+//! when a failover had put another shard's epoch above its own) or a key
+//! was restored into it, and, when [`Rules::slots`] reads them, a slot our
+//! marker did not record. Client 0
 //! has used both shards before the faults; client 1 has used shard A, or
 //! (`fresh`) nothing: it reads its first map after the faults.
 //!
@@ -87,6 +93,9 @@ pub(crate) struct Rules {
     /// How much shorter than one TTL the quarantine for a slot taken over
     /// is, ms (0 as shipped).
     pub(crate) short: u8,
+    /// The connection check reads the slots a shard serves and compares
+    /// them with those our marker recorded (as shipped: `slotset.rs`).
+    pub(crate) slots: bool,
 }
 
 /// One run's bounds and rules.
@@ -99,6 +108,9 @@ pub(crate) struct ShardsModel {
     /// Client 1 reads its first map after the faults (else it has used
     /// shard A before them).
     pub(crate) fresh: bool,
+    /// Shard A's fault is a restart without its data in place of a
+    /// failover.
+    pub(crate) restart: bool,
     /// The rules.
     pub(crate) rules: Rules,
 }
@@ -112,12 +124,14 @@ impl ShardsModel {
             ttl: 2,
             horizon: 2,
             fresh: false,
+            restart: false,
             rules: Rules {
                 judge: shipped,
                 quarantine: true,
                 received: true,
                 imports: true,
                 short: 0,
+                slots: true,
             },
         }
     }
@@ -132,20 +146,35 @@ impl ShardsModel {
         } else {
             ("mine", "h")
         };
+        // Shard B served slot 1 when its marker was written; slot 0 is the
+        // resource's.
+        let b = link == 1 && self.rules.slots;
+        let slots = b.then(|| if s.moved { "0-1" } else { "1" }.to_owned());
+        // Shard A restarted empty: a new process, up since the fault.
+        let (run_id, uptime, marker) = match s.restarted {
+            Some(at) if link == 0 => ("new", u64::from(s.now - at), None),
+            _ => (
+                "mine",
+                100 + u64::from(s.now),
+                Some(Marker::Found {
+                    run: run.into(),
+                    loss: None,
+                    seen: Some(0),
+                    repl: Some(repl.into()),
+                    slots: b.then(|| "1".to_owned()),
+                }),
+            ),
+        };
         let probe = Probe {
-            run_id: "mine".into(),
-            uptime: 100,
+            run_id: run_id.into(),
+            uptime,
             damage: Some(0),
             epoch,
             promoted,
             replid: "h".into(),
             durable: Some(true),
-            marker: Some(Marker::Found {
-                run: run.into(),
-                loss: None,
-                seen: Some(0),
-                repl: Some(repl.into()),
-            }),
+            slots,
+            marker,
         };
         let a = assess(&probe, &Default::default(), self.ttl.into());
         u8::try_from(a.remaining).unwrap_or(u8::MAX)
@@ -220,6 +249,7 @@ impl Model for ShardsModel {
             now: 0,
             keys: [None; LINKS],
             imported: false,
+            restarted: None,
             serving: 0,
             failed_over: false,
             moved: false,
@@ -251,7 +281,8 @@ impl Model for ShardsModel {
                     actions.push(Action::Other(c, m + 1));
                 }
             }
-            if active && !s.per_shard && s.now < client.quarantined[2] {
+            let faulty = if self.restart { 0 } else { 2 };
+            if active && !s.per_shard && s.now < client.quarantined[faulty] {
                 actions.push(Action::Elsewhere(c));
             }
         }
@@ -367,6 +398,15 @@ impl Model for ShardsModel {
                 }
             }
             Action::Elsewhere(c) => s.per_shard = self.counts(&s, c, 1),
+            Action::Failover if self.restart => {
+                s.failed_over = true;
+                s.restarted = Some(now);
+                s.keys[0] = None;
+                // Every connection to it broke: checked again on next use.
+                for c in &mut s.clients {
+                    c.checked[0] = false;
+                }
+            }
             Action::Failover => {
                 s.failed_over = true;
                 s.serving = 2;
@@ -374,8 +414,11 @@ impl Model for ShardsModel {
             }
             Action::Reshard => {
                 s.moved = true;
-                s.keys[1] = s.keys[usize::from(s.serving)].take();
-                s.imported = true;
+                let key = s.keys[usize::from(s.serving)].take();
+                // B's epoch grows only if a promotion put A's above it;
+                // a key moved in is a `RESTORE-ASKING`.
+                s.imported = s.serving == 2 || key.is_some();
+                s.keys[1] = key;
                 s.serving = 1;
             }
         }
@@ -467,8 +510,40 @@ mod tests {
 
     #[test]
     fn model_shards_finds_two_holders_when_slots_taken_over_are_not_damage() {
+        // Either evidence alone catches a slot taken over after a failover
+        // (the slots a shard serves, or its epoch and imports): without
+        // both, a fresh client trusts the shard that took it.
         let name = "shards, weakened: slots taken over are not damage (a fresh client)";
-        let m = weakened(true, |r| r.imports = false);
+        let m = weakened(true, |r| {
+            r.imports = false;
+            r.slots = false;
+        });
+        check(name, m).assert_violates(name, EXCLUSION);
+        let name = "shards: slots taken over seen by the slots a shard serves alone";
+        safe(name, weakened(true, |r| r.imports = false));
+    }
+
+    /// The model where shard A restarts without its data instead of
+    /// failing over, and client 1 is fresh, with `rules` changed by `f`.
+    fn restarting(f: impl FnOnce(&mut Rules)) -> ShardsModel {
+        ShardsModel {
+            restart: true,
+            ..weakened(true, f)
+        }
+    }
+
+    #[test]
+    fn model_shards_safe_when_a_shard_restarts_empty_and_its_slot_moves() {
+        safe(
+            "shards: a shard restarts empty, its slot moves, a fresh client",
+            restarting(|_| {}),
+        );
+    }
+
+    #[test]
+    fn model_shards_finds_two_holders_when_slots_a_shard_serves_are_not_read() {
+        let name = "shards, weakened: the check reads no slots (a restart empty, a fresh client)";
+        let m = restarting(|r| r.slots = false);
         check(name, m).assert_violates(name, EXCLUSION);
     }
 

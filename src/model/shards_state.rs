@@ -69,7 +69,8 @@ pub(crate) enum Action {
     /// Member 0's yes (over link 1) to a client's request for a resource
     /// in shard B's slots is counted, or not.
     Elsewhere(u8),
-    /// Shard A's replica (link 2) is promoted, without the key.
+    /// Shard A's replica (link 2) is promoted, without the key; or,
+    /// where the model says, shard A restarts without its data.
     Failover,
     /// The slot moves to shard B (link 1), with its key.
     Reshard,
@@ -82,8 +83,11 @@ pub(crate) struct State {
     pub(crate) now: u8,
     /// Member 0's links: the key each holds (holder, real expiry).
     pub(crate) keys: [Option<(u8, u8)>; LINKS],
-    /// Link 1 took the slot's keys in.
+    /// Link 1's move shows on it: its epoch grew, or a key was restored
+    /// into it.
     pub(crate) imported: bool,
+    /// When shard A restarted without its data (real ms), if it did.
+    pub(crate) restarted: Option<u8>,
     /// The link serving the slot on member 0.
     pub(crate) serving: u8,
     /// Shard A failed over.

@@ -18,6 +18,7 @@
 //! | `INFO` refused | now | nothing about the node can be told |
 //! | something unreadable at our marker's key | now | our evidence was overwritten |
 //! | our marker names this process, but keys were dropped since it was written (damage count grew or was reset), or, on a Redis Cluster's shard, it took slots over (its epoch grew), or its replication history changed (a promotion), or the loss it records lies in the future | now | lost at an unknown moment up to now |
+//! | a Redis Cluster's shard serving a slot our marker does not record, whatever else the marker says | now | it took the slot over since, and the shard it left may have lost writes that nothing on this one shows |
 //! | our marker names this process, and this client saw another process there before | start (0) | a restart this client saw: the process may lack what the one before it had |
 //! | our marker names this process, otherwise | as recorded | the marker is the process's history |
 //! | another process's marker, replica promoted | now | it lacks what replication had not copied at an unknown moment |
@@ -54,6 +55,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::node::evidence::{self, Marker, Probe};
+use crate::node::slotset::covered;
 
 /// Why a node may lack writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,8 +118,8 @@ impl Cause {
             }
             Cause::Marked => "may have lost writes (found by another client)",
             Cause::Received => {
-                "took slots over from another shard, and writes lost there (a failover) \
-                 moved with them"
+                "took slots over from another shard, and writes lost there (a failover, \
+                 a restart without data) moved with them"
             }
         }
     }
@@ -159,6 +161,7 @@ pub(crate) fn assess(probe: &Probe, seen: &Memory, quarantine: u64) -> Assessmen
                 loss,
                 seen: damage,
                 repl,
+                ..
             }) if *run == probe.run_id => {
                 if loss.is_some_and(|l| l > now) {
                     (Some(now), Some(Cause::Corrupt))
@@ -181,6 +184,18 @@ pub(crate) fn assess(probe: &Probe, seen: &Memory, quarantine: u64) -> Assessmen
             None if restart_seen => (Some(0), Some(Cause::Restarted)),
             None => (Some(0), Some(Cause::Unmarked)),
         }
+    };
+    // A shard serving a slot our marker did not record took it over since,
+    // with whatever the shard it left had lost: from now, unless a verdict
+    // already says now.
+    let (loss, cause) = match (&probe.slots, &probe.marker) {
+        (
+            Some(serves),
+            Some(Marker::Found {
+                slots: Some(had), ..
+            }),
+        ) if loss != Some(now) && !covered(serves, had) => (Some(now), Some(Cause::Received)),
+        _ => (loss, cause),
     };
     // One second more than the readings say: see the module docs. A loss
     // is never after the probe (checked above), so this stays within
@@ -485,13 +500,70 @@ mod tests {
             promoted: false,
             replid: "h".into(),
             durable: Some(true),
+            slots: None,
             marker: marker.map(|(run, loss)| Marker::Found {
                 run: run.into(),
                 loss,
                 seen: Some(0),
                 repl: Some("h".into()),
+                slots: None,
             }),
         }
+    }
+
+    /// [`probe`] of a cluster's shard that serves `serves`, finding a
+    /// marker that recorded `had`.
+    fn shard(marker: Option<(&str, Option<u64>)>, serves: &str, had: Option<&str>) -> Probe {
+        let mut p = probe("r", 500, marker);
+        p.slots = Some(serves.into());
+        if let Some(Marker::Found { slots, .. }) = &mut p.marker {
+            *slots = had.map(Into::into);
+        }
+        p
+    }
+
+    #[test]
+    fn a_shard_serving_a_slot_its_marker_lacks_took_it_over_now() {
+        let q = 60;
+        // Its marker, this process, no loss: the slots it served then.
+        let same = assess(&shard(Some(("r", None)), "0-99", Some("0-99")), &fresh(), q);
+        assert_eq!((same.loss, same.cause), (None, None));
+        let gave = assess(&shard(Some(("r", None)), "0-9", Some("0-99")), &fresh(), q);
+        assert_eq!(
+            (gave.loss, gave.cause),
+            (None, None),
+            "giving slots away loses nothing"
+        );
+        let took = assess(
+            &shard(Some(("r", None)), "0-100", Some("0-99")),
+            &fresh(),
+            q,
+        );
+        assert_eq!((took.loss, took.cause), (Some(500), Some(Cause::Received)));
+        assert_eq!(took.remaining, q + 1);
+        // Whatever else the marker says: an older loss, another process.
+        let marked = assess(&shard(Some(("r", Some(480))), "7", Some("")), &fresh(), q);
+        assert_eq!(
+            (marked.loss, marked.cause),
+            (Some(500), Some(Cause::Received))
+        );
+        let other = assess(
+            &shard(Some(("old", None)), "0-100", Some("0-99")),
+            &fresh(),
+            q,
+        );
+        assert_eq!(
+            (other.loss, other.cause),
+            (Some(500), Some(Cause::Received))
+        );
+        // A marker of an earlier version records no slots: nothing to go by.
+        let old = assess(&shard(Some(("r", None)), "0-100", None), &fresh(), q);
+        assert_eq!((old.loss, old.cause), (None, None));
+        // A verdict that already says now keeps its own cause.
+        let mut promoted = shard(Some(("old", None)), "0-100", Some("0-99"));
+        promoted.promoted = true;
+        let p = assess(&promoted, &fresh(), q);
+        assert_eq!((p.loss, p.cause), (Some(500), Some(Cause::Promoted)));
     }
 
     /// A client that saw nothing of the node before.

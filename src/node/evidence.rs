@@ -21,6 +21,12 @@
 //!   greatest already, which a failover elsewhere never leaves it). So a
 //!   shard that took over a slot whose lock a failover lost shows it even
 //!   where no key moved.
+//! * `CLUSTER NODES` (a shard; refused elsewhere): the slots the shard
+//!   serves, which our marker records (`slots`). A shard that serves a slot
+//!   the marker lacks took it over since: the shard it left may have lost
+//!   writes (restarted empty, or failed over) and nothing of that moves
+//!   with it, epoch or key, when the slot held no key of ours any more
+//!   and the receiver's epoch was already the cluster's greatest.
 //! * `CONFIG GET appendonly` and `appendfsync`: what the node *would* keep
 //!   across a crash. Reported, never trusted: a new disk, a recreated
 //!   container or an old backup break it silently.
@@ -28,13 +34,15 @@
 //!   by every key prefix): `run`, the process it was written for; `loss`,
 //!   the uptime second from which that process may lack writes (`-`: none);
 //!   `seen`, the damage count when it was written; `repl`, the node's
-//!   replication history id then (a promotion changes it); `why`, what the
+//!   replication history id then (a promotion changes it); `slots`, the
+//!   slots a cluster's shard served then (`-`: not a shard); `why`, what the
 //!   writer concluded, in a word (`unmarked`: nothing but the absence of a
 //!   marker, the one case `redquorum init` may still declare new).
 
 use redis::Value;
 
 use crate::lua::Lua;
+use crate::node::slotset::own_slots;
 
 /// Our marker's key on every node.
 pub(crate) const MARKER_KEY: &str = "redquorum:node";
@@ -58,6 +66,10 @@ pub(crate) enum Marker {
         /// The node's `master_replid` when it was written (absent in
         /// markers of earlier versions).
         repl: Option<String>,
+        /// The slots a cluster's shard served when it was written
+        /// ([`slotset`](super::slotset)'s text form); `None` for a node
+        /// that is not a shard, and in markers of earlier versions.
+        slots: Option<String>,
     },
     /// Something is at the key that we cannot read as our marker (a
     /// number out of range, another type): the node's history cannot be
@@ -88,6 +100,9 @@ pub(crate) struct Probe {
     /// `appendonly yes` with `appendfsync always`; `None` if `CONFIG GET`
     /// was refused. For reports only.
     pub(crate) durable: Option<bool>,
+    /// The slots a cluster's shard serves ([`slotset`](super::slotset)'s
+    /// text form); `None` for a node that is not a shard.
+    pub(crate) slots: Option<String>,
     /// Our marker, if any.
     pub(crate) marker: Option<Marker>,
 }
@@ -112,13 +127,14 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
     pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
     pipe.cmd("HMGET")
         .arg(marker)
-        .arg(&["run", "loss", "seen", "repl"]);
+        .arg(&["run", "loss", "seen", "repl", "slots"]);
     pipe.cmd("CLUSTER").arg("INFO");
+    pipe.cmd("CLUSTER").arg("NODES");
     pipe
 }
 
 /// How many replies [`probe_pipeline`] gets.
-pub(crate) const PROBE_REPLIES: usize = 8;
+pub(crate) const PROBE_REPLIES: usize = 9;
 
 /// Reads the probe's replies.
 pub(crate) fn read_probe(replies: &[Value]) -> Probe {
@@ -149,6 +165,7 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         _ => None,
     };
     let marker = replies.get(6).and_then(parse_marker);
+    let slots = own_slots(&text(8));
     Probe {
         run_id,
         uptime,
@@ -157,6 +174,7 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         promoted,
         replid,
         durable,
+        slots,
         marker,
     }
 }
@@ -181,16 +199,17 @@ fn damage(stats: &str, commands: &str) -> Option<u64> {
     Some(total)
 }
 
-/// Reads the marker (`HMGET run loss seen repl`): `None` where there is
-/// none, [`Marker::Corrupt`] for anything we cannot read as ours.
+/// Reads the marker (`HMGET run loss seen repl slots`): `None` where there
+/// is none, [`Marker::Corrupt`] for anything we cannot read as ours.
 fn parse_marker(v: &Value) -> Option<Marker> {
-    let Ok([run, loss, seen, repl]) = redis::from_redis_value_ref::<[Option<String>; 4]>(v) else {
+    let Ok([run, loss, seen, repl, slots]) = redis::from_redis_value_ref::<[Option<String>; 5]>(v)
+    else {
         // A wrong type at our key: someone else's data where our evidence
         // should be.
         return matches!(v, Value::ServerError(_)).then_some(Marker::Corrupt);
     };
     let (run, loss) = match (run, loss) {
-        (None, None) if seen.is_none() && repl.is_none() => return None,
+        (None, None) if seen.is_none() && repl.is_none() && slots.is_none() => return None,
         (Some(run), Some(loss)) if !run.is_empty() => (run, loss),
         _ => return Some(Marker::Corrupt),
     };
@@ -211,6 +230,7 @@ fn parse_marker(v: &Value) -> Option<Marker> {
         loss,
         seen,
         repl,
+        slots: slots.filter(|s| s != "-"),
     })
 }
 
@@ -238,12 +258,12 @@ fn config_value(v: &Value) -> Option<String> {
 /// `loss`, empty for none), so that a marker another client or an
 /// operator's `init` wrote meanwhile is never overwritten with an older
 /// verdict. KEYS: marker. ARGV: found run, found loss, then the new `run`,
-/// `loss`, `seen`, `repl`, `why`. Returns 1 if written.
+/// `loss`, `seen`, `repl`, `why`, `slots`. Returns 1 if written.
 pub(crate) static MARKER_CAS: Lua = Lua::new(
     r#"local m = redis.call("HMGET", KEYS[1], "run", "loss")
 if (m[1] or "") ~= ARGV[1] or (m[2] or "") ~= ARGV[2] then return 0 end
 redis.call("HSET", KEYS[1], "run", ARGV[3], "loss", ARGV[4], "seen", ARGV[5], "repl", ARGV[6],
-  "why", ARGV[7])
+  "why", ARGV[7], "slots", ARGV[8])
 return 1"#,
 );
 
@@ -271,15 +291,16 @@ pub(crate) fn marker_update(
         .arg(loss.map_or("-".to_owned(), |l| l.to_string()))
         .arg(probe.seen().unwrap_or(0))
         .arg(&probe.replid)
-        .arg(why);
+        .arg(why)
+        .arg(probe.slots.as_deref().unwrap_or("-"));
     cmd
 }
 
 /// Whether `found` is already the marker `probe` calls for.
 pub(crate) fn marker_is(found: Option<&Marker>, probe: &Probe, loss: Option<u64>) -> bool {
-    matches!(found, Some(Marker::Found { run, loss: l, seen, repl })
+    matches!(found, Some(Marker::Found { run, loss: l, seen, repl, slots })
         if *run == probe.run_id && *l == loss && *seen == probe.seen()
-            && repl.as_deref() == Some(probe.replid.as_str()))
+            && repl.as_deref() == Some(probe.replid.as_str()) && *slots == probe.slots)
 }
 
 #[cfg(test)]
@@ -307,7 +328,13 @@ mod tests {
             "# Commandstats\r\ncmdstat_get:calls=5,usec=1\r\n\
              cmdstat_flushall:calls=3,usec=10,usec_per_call=3.3\r\n",
         );
-        let marker = Value::Array(vec![bulk("abc"), bulk("3"), bulk("4"), bulk("1234")]);
+        let marker = Value::Array(vec![
+            bulk("abc"),
+            bulk("3"),
+            bulk("4"),
+            bulk("1234"),
+            bulk("0-99"),
+        ]);
         let mut replies = vec![
             server.clone(),
             replication,
@@ -317,6 +344,7 @@ mod tests {
             pair("appendfsync", "always"),
             marker,
             bulk("cluster_state:ok\r\ncluster_current_epoch:9\r\ncluster_my_epoch:6\r\n"),
+            bulk("e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-99 200\n"),
         ];
         // A shard of a cluster: its epoch adds to what the marker records.
         let shard = read_probe(&replies);
@@ -324,16 +352,19 @@ mod tests {
             (shard.damage, shard.epoch, shard.seen()),
             (Some(5), 6, Some(11))
         );
+        assert_eq!(shard.slots.as_deref(), Some("0-99,200"));
         // A node outside a cluster refuses CLUSTER INFO: nothing added.
         let disabled =
             redis::parse_redis_value(b"-ERR This instance has cluster support disabled\r\n");
-        replies[7] = disabled.unwrap();
+        replies[7] = disabled.clone().unwrap();
+        replies[8] = disabled.unwrap();
         let p = read_probe(&replies);
         let found = Marker::Found {
             run: "abc".into(),
             loss: Some(3),
             seen: Some(4),
             repl: Some("1234".into()),
+            slots: Some("0-99".into()),
         };
         assert_eq!(
             p,
@@ -345,12 +376,13 @@ mod tests {
                 promoted: false,
                 replid: "1234".into(),
                 durable: Some(true),
+                slots: None,
                 marker: Some(found),
             }
         );
         let refused = redis::parse_redis_value(b"-ERR unknown command 'CONFIG'\r\n").unwrap();
         let promoted = bulk("role:master\r\nmaster_replid2:feedbeef\r\n");
-        let none = Value::Array(vec![Value::Nil; 4]);
+        let none = Value::Array(vec![Value::Nil; 5]);
         let p = read_probe(&[
             server,
             promoted,
@@ -372,26 +404,46 @@ mod tests {
             Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
         };
         assert_eq!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None])),
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, None])),
             Some(Marker::Found {
                 run: "id".into(),
                 loss: None,
                 seen: None,
                 repl: None,
+                slots: None,
             })
         );
         for bad in [
-            arr(&[Some("id"), Some("18446744073709551616"), Some("0"), None]),
-            arr(&[Some("id"), Some("x"), Some("0"), None]),
-            arr(&[Some("id"), None, Some("0"), None]),
-            arr(&[Some("id"), Some("-"), Some("-1"), None]),
-            arr(&[None, None, Some("0"), None]),
-            arr(&[None, None, None, Some("r")]),
+            arr(&[
+                Some("id"),
+                Some("18446744073709551616"),
+                Some("0"),
+                None,
+                None,
+            ]),
+            arr(&[Some("id"), Some("x"), Some("0"), None, None]),
+            arr(&[Some("id"), None, Some("0"), None, None]),
+            arr(&[Some("id"), Some("-"), Some("-1"), None, None]),
+            arr(&[None, None, Some("0"), None, None]),
+            arr(&[None, None, None, Some("r"), None]),
             redis::parse_redis_value(b"-WRONGTYPE Operation against a key\r\n").unwrap(),
         ] {
             assert_eq!(parse_marker(&bad), Some(Marker::Corrupt), "{bad:?}");
         }
-        assert_eq!(parse_marker(&arr(&[None; 4])), None);
+        assert_eq!(parse_marker(&arr(&[None; 5])), None);
+        // The slots a shard served; `-` for a node that is not one.
+        assert!(matches!(
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("0-5")])),
+            Some(Marker::Found { slots: Some(s), .. }) if s == "0-5"
+        ));
+        assert!(matches!(
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("-")])),
+            Some(Marker::Found { slots: None, .. })
+        ));
+        assert_eq!(
+            parse_marker(&arr(&[None, None, None, None, Some("0-5")])),
+            Some(Marker::Corrupt)
+        );
     }
 
     #[test]

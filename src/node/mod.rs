@@ -27,6 +27,7 @@ pub(crate) mod shard_rules;
 #[cfg(feature = "cluster")]
 pub(crate) mod shards;
 pub(crate) mod slot;
+pub(crate) mod slotset;
 pub(crate) mod watch;
 pub(crate) mod watches;
 pub(crate) mod wire;

@@ -410,6 +410,16 @@ impl RedisNode {
         self.respawn(self.persistence);
     }
 
+    /// Kills the node, empties its data directory but for its cluster
+    /// configuration (`nodes.conf`), and starts it again: a cluster's shard
+    /// back in place, serving the slots it served, without its keys (its
+    /// AOF lost, its node identity kept).
+    pub fn restart_empty_in_place(&mut self) {
+        self.kill();
+        self.wipe_but("nodes.conf");
+        self.respawn(self.persistence);
+    }
+
     /// A copy of the node's data directory as it is now (a backup).
     pub fn backup(&self) -> tempfile::TempDir {
         let to = tempfile::tempdir().expect("backup dir");
@@ -428,11 +438,16 @@ impl RedisNode {
 
     /// Removes everything in the data directory but the log.
     fn wipe(&self) {
+        self.wipe_but("redis.log");
+    }
+
+    /// Empties the data directory but for the log and `keep`.
+    fn wipe_but(&self, keep: &str) {
         for entry in std::fs::read_dir(self.dir.path())
             .expect("read data dir")
             .flatten()
         {
-            if entry.file_name() != "redis.log" {
+            if entry.file_name() != "redis.log" && entry.file_name() != keep {
                 let p = entry.path();
                 let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
             }
