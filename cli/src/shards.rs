@@ -96,8 +96,9 @@ async fn check_shards(
 }
 
 /// What breaks the guarantees on shard master `m`: a whole member refusing
-/// every request for one dead shard, and replicas that take over on their
-/// own (each takeover quarantines the shard).
+/// every request for one dead shard, replicas that take over on their own
+/// (each takeover quarantines the shard), and an ACL that hides from
+/// clients the evidence of slots the shard took over.
 async fn lint_shard(shard: &mut NodeReport, client: &redis::Client, m: &Master, timeout: Duration) {
     let Some(client) = shard_client(client, m) else {
         return;
@@ -114,11 +115,29 @@ async fn lint_shard(shard: &mut NodeReport, client: &redis::Client, m: &Master, 
             .arg("replication")
             .query_async(&mut conn)
             .await?;
-        Ok::<_, redis::RedisError>((coverage, replication))
+        let mut refused = Vec::new();
+        for sub in ["NODES", "INFO"] {
+            let reply = redis::cmd("CLUSTER")
+                .arg(sub)
+                .query_async::<redis::Value>(&mut conn)
+                .await;
+            if reply.is_err() {
+                refused.push(format!("CLUSTER {sub}"));
+            }
+        }
+        Ok::<_, redis::RedisError>((coverage, replication, refused))
     };
-    let Ok(Ok((coverage, replication))) = tokio::time::timeout(timeout, read).await else {
+    let Ok(Ok((coverage, replication, refused))) = tokio::time::timeout(timeout, read).await else {
         return;
     };
+    if !refused.is_empty() {
+        shard.warnings.push(format!(
+            "refuses {}: a client's connection check cannot see that this shard took slots \
+             over (which may carry another shard's lost writes); let the user run \
+             +cluster|nodes +cluster|info",
+            refused.join(" and ")
+        ));
+    }
     if coverage.get(1).is_some_and(|v| v == "yes") {
         shard.warnings.push(
             "cluster-require-full-coverage yes: one dead shard makes the whole member refuse \

@@ -389,6 +389,10 @@ fn status_shows_each_shard_of_a_cluster_member_and_what_breaks_it() {
         .arg("yes")
         .query(&mut member1.nodes[1].conn())
         .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "-cluster|nodes"])
+        .query(&mut member1.nodes[0].conn())
+        .unwrap();
     let urls = format!(
         "{},{},{}",
         member0.url(),
@@ -436,6 +440,14 @@ fn status_shows_each_shard_of_a_cluster_member_and_what_breaks_it() {
         1,
         "{err}"
     );
+    let hidden = member1.nodes[0].port;
+    assert!(
+        err.contains(&format!(
+            "warning: node 1: shard 127.0.0.1:{hidden}: refuses CLUSTER NODES: a client's"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches("refuses CLUSTER").count(), 1, "{err}");
     let takeovers = err
         .lines()
         .filter(|l| l.contains("may take over on their own"));
