@@ -457,6 +457,67 @@ async fn a_slot_given_away_by_a_shard_restarted_empty_takes_its_loss_to_the_shar
     drop(held);
 }
 
+/// A node's uptime, s.
+fn uptime(node: &support::RedisNode) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut node.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+        .and_then(|u| u.trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_given_below_the_lowest_of_a_long_running_shard_keeps_that_shard_out() {
+    // As above, but the slot goes to the shard serving the highest slots
+    // (the cluster's greatest epoch, as redis-cli made it), below its
+    // lowest: our marker's key there follows its lowest slot, so a new
+    // client finds no marker on it. A node with no marker that has run
+    // longer than the quarantine counts at once; a shard must not.
+    let mut member0 = clusters(1, 3, 0).pop().unwrap();
+    let epochs: Vec<u64> = member0.nodes.iter().map(my_epoch).collect();
+    let (from, to) = (member0.slot_owner(0), 2);
+    assert_eq!((0..3).max_by_key(|&i| epochs[i]), Some(to), "{epochs:?}");
+    assert_ne!(from, to);
+    let nodes = Cluster::start_undeclared(2, support::Persistence::Aof);
+    let urls = vec![member0.url(), nodes.nodes[0].url(), nodes.nodes[1].url()];
+    let _declared = declared(&urls).await;
+    let lost = spread(&member0, 3, 1)
+        .into_iter()
+        .find(|(_, s)| *s == from)
+        .unwrap()
+        .0;
+    // Quarantines (and TTLs) of 10 s; the shard taking the slot has run
+    // longer than that, so only its being a shard keeps it out.
+    let quarantine = ms(10_000);
+    let old = support::wait_until(ms(30_000), || uptime(&member0.nodes[to]) > 11).await;
+    assert!(old, "the shard has run past the quarantine");
+    let two = client(&urls[..2])
+        .restart_quarantine(quarantine)
+        .build()
+        .unwrap();
+    let held = two.try_lock(&lost, quarantine).await.unwrap();
+    tokio::task::block_in_place(|| {
+        member0.nodes[from].restart_empty_in_place();
+        member0.await_ok(|_| true);
+        member0.move_slot(member0.slot(&lost), from, to);
+    });
+    assert_eq!(member0.get(&lost), None);
+    let fresh = client(&urls)
+        .restart_quarantine(quarantine)
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        assert!(fresh.try_lock(&lost, quarantine).await.is_err());
+        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
+        tokio::time::sleep(ms(50)).await;
+    }
+    assert_set_aside(&fresh, &lost).await;
+    drop(held);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_reshard_loses_no_update_under_the_lock_and_repeats_no_number() {
     use std::sync::atomic::{AtomicUsize, Ordering};

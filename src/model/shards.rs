@@ -111,6 +111,10 @@ pub(crate) struct ShardsModel {
     /// Shard A's fault is a restart without its data in place of a
     /// failover.
     pub(crate) restart: bool,
+    /// The slot lies below shard B's lowest: once B serves it, our
+    /// marker's key on B (in its lowest slot) is another, and a check
+    /// finds no marker there.
+    pub(crate) below: bool,
     /// The rules.
     pub(crate) rules: Rules,
 }
@@ -125,6 +129,7 @@ impl ShardsModel {
             horizon: 2,
             fresh: false,
             restart: false,
+            below: false,
             rules: Rules {
                 judge: shipped,
                 quarantine: true,
@@ -153,6 +158,7 @@ impl ShardsModel {
         // Shard A restarted empty: a new process, up since the fault.
         let (run_id, uptime, marker) = match s.restarted {
             Some(at) if link == 0 => ("new", u64::from(s.now - at), None),
+            _ if link == 1 && s.moved && self.below => ("mine", 100 + u64::from(s.now), None),
             _ => (
                 "mine",
                 100 + u64::from(s.now),
@@ -538,6 +544,30 @@ mod tests {
             "shards: a shard restarts empty, its slot moves, a fresh client",
             restarting(|_| {}),
         );
+    }
+
+    #[test]
+    fn model_shards_safe_when_the_slot_goes_below_the_lowest_of_the_shard_taking_it() {
+        let m = ShardsModel {
+            below: true,
+            ..restarting(|_| {})
+        };
+        safe(
+            "shards: a shard restarts empty, its slot moves below another's lowest, a fresh client",
+            m,
+        );
+    }
+
+    #[test]
+    fn model_shards_finds_two_holders_when_a_shard_without_marker_counts_from_its_start() {
+        // As for a node: no marker on a long-running process, its loss
+        // long ago, trusted at once.
+        let name = "shards, weakened: a shard with no marker counts from its start (slot below)";
+        let m = ShardsModel {
+            below: true,
+            ..restarting(|r| r.slots = false)
+        };
+        check(name, m).assert_violates(name, EXCLUSION);
     }
 
     #[test]

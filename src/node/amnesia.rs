@@ -26,6 +26,7 @@
 //! | another process's marker, otherwise | start (0) | a restart or a restore: the data it loaded may be older than the process before it (an old backup, a lost disk); a complete replay looks the same |
 //! | no marker, this client saw this process marked | now | our marker was deleted |
 //! | no marker, replica promoted or keys dropped | now | as above |
+//! | no marker, a Redis Cluster's shard | now | slots it took over brought whatever their shard had lost, whenever that was (a slot below its lowest also moves our marker's key) |
 //! | no marker, otherwise | start (0) | new to us, or restarted without its data: the two look the same |
 //!
 //! A `loss` makes the node *suspect* for counters for as long as its process
@@ -113,8 +114,8 @@ impl Cause {
                  (persistence settings are not proof)"
             }
             Cause::Unmarked => {
-                "started recently with none of our marks: new, or restarted without its data \
-                 (for nodes you know are new, not wiped: `redquorum init`)"
+                "carries none of our marks: new, restarted without its data, or a cluster's \
+                 shard given slots (for nodes you know are new, not wiped: `redquorum init`)"
             }
             Cause::Marked => "may have lost writes (found by another client)",
             Cause::Received => {
@@ -181,6 +182,10 @@ pub(crate) fn assess(probe: &Probe, seen: &Memory, quarantine: u64) -> Assessmen
             None if seen.marked && !restart_seen => (Some(now), Some(Cause::MarkerGone)),
             None if probe.promoted => (Some(now), Some(Cause::Promoted)),
             None if dropped_since_start => (Some(now), Some(Cause::Dropped)),
+            // A shard's data is not all its own since its start: slots it
+            // took over bring their losses (and one below its lowest moves
+            // our marker's key, so no marker is found).
+            None if probe.slots.is_some() => (Some(now), Some(Cause::Unmarked)),
             None if restart_seen => (Some(0), Some(Cause::Restarted)),
             None => (Some(0), Some(Cause::Unmarked)),
         }
@@ -559,6 +564,20 @@ mod tests {
         // A marker of an earlier version records no slots: nothing to go by.
         let old = assess(&shard(Some(("r", None)), "0-100", None), &fresh(), q);
         assert_eq!((old.loss, old.cause), (None, None));
+        // No marker on a shard: from now, however long it has run (it may
+        // have been given a slot below its lowest, where the marker's key
+        // follows it).
+        let unmarked = assess(&shard(None, "0-100", None), &fresh(), q);
+        assert_eq!(
+            (unmarked.loss, unmarked.cause),
+            (Some(500), Some(Cause::Unmarked))
+        );
+        let node = assess(&probe("r", 500, None), &fresh(), q);
+        assert_eq!(
+            (node.loss, node.remaining),
+            (Some(0), 0),
+            "a node: from its start"
+        );
         // A verdict that already says now keeps its own cause.
         let mut promoted = shard(Some(("old", None)), "0-100", Some("0-99"));
         promoted.promoted = true;
