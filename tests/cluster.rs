@@ -366,14 +366,9 @@ async fn a_slot_moved_out_of_a_failed_over_shard_takes_its_loss_to_the_shard_tha
     tokio::task::block_in_place(|| member0.move_slot(slot, replica, to));
     assert_eq!(member0.get(&lost), None);
     // The live client: the shard that took the slot over does not count
-    // (it saw the slot move); the lock stays with its holder.
-    for _ in 0..20 {
-        assert!(live.try_lock(&lost, ms(10_000)).await.is_err());
-        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
-        tokio::time::sleep(ms(50)).await;
-    }
-    // Member 0's yes was set aside: on one more try, once more.
-    assert_set_aside(&live, &lost).await;
+    // (it saw the slot move); the lock stays with its holder, and member
+    // 0's yes was set aside.
+    kept_out(&live, &lost, &nodes.nodes[0], ms(10_000)).await;
     assert!(
         matches!(live.node_trust().await[0], NodeTrust::Quarantined { .. }),
         "{:?}",
@@ -382,25 +377,41 @@ async fn a_slot_moved_out_of_a_failed_over_shard_takes_its_loss_to_the_shard_tha
     // A client made now, with no map before: the shard's own evidence
     // (its epoch grew with the slot it took) keeps it out too.
     let fresh = client(&urls).build().unwrap();
+    kept_out(&fresh, &lost, &nodes.nodes[0], ms(10_000)).await;
+    drop(held);
+}
+
+/// Twenty tries by `redlock` for `resource`, 50 ms apart, each refused
+/// while `holder` (member 1) keeps the first holder's key; then one more
+/// shows member 0's yes set aside.
+async fn kept_out(redlock: &Redlock, resource: &str, holder: &support::RedisNode, ttl: Duration) {
     for _ in 0..20 {
-        assert!(fresh.try_lock(&lost, ms(10_000)).await.is_err());
-        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
+        assert!(redlock.try_lock(resource, ttl).await.is_err());
+        assert!(holder.get(resource).is_some(), "node 1 still holds it");
         tokio::time::sleep(ms(50)).await;
     }
-    assert_set_aside(&fresh, &lost).await;
-    drop(held);
+    assert_set_aside(redlock, resource).await;
 }
 
 /// A shard's configuration epoch (`cluster_my_epoch`).
 fn my_epoch(node: &support::RedisNode) -> u64 {
-    let info: String = redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query(&mut node.conn())
-        .unwrap();
+    info_number(node, &["CLUSTER", "INFO"], "cluster_my_epoch")
+}
+
+/// A node's uptime, s.
+fn uptime(node: &support::RedisNode) -> u64 {
+    info_number(node, &["INFO", "server"], "uptime_in_seconds")
+}
+
+/// The number `field` in `node`'s reply to `command` (in `INFO` form).
+fn info_number(node: &support::RedisNode, command: &[&str], field: &str) -> u64 {
+    let mut cmd = redis::cmd(command[0]);
+    cmd.arg(&command[1..]);
+    let info: String = cmd.query(&mut node.conn()).unwrap();
     info.lines()
-        .find_map(|l| l.strip_prefix("cluster_my_epoch:"))
-        .and_then(|e| e.trim().parse().ok())
-        .unwrap()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,25 +459,8 @@ async fn a_slot_given_away_by_a_shard_restarted_empty_takes_its_loss_to_the_shar
     // the first time: the slot it serves beyond our marker's record keeps
     // it out; the lock stays with its holder.
     let fresh = client(&urls).build().unwrap();
-    for _ in 0..20 {
-        assert!(fresh.try_lock(&lost, ms(10_000)).await.is_err());
-        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
-        tokio::time::sleep(ms(50)).await;
-    }
-    assert_set_aside(&fresh, &lost).await;
+    kept_out(&fresh, &lost, &nodes.nodes[0], ms(10_000)).await;
     drop(held);
-}
-
-/// A node's uptime, s.
-fn uptime(node: &support::RedisNode) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut node.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
-        .and_then(|u| u.trim().parse().ok())
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,12 +503,7 @@ async fn a_slot_given_below_the_lowest_of_a_long_running_shard_keeps_that_shard_
         .restart_quarantine(quarantine)
         .build()
         .unwrap();
-    for _ in 0..20 {
-        assert!(fresh.try_lock(&lost, quarantine).await.is_err());
-        assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
-        tokio::time::sleep(ms(50)).await;
-    }
-    assert_set_aside(&fresh, &lost).await;
+    kept_out(&fresh, &lost, &nodes.nodes[0], quarantine).await;
     drop(held);
 }
 
