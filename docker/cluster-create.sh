@@ -22,8 +22,8 @@ waited=0
 for ip in $(for m in 1 2 3 4 5; do echo "$net.${m}1 $net.${m}2 $net.${m}3"; done) \
     "$net.14" "$net.15" "$net.16"; do
     until redis-cli -h "$ip" cluster info | grep -q '^cluster_state:ok' \
-        && { redis-cli -h "$ip" info replication | grep -q '^role:master' \
-             || redis-cli -h "$ip" info replication | grep -q '^master_link_status:up'; }; do
+        && redis-cli -h "$ip" info replication \
+            | grep -qE '^(role:master|master_link_status:up)'; do
         waited=$((waited + 1))
         [ "$waited" -le 600 ] || { echo "clusters not ready within 60 s ($ip)" >&2; exit 1; }
         sleep 0.1

@@ -161,9 +161,12 @@ fn slot_tag(key: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
+/// Hash slots in a Redis Cluster.
+pub(crate) const SLOTS: usize = 16384;
+
 /// The cluster hash slot of `bytes` (already reduced to its tag).
 fn slot(bytes: &[u8]) -> u16 {
-    crc16::State::<crc16::XMODEM>::calculate(bytes) % 16384
+    crc16::State::<crc16::XMODEM>::calculate(bytes) % SLOTS as u16
 }
 
 /// The cluster hash slot Redis gives the whole key `key` (hash tag rule
@@ -185,7 +188,7 @@ pub(crate) fn tag_for_slot(wanted: u16) -> String {
     // 16384 slots: a match comes within a few tens of thousands of tries.
     (0u32..)
         .map(|i| format!("{i:x}"))
-        .find(|t| slot(t.as_bytes()) == wanted % 16384)
+        .find(|t| slot(t.as_bytes()) == wanted % SLOTS as u16)
         .unwrap_or_default()
 }
 

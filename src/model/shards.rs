@@ -271,6 +271,7 @@ impl Model for ShardsModel {
         if s.now < self.horizon {
             actions.push(Action::Tick);
         }
+        let faulty = if self.restart { 0 } else { 2 };
         for (c, client) in s.clients.iter().enumerate() {
             let c = c as u8;
             // A client that holds the lock or gave up reads no map again.
@@ -287,7 +288,6 @@ impl Model for ShardsModel {
                     actions.push(Action::Other(c, m + 1));
                 }
             }
-            let faulty = if self.restart { 0 } else { 2 };
             if active && !s.per_shard && s.now < client.quarantined[faulty] {
                 actions.push(Action::Elsewhere(c));
             }

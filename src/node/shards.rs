@@ -26,16 +26,13 @@ use redis::{
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::keys::tag_for_slot;
+use crate::keys::{tag_for_slot, SLOTS};
 use crate::node::amnesia::{AmnesiaCheck, Cause};
 use crate::node::call::Call;
 use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
 use crate::node::shard_rules::received;
-
-/// Hash slots in a Redis Cluster.
-const SLOTS: usize = 16384;
 
 /// No shard serves the slot (in [`SlotMap::owner`]).
 const NONE: u16 = u16::MAX;

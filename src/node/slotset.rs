@@ -3,8 +3,7 @@
 //! (`0-5460,6000`: ranges, ascending, merged), and whether a shard now
 //! serves a slot that a recorded set lacks: it took that slot over since.
 
-/// Hash slots in a Redis Cluster.
-const SLOTS: usize = 16384;
+use crate::keys::SLOTS;
 
 /// The slots the node that answered `CLUSTER NODES` (`reply`) serves, in
 /// our text form; `None` where the reply has no line for the node itself
