@@ -14,6 +14,9 @@ ensure-redis:
 test: check
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
+	@echo "the behaviour tests again, every member a one-shard Redis Cluster"
+	@echo "(tests/nodes-only.txt lists those left out, with why):"
+	scripts/test-on-cluster-members.sh
 	@echo "model checking, optimised build (every interleaving within the stated bounds;"
 	@echo "each check's states and counterexamples: add -- --nocapture):"
 	$(CARGO) test -q --release --lib model -- --test-threads 1

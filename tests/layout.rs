@@ -2,7 +2,8 @@
 //! of the CLI (`cli/src/`) import each other without cycles (layers), no
 //! source file passes 500 lines before its unit tests, and every module file
 //! is named in the contributors' Layout list (`src/lib.rs` for the library,
-//! `cli/src/main.rs` for the CLI).
+//! `cli/src/main.rs` for the CLI), and every test that tests/nodes-only.txt
+//! names exists.
 //!
 //! Imports are read from `use crate::…` / `use super::…` statements and from
 //! `crate::…` paths written in code (comments and doc comments are skipped),
@@ -328,4 +329,28 @@ fn layout_list_names_every_module_file() {
             );
         }
     }
+}
+
+/// Every test that tests/nodes-only.txt leaves out of the pass on cluster
+/// members exists, in the binary it names (a renamed test would otherwise
+/// silently join that pass, or a stale line linger).
+#[test]
+fn layout_nodes_only_list_names_real_tests() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let list = std::fs::read_to_string(tests.join("nodes-only.txt")).expect("read the list");
+    let mut named = 0;
+    for line in list.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (binary, test) = line.split_once(' ').expect("a binary and a test");
+        let source = std::fs::read_to_string(tests.join(format!("{binary}.rs")))
+            .unwrap_or_else(|e| panic!("nodes-only.txt names binary {binary}: {e}"));
+        assert!(
+            source.contains(&format!("fn {test}()")),
+            "nodes-only.txt names {test}, which is not a test of tests/{binary}.rs"
+        );
+        named += 1;
+    }
+    assert!(named > 0, "the list names no test");
 }

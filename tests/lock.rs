@@ -32,7 +32,7 @@ async fn no_lost_update(notifications: bool) {
     const CLIENTS: usize = 3;
     const TASKS: usize = 6;
     const ROUNDS: usize = 15;
-    let counter_node = c.nodes[0].url();
+    let counter_node = c.nodes[0].plain_url();
     let mut joins = Vec::new();
     for _ in 0..CLIENTS {
         let redlock = c
@@ -141,7 +141,7 @@ async fn survives_two_dead_nodes_and_names_three() {
             let idx: Vec<usize> = failures.iter().map(|f| f.index).collect();
             assert_eq!(idx, vec![1, 3, 4], "{err:?}");
             for f in failures {
-                assert_eq!(f.addr, format!("127.0.0.1:{}", c.nodes[f.index].port));
+                assert!(c.nodes[f.index].named_by(&f.addr), "{f:?}");
                 assert!(matches!(f.kind, NodeErrorKind::Redis(_)), "{f:?}");
                 assert!(std::error::Error::source(f).is_some());
                 // The cause, not a bare "redis error": nodes 1 and 3 were
@@ -584,7 +584,7 @@ async fn node_down_at_build_is_fine() {
     let redlock = c.redlock();
     let lock = redlock.try_lock("down_at_build", ms(2000)).await.unwrap();
     lock.release().await.unwrap();
-    c.nodes[2] = RedisNode::start(Persistence::None); // new port: just not listed
+    c.nodes[2] = RedisNode::start_member(Persistence::None); // new port: just not listed
 }
 
 #[tokio::test]

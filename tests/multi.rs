@@ -4,7 +4,8 @@
 //! key, fencing tokens per resource, a waiter woken by the release of any
 //! of its keys, and requests naming two resources in opposite orders from
 //! many tasks of three clients: no deadlock, no overlap, every request
-//! served.
+//! served. The resources of one multi-lock share a hash tag (`{m1}-a`), as
+//! on members that are Redis Clusters they must.
 
 mod support;
 
@@ -25,38 +26,38 @@ async fn every_key_or_none() {
     let c = Cluster::start(3);
     let a = c.redlock();
     let b = c.redlock();
-    let held = a.try_lock("m1-b", ms(10_000)).await.expect("b alone");
+    let held = a.try_lock("{m1}-b", ms(10_000)).await.expect("b alone");
     let err = b
-        .try_lock_all(&["m1-a", "m1-b", "m1-c"], ms(10_000))
+        .try_lock_all(&["{m1}-a", "{m1}-b", "{m1}-c"], ms(10_000))
         .await
         .expect_err("b is held");
     assert!(err.is_contended(), "{err}");
-    assert!(err.to_string().contains("m1-a+m1-b+m1-c"), "{err}");
+    assert!(err.to_string().contains("{m1}-a+{m1}-b+{m1}-c"), "{err}");
     b.settle().await;
-    for key in ["m1-a", "m1-c"] {
+    for key in ["{m1}-a", "{m1}-c"] {
         assert_eq!(c.set_on(key), 0, "{key} taken without the others");
     }
     held.release().await.expect("release");
     a.settle().await; // released on every node, not only a quorum
                       // The order callers name them in does not matter; repeats count once.
     let all = b
-        .try_lock_all(&["m1-c", "m1-a", "m1-b", "m1-a"], ms(10_000))
+        .try_lock_all(&["{m1}-c", "{m1}-a", "{m1}-b", "{m1}-a"], ms(10_000))
         .await
         .expect("all three");
-    assert_eq!(all.resources(), ["m1-a", "m1-b", "m1-c"]);
-    assert_eq!(all.resource(), "m1-a+m1-b+m1-c");
+    assert_eq!(all.resources(), ["{m1}-a", "{m1}-b", "{m1}-c"]);
+    assert_eq!(all.resource(), "{m1}-a+{m1}-b+{m1}-c");
     b.settle().await; // the slowest node's take lands in the background
-    for key in ["m1-a", "m1-b", "m1-c"] {
+    for key in ["{m1}-a", "{m1}-b", "{m1}-c"] {
         assert_eq!(c.set_on(key), 3, "{key} on every node");
     }
     // It excludes the single lock on each of them, and is excluded by it.
-    for key in ["m1-a", "m1-b", "m1-c"] {
+    for key in ["{m1}-a", "{m1}-b", "{m1}-c"] {
         let err = a.try_lock(key, ms(1_000)).await.expect_err("held together");
         assert!(err.is_contended(), "{err}");
     }
     all.release().await.expect("release all");
     b.settle().await;
-    for key in ["m1-a", "m1-b", "m1-c"] {
+    for key in ["{m1}-a", "{m1}-b", "{m1}-c"] {
         assert_eq!(c.set_on(key), 0, "{key} released");
     }
 }
@@ -66,7 +67,7 @@ async fn extend_check_and_drop_act_on_every_key() {
     let c = Cluster::start(3);
     let r = c.redlock();
     let lock = r
-        .try_lock_all(&["m2-a", "m2-b"], ms(2_000))
+        .try_lock_all(&["{m2}-a", "{m2}-b"], ms(2_000))
         .await
         .expect("both");
     lock.extend(ms(20_000)).await.expect("extend");
@@ -74,7 +75,7 @@ async fn extend_check_and_drop_act_on_every_key() {
     // a quorum decided.
     r.settle().await;
     for node in &c.nodes {
-        for key in ["m2-a", "m2-b"] {
+        for key in ["{m2}-a", "{m2}-b"] {
             let pttl = node.pttl(key);
             assert!(pttl > 15_000, "{key} extended: {pttl}");
         }
@@ -82,24 +83,24 @@ async fn extend_check_and_drop_act_on_every_key() {
     assert!(lock.is_held().await.expect("check"));
     // Someone else's value on one key of a quorum: no longer ours.
     for node in &c.nodes[..2] {
-        node.set("m2-b", "other", ms(20_000));
+        node.set("{m2}-b", "other", ms(20_000));
     }
     assert!(!lock.is_held().await.expect("check"));
     let err = lock.extend(ms(20_000)).await.expect_err("not all ours");
     assert!(
-        !err.is_contended() || err.to_string().contains("m2-a+m2-b"),
+        !err.is_contended() || err.to_string().contains("{m2}-a+{m2}-b"),
         "{err}"
     );
     for node in &c.nodes[..2] {
-        assert!(node.pttl("m2-a") <= 20_000);
+        assert!(node.pttl("{m2}-a") <= 20_000);
     }
     drop(lock);
     r.settle().await;
     assert!(
-        wait_until(ms(5_000), || c.set_on("m2-a") == 0).await,
+        wait_until(ms(5_000), || c.set_on("{m2}-a") == 0).await,
         "a dropped multi-lock releases its keys where they are ours"
     );
-    assert_eq!(c.holding("m2-b", "other"), 2, "another's keys stay");
+    assert_eq!(c.holding("{m2}-b", "other"), 2, "another's keys stay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,17 +108,17 @@ async fn a_waiter_is_woken_by_the_release_of_any_of_its_keys() {
     let c = Cluster::start(3);
     let holder = c.redlock();
     let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let held = holder.try_lock("m3-b", ms(10_000)).await.expect("b");
+    let held = holder.try_lock("{m3}-b", ms(10_000)).await.expect("b");
     let task = tokio::spawn(async move {
         let lock = waiter
-            .lock_all_timeout(&["m3-b", "m3-a"], ms(10_000), ms(9_000))
+            .lock_all_timeout(&["{m3}-b", "{m3}-a"], ms(10_000), ms(9_000))
             .await
             .expect("both, once b is released");
         (Instant::now(), lock)
     });
     assert!(
-        wait_until(ms(5_000), || c.waiting_on("m3-a") >= 2
-            && c.waiting_on("m3-b") >= 2)
+        wait_until(ms(5_000), || c.waiting_on("{m3}-a") >= 2
+            && c.waiting_on("{m3}-b") >= 2)
         .await,
         "the waiter is listed for both resources"
     );
@@ -128,8 +129,8 @@ async fn a_waiter_is_woken_by_the_release_of_any_of_its_keys() {
     assert!(after < ms(2_000), "took both {after:?} after the release");
     lock.release().await.expect("release");
     assert!(
-        wait_until(ms(5_000), || c.waiting_on("m3-a") == 0
-            && c.waiting_on("m3-b") == 0)
+        wait_until(ms(5_000), || c.waiting_on("{m3}-a") == 0
+            && c.waiting_on("{m3}-b") == 0)
         .await,
         "the waiter left both lists"
     );
@@ -139,22 +140,22 @@ async fn a_waiter_is_woken_by_the_release_of_any_of_its_keys() {
 async fn fenced_multi_locks_carry_a_token_per_resource() {
     let c = Cluster::start(3);
     let r = c.redlock();
-    let single = r.lock_fenced("m4-a", ms(5_000)).await.expect("a");
+    let single = r.lock_fenced("{m4}-a", ms(5_000)).await.expect("a");
     let a_token = single.fencing_token().expect("token");
     single.release().await.expect("release");
     let both = r
-        .lock_all_fenced(&["m4-b", "m4-a"], ms(5_000))
+        .lock_all_fenced(&["{m4}-b", "{m4}-a"], ms(5_000))
         .await
         .expect("both");
     let (ta, tb) = (
-        both.fencing_token_for("m4-a").expect("a's"),
-        both.fencing_token_for("m4-b").expect("b's"),
+        both.fencing_token_for("{m4}-a").expect("a's"),
+        both.fencing_token_for("{m4}-b").expect("b's"),
     );
     assert!(ta > a_token, "a's token {ta} after {a_token}");
     assert_eq!(both.fencing_token(), Some(ta), "the first resource's");
-    assert_eq!(both.fencing_token_for("m4-c"), None);
+    assert_eq!(both.fencing_token_for("{m4}-c"), None);
     both.release().await.expect("release");
-    let again = r.lock_fenced("m4-b", ms(5_000)).await.expect("b");
+    let again = r.lock_fenced("{m4}-b", ms(5_000)).await.expect("b");
     assert!(again.fencing_token().expect("token") > tb);
 }
 
@@ -205,9 +206,9 @@ async fn opposite_orders_neither_deadlock_nor_overlap() {
             let (client, counters, inside) =
                 (client.clone(), Arc::clone(&counters), Arc::clone(&inside));
             let order: [&str; 2] = if (ci + t) % 2 == 0 {
-                ["m5-a", "m5-b"]
+                ["{m5}-a", "{m5}-b"]
             } else {
-                ["m5-b", "m5-a"]
+                ["{m5}-b", "{m5}-a"]
             };
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
@@ -244,30 +245,30 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
     let c = Cluster::start(3);
     let holder = c.redlock();
     let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let held = holder.try_lock("m6-b", ms(10_000)).await.expect("b");
+    let held = holder.try_lock("{m6}-b", ms(10_000)).await.expect("b");
     let first = {
         let waiter = waiter.clone();
         tokio::spawn(async move {
             let lock = waiter
-                .lock_all_timeout(&["m6-a", "m6-b"], ms(10_000), ms(9_000))
+                .lock_all_timeout(&["{m6}-a", "{m6}-b"], ms(10_000), ms(9_000))
                 .await
                 .expect("a+b");
             (Instant::now(), lock)
         })
     };
     assert!(
-        wait_until(ms(5_000), || c.waiting_on("m6-a") >= 2).await,
+        wait_until(ms(5_000), || c.waiting_on("{m6}-a") >= 2).await,
         "the first waiter is listed"
     );
     let second = tokio::spawn(async move {
         let lock = waiter
-            .lock_all_timeout(&["m6-c", "m6-b"], ms(10_000), ms(9_000))
+            .lock_all_timeout(&["{m6}-c", "{m6}-b"], ms(10_000), ms(9_000))
             .await
             .expect("b+c");
         (Instant::now(), lock)
     });
     assert!(
-        wait_until(ms(5_000), || c.waiting_on("m6-c") >= 2).await,
+        wait_until(ms(5_000), || c.waiting_on("{m6}-c") >= 2).await,
         "the second waiter is listed"
     );
     let released = Instant::now();

@@ -221,7 +221,7 @@ async fn a_client_that_starts_later_keeps_the_quarantine() {
     // process marked, so the marker's absence is a loss, from now.
     let mut conn = c.nodes[1].conn();
     let _: () = redis::cmd("DEL")
-        .arg("redquorum:node")
+        .arg(c.nodes[1].marker_key())
         .query(&mut conn)
         .unwrap();
     let _: redis::Value = redis::cmd("CLIENT")

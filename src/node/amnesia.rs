@@ -184,8 +184,16 @@ pub(crate) fn assess(probe: &Probe, seen: &Memory, quarantine: u64) -> Assessmen
             None if dropped_since_start => (Some(now), Some(Cause::Dropped)),
             // A shard's data is not all its own since its start: slots it
             // took over bring their losses (and one below its lowest moves
-            // our marker's key, so no marker is found).
-            None if probe.slots.is_some() => (Some(now), Some(Cause::Unmarked)),
+            // our marker's key, so no marker is found). One we saw restart
+            // says so, so that `redquorum init` cannot declare it new.
+            None if probe.slots.is_some() => {
+                let cause = if restart_seen {
+                    Cause::Restarted
+                } else {
+                    Cause::Unmarked
+                };
+                (Some(now), Some(cause))
+            }
             None if restart_seen => (Some(0), Some(Cause::Restarted)),
             None => (Some(0), Some(Cause::Unmarked)),
         }
@@ -571,6 +579,13 @@ mod tests {
         assert_eq!(
             (unmarked.loss, unmarked.cause),
             (Some(500), Some(Cause::Unmarked))
+        );
+        // The same on a shard this client saw restart: said as a restart,
+        // which `redquorum init` refuses to declare new.
+        let restarted = assess(&shard(None, "0-100", None), &saw("before"), q);
+        assert_eq!(
+            (restarted.loss, restarted.cause),
+            (Some(500), Some(Cause::Restarted))
         );
         let node = assess(&probe("r", 500, None), &fresh(), q);
         assert_eq!(

@@ -86,6 +86,20 @@ impl Watches {
         Self { main, shards }
     }
 
+    /// Whether a notification connection of this member is open: its own,
+    /// or on a cluster any shard's (where a cluster's notifications come).
+    pub(crate) fn connected(&self) -> bool {
+        self.main.connected()
+            || self.shards.as_ref().is_some_and(|shards| {
+                shards
+                    .made
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .values()
+                    .any(Watch::connected)
+            })
+    }
+
     /// The connection on which to read `key`: its shard's on a cluster
     /// (made now if need be), else the member's own.
     pub(crate) fn for_key(&self, key: &str) -> Watch {

@@ -57,6 +57,39 @@ pub struct RedisNode {
     paused: bool,
     /// Environment for every start (a clock preload).
     env: Vec<(&'static str, std::ffi::OsString)>,
+    /// Whether this node is a whole member that is a one-shard Redis
+    /// Cluster (see [`Members`]), whatever its persistence.
+    one_shard: bool,
+}
+
+/// What each member of a [`Cluster`] is, from `REDQUORUM_TEST_MEMBERS`:
+/// the behaviour tests run unchanged against either kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Members {
+    /// `nodes` (the default): each member one standalone `redis-server`.
+    Nodes,
+    /// `clusters`: each member a Redis Cluster of one shard (cluster mode
+    /// on, every slot owned by that one process, full coverage off), named
+    /// `redis+cluster://127.0.0.1:<port>`, so clients reach it through
+    /// their cluster support (the tests need the `cluster` feature).
+    /// Faults (kill, SIGSTOP, restarts with or without data) hit the
+    /// member's one shard; a shard restarted with no data at all takes
+    /// every slot again, as an operator re-creating it would.
+    Clusters,
+}
+
+impl Members {
+    /// The kind `REDQUORUM_TEST_MEMBERS` asks for; anything but `nodes`,
+    /// `clusters` or unset stops the test with the fix.
+    pub fn from_env() -> Self {
+        match std::env::var("REDQUORUM_TEST_MEMBERS").as_deref() {
+            Err(_) | Ok("") | Ok("nodes") => Members::Nodes,
+            Ok("clusters") => Members::Clusters,
+            Ok(other) => {
+                panic!("REDQUORUM_TEST_MEMBERS={other:?}: use `nodes` (the default) or `clusters`")
+            }
+        }
+    }
 }
 
 /// A node's data directory: in memory where the machine has one, so
@@ -199,17 +232,31 @@ fn signal(pid: u32, sig: &str) {
 impl RedisNode {
     /// Starts a node on a free port.
     pub fn start(persistence: Persistence) -> Self {
-        Self::start_with_env(persistence, Vec::new())
+        Self::start_with_env(persistence, Vec::new(), false)
+    }
+
+    /// Starts a node on a free port that is a whole member of the kind
+    /// `REDQUORUM_TEST_MEMBERS` asks for (see [`Members`]).
+    pub fn start_member(persistence: Persistence) -> Self {
+        let one_shard = Members::from_env() == Members::Clusters;
+        Self::start_with_env(persistence, Vec::new(), one_shard)
     }
 
     /// Starts a node whose clocks `clock` fakes (see [`clock`]).
     pub fn start_with_clock(persistence: Persistence, clock: &clock::ClockFile) -> Self {
-        Self::start_with_env(persistence, clock.env().into())
+        Self::start_with_env(persistence, clock.env().into(), false)
+    }
+
+    /// [`RedisNode::start_member`] with a clock `clock` fakes.
+    pub fn start_member_with_clock(persistence: Persistence, clock: &clock::ClockFile) -> Self {
+        let one_shard = Members::from_env() == Members::Clusters;
+        Self::start_with_env(persistence, clock.env().into(), one_shard)
     }
 
     fn start_with_env(
         persistence: Persistence,
         env: Vec<(&'static str, std::ffi::OsString)>,
+        one_shard: bool,
     ) -> Self {
         let mut last = String::new();
         for _ in 0..5 {
@@ -220,6 +267,7 @@ impl RedisNode {
                 persistence,
                 paused: false,
                 env: env.clone(),
+                one_shard,
             };
             match node.spawn() {
                 Ok(()) => return node,
@@ -229,9 +277,53 @@ impl RedisNode {
         panic!("could not start redis-server: {last}");
     }
 
-    /// The node's `redis://` URL.
+    /// The URL a client names this node by: `redis://`, or for a member
+    /// that is a one-shard cluster `redis+cluster://` (see [`Members`]).
     pub fn url(&self) -> String {
+        if self.one_shard {
+            format!("redis+cluster://127.0.0.1:{}", self.port)
+        } else {
+            self.plain_url()
+        }
+    }
+
+    /// The node's `redis://` URL (a direct connection, whatever it is).
+    pub fn plain_url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Whether this node is a member that is a one-shard cluster.
+    pub fn is_one_shard(&self) -> bool {
+        self.one_shard
+    }
+
+    /// How the client names this member in errors and logs.
+    pub fn addr(&self) -> String {
+        if self.one_shard {
+            format!("cluster 127.0.0.1:{}", self.port)
+        } else {
+            format!("127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// Whether `addr`, from an error, names this member (on a cluster,
+    /// perhaps with its shard).
+    pub fn named_by(&self, addr: &str) -> bool {
+        addr == self.addr() || addr == format!("{} (shard 127.0.0.1:{})", self.addr(), self.port)
+    }
+
+    /// The key of our marker on this member: `redquorum:node`, or on a
+    /// one-shard cluster the one in its lowest slot (found by its prefix).
+    pub fn marker_key(&self) -> String {
+        if !self.one_shard {
+            return "redquorum:node".into();
+        }
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("redquorum:node:*")
+            .query(&mut self.conn())
+            .expect("KEYS");
+        assert_eq!(keys.len(), 1, "one marker on port {}: {keys:?}", self.port);
+        keys.into_iter().next().expect("the marker")
     }
 
     /// The log file path.
@@ -247,10 +339,8 @@ impl RedisNode {
     /// Starts the process on `self.port` and waits until it answers PING.
     fn spawn(&mut self) -> Result<(), String> {
         let aof = self.persistence != Persistence::None;
-        let cluster = matches!(
-            self.persistence,
-            Persistence::OneShardCluster | Persistence::ClusterShard
-        );
+        let one_shard = self.one_shard || self.persistence == Persistence::OneShardCluster;
+        let cluster = one_shard || self.persistence == Persistence::ClusterShard;
         let mut cmd = Command::new(server_binary());
         cmd.envs(self.env.iter().map(|(k, v)| (*k, v)));
         if cluster {
@@ -305,7 +395,7 @@ impl RedisNode {
                 // node that took the same port a moment earlier.
                 let pid = self.child.as_ref().map(Child::id);
                 if server_pid(self.port) == pid {
-                    if self.persistence == Persistence::OneShardCluster {
+                    if one_shard {
                         self.own_all_slots()?;
                     }
                     return Ok(());
@@ -320,15 +410,23 @@ impl RedisNode {
         ))
     }
 
-    /// Makes a cluster-mode node own every slot and waits until it serves.
+    /// Makes a cluster-mode node own every slot, unless its cluster
+    /// configuration (kept across a restart) says it does already, and
+    /// waits until it serves.
     fn own_all_slots(&self) -> Result<(), String> {
         let mut conn = self.conn();
-        let _: () = redis::cmd("CLUSTER")
-            .arg("ADDSLOTSRANGE")
-            .arg(0)
-            .arg(16383)
+        let info: String = redis::cmd("CLUSTER")
+            .arg("INFO")
             .query(&mut conn)
-            .map_err(|e| format!("CLUSTER ADDSLOTSRANGE: {e}"))?;
+            .map_err(|e| format!("CLUSTER INFO: {e}"))?;
+        if info.contains("cluster_slots_assigned:0\r") {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(0)
+                .arg(16383)
+                .query(&mut conn)
+                .map_err(|e| format!("CLUSTER ADDSLOTSRANGE: {e}"))?;
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             let info: String = redis::cmd("CLUSTER")
@@ -471,9 +569,9 @@ impl RedisNode {
 
     /// A synchronous connection for assertions and setup.
     pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
+        redis::Client::open(self.plain_url())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-            .unwrap_or_else(|e| panic!("connect to {}: {e}; log:\n{}", self.url(), self.log()))
+            .unwrap_or_else(|e| panic!("connect to {}: {e}; log:\n{}", self.port, self.log()))
     }
 
     /// GET `key` on this node.
@@ -696,7 +794,7 @@ impl Cluster {
     pub fn start_undeclared(n: usize, persistence: Persistence) -> Self {
         let nodes = std::thread::scope(|s| {
             let handles: Vec<_> = (0..n)
-                .map(|_| s.spawn(move || RedisNode::start(persistence)))
+                .map(|_| s.spawn(move || RedisNode::start_member(persistence)))
                 .collect();
             handles
                 .into_iter()
@@ -712,7 +810,7 @@ impl Cluster {
         let clocks: Vec<clock::ClockFile> = (0..n).map(|_| clock::ClockFile::new()).collect();
         let nodes = clocks
             .iter()
-            .map(|c| RedisNode::start_with_clock(Persistence::Aof, c))
+            .map(|c| RedisNode::start_member_with_clock(Persistence::Aof, c))
             .collect();
         (Self { nodes }, clocks)
     }
@@ -723,11 +821,18 @@ impl Cluster {
     }
 
     /// Every node's URL as `<start>127.0.0.1:<port>`, with the scheme and
-    /// any credentials in `start` (`"redis://user:pw@"`).
+    /// any credentials in `start` (`"redis://user:pw@"`); for members that
+    /// are clusters the scheme becomes `redis+cluster://`.
     pub fn urls_as(&self, start: &str) -> Vec<String> {
         self.nodes
             .iter()
-            .map(|n| format!("{start}127.0.0.1:{}", n.port))
+            .map(|n| {
+                let start = match start.strip_prefix("redis://") {
+                    Some(rest) if n.one_shard => format!("redis+cluster://{rest}"),
+                    _ => start.to_owned(),
+                };
+                format!("{start}127.0.0.1:{}", n.port)
+            })
             .collect()
     }
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The behaviour tests of every primitive again, with every member a Redis
+# Cluster (one shard each: `REDQUORUM_TEST_MEMBERS=clusters`, see
+# tests/support/mod.rs), reached through the `cluster` feature. Leaves out
+# the tests of tests/nodes-only.txt (each with why there) and the binaries
+# that start no members of their own kind: cluster.rs (clusters of several
+# shards, run in the usual pass), layout.rs and readme.rs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+listed=()
+while read -r binary test; do
+    case "$binary" in ''|'#'*) continue ;; esac
+    listed+=("$binary $test")
+done < tests/nodes-only.txt
+export REDQUORUM_TEST_MEMBERS=clusters
+if cargo nextest --version >/dev/null 2>&1; then
+    leave_out="binary(cluster) | binary(layout) | binary(readme) | test(model)"
+    for entry in "${listed[@]}"; do
+        leave_out="$leave_out | (binary(${entry% *}) & test(=${entry#* }))"
+    done
+    exec cargo nextest run -p redquorum --features cluster --tests \
+        -E "kind(test) & not ($leave_out)" \
+        --status-level fail --final-status-level slow
+fi
+# Without nextest: one test binary at a time, the listed tests skipped by
+# their exact names.
+for file in tests/*.rs; do
+    binary=$(basename "$file" .rs)
+    case "$binary" in cluster|layout|readme) continue ;; esac
+    skips=()
+    for entry in "${listed[@]}"; do
+        [ "${entry% *}" = "$binary" ] && skips+=(--skip "${entry#* }")
+    done
+    cargo test -q -p redquorum --features cluster --test "$binary" -- --exact "${skips[@]}"
+done
