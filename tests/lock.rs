@@ -298,6 +298,9 @@ async fn expiry_and_extend_rules() {
 async fn failed_extend_keeps_the_lock() {
     let mut c = Cluster::start(5);
     let redlock = c.builder().node_timeout(ms(100)).build().unwrap();
+    // Connected and checked first: the test is about the extension, and a
+    // first request under 100 ms on a busy machine is not.
+    support::connected(&redlock).await;
     let key = "failed_extend";
     let lock = redlock.try_lock(key, ms(5000)).await.unwrap();
     // The call returned at quorum; let the last SETs land before pausing.
@@ -348,6 +351,7 @@ async fn auto_extend_outlives_ttl() {
 async fn lost_signal_fires_before_validity_ends() {
     let mut c = Cluster::start(5);
     let redlock = c.builder().node_timeout(ms(50)).build().unwrap();
+    support::connected(&redlock).await;
     let lock = redlock.try_lock("lost_signal", ms(1000)).await.unwrap();
     lock.auto_extend();
     let lost = lock.lost();
@@ -371,6 +375,7 @@ async fn lost_signal_fires_before_validity_ends() {
 async fn with_lock_cancels_work_when_lost() {
     let mut c = Cluster::start(5);
     let redlock = c.builder().node_timeout(ms(50)).build().unwrap();
+    support::connected(&redlock).await;
     let reached_end = Arc::new(AtomicUsize::new(0));
     let flag = reached_end.clone();
     let paused = Arc::new(tokio::sync::Notify::new());

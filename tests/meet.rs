@@ -22,6 +22,7 @@ const fn ms(n: u64) -> Duration {
 async fn a_failed_extension_never_leaves_the_guard_believing_more_than_the_nodes() {
     let mut c = Cluster::start(3);
     let a = c.builder().node_timeout(ms(100)).build().unwrap();
+    support::connected(&a).await;
     let b = c.builder().retry_count(0).build().unwrap();
     let key = "failed_short_extend";
     let lock = a.try_lock(key, Duration::from_secs(30)).await.unwrap();

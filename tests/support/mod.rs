@@ -836,9 +836,18 @@ impl Cluster {
             .collect()
     }
 
-    /// A builder pointed at every node, with test-friendly retry settings.
+    /// A builder pointed at every node. For members that are clusters, with
+    /// a 1 s node timeout, as docs/clusters.md advises: a client's first
+    /// request to such a member reads its slot map, then connects to the
+    /// shard and checks it, more round trips than the 100 ms default covers
+    /// on a busy machine (a test may set its own).
     pub fn builder(&self) -> redquorum::RedlockBuilder {
-        redquorum::Redlock::builder().nodes(self.urls())
+        let builder = redquorum::Redlock::builder().nodes(self.urls());
+        if self.nodes.iter().any(RedisNode::is_one_shard) {
+            builder.node_timeout(Duration::from_millis(1000))
+        } else {
+            builder
+        }
     }
 
     /// A builder for a client `delay_ms` away from every node, each way,
@@ -929,6 +938,21 @@ pub fn internal_key(kind: &str, key: &str) -> String {
         .filter(|tag| !tag.is_empty())
         .unwrap_or(key);
     format!("redquorum:{kind}:{{{tag}}}:{key}")
+}
+
+/// Waits (up to 10 s) until `redlock` has connected to and checked every
+/// member, so that a test's first request does not also carry the
+/// connections' set-up within a short node timeout.
+pub async fn connected(redlock: &redquorum::Redlock) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let trust = redlock.node_trust().await;
+        if !trust.contains(&redquorum::NodeTrust::Unknown) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never connected: {trust:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.
