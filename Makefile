@@ -10,7 +10,7 @@ ensure-redis:
 	@scripts/ensure-redis.sh
 
 ## make test: everything below, then the model checks and the feature builds
-## (about 25 minutes on 2 cores, most of it the model checks); a summary per stage.
+## (about 30 minutes on 2 cores, most of it the model checks); a summary per stage.
 test: check
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
