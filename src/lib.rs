@@ -276,9 +276,10 @@
 //                       model/semaphore_state.rs and model/semaphore.rs
 //                       (K slots and the move round), model/election.rs
 //                       (terms over the fenced lock),
-//                       model/shards_state.rs and model/shards.rs (a member
-//                       that is a Redis Cluster: failover, reshard, whose
-//                       trust a yes rests on), model/mod.rs.
+//                       model/shards_state.rs, model/shards_rules.rs and
+//                       model/shards.rs (a member that is a Redis Cluster:
+//                       failover, reshard, whose trust a yes rests on),
+//                       model/mod.rs.
 // The CLI (the redquorum-cli package in cli/, its own map in cli/src/main.rs)
 // uses the public API only.
 

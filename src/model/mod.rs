@@ -23,6 +23,7 @@ mod rwlock;
 mod semaphore;
 mod semaphore_state;
 mod shards;
+mod shards_rules;
 mod shards_state;
 
 use std::fmt::Debug;

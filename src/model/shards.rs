@@ -23,13 +23,18 @@
 //! was restored into it, and, when [`Rules::slots`] reads them, a slot our
 //! marker did not record. Client 0
 //! has used both shards before the faults; client 1 has used shard A, or
-//! (`fresh`) nothing: it reads its first map after the faults.
+//! (`fresh`) nothing: it reads its first map after the faults, or, where
+//! [`ShardsModel::unrouted`] says, makes its request before it has a map
+//! at all: member 0 sends it once its first map is read (at any moment),
+//! to the link that map names over a connection checked first, and the
+//! client does not know which link answered.
 //!
 //! Member 0's request goes to the link the client's map names when it is
 //! sent; a link that no longer serves the slot answers `MOVED` (a failed
 //! vote). Its reply may arrive after the map changed. A yes from member 0
-//! counts only if the link(s) [`judges`] names are out of the client's
-//! quarantine; a slot that moved between two of a client's maps
+//! counts only if the link(s) [`judges`](crate::node::shard_rules::judges) names are out of the client's
+//! quarantine (every link seen, for a reply to a request whose link the
+//! client does not know); a slot that moved between two of a client's maps
 //! quarantines the link that took it for one TTL ([`received`]). Votes are
 //! counted with the crate's [`Tally`](crate::quorum::tally::Tally) and the
 //! holder's validity is the crate's [`validity`] (clocks run true here:
@@ -45,11 +50,12 @@ use std::time::Duration;
 use stateright::{Model, Property};
 
 use crate::lock::redlock::validity;
+use crate::model::shards_rules::Rules;
 use crate::model::shards_state::{set_nx, Action, Client, Msg, Phase, State, LINKS};
 use crate::model::{check, insert_sorted, take_one, tally_of};
 use crate::node::amnesia::assess;
 use crate::node::evidence::{Marker, Probe};
-use crate::node::shard_rules::{judges, received, Judges};
+use crate::node::shard_rules::{received, Judges};
 use crate::quorum::tally::{node_bit, quorum};
 
 /// The exclusion property's name.
@@ -60,43 +66,6 @@ pub(crate) const PER_SHARD: &str = "a shard's yes counts while another shard is 
 
 /// Members.
 const MEMBERS: usize = 3;
-
-/// How a client picks the links whose trust decides member 0's yes, from
-/// the link the request went to (`None` if not known) and the link its
-/// map names when the reply is counted.
-pub(crate) type Judge = fn(Option<u8>, u8) -> Judges<u8>;
-
-/// The crate's rule ([`judges`]).
-fn shipped(sent: Option<u8>, _current: u8) -> Judges<u8> {
-    judges(sent)
-}
-
-/// Mutant: every link of the member (a quarantine member-wide).
-fn member_wide(_sent: Option<u8>, _current: u8) -> Judges<u8> {
-    Judges::Every
-}
-
-/// The rules a run checks.
-#[derive(Clone, Copy)]
-pub(crate) struct Rules {
-    /// Whose trust decides member 0's yes.
-    pub(crate) judge: Judge,
-    /// A yes from a quarantined link does not count (as shipped).
-    pub(crate) quarantine: bool,
-    /// A slot moved between two maps quarantines the link that took it
-    /// ([`received`], as shipped).
-    pub(crate) received: bool,
-    /// Slots taken over count as damage in the connection check (as
-    /// shipped: the cluster's epoch and `RESTORE-ASKING` calls,
-    /// `evidence.rs`).
-    pub(crate) imports: bool,
-    /// How much shorter than one TTL the quarantine for a slot taken over
-    /// is, ms (0 as shipped).
-    pub(crate) short: u8,
-    /// The connection check reads the slots a shard serves and compares
-    /// them with those our marker recorded (as shipped: `slotset.rs`).
-    pub(crate) slots: bool,
-}
 
 /// One run's bounds and rules.
 #[derive(Clone)]
@@ -111,6 +80,10 @@ pub(crate) struct ShardsModel {
     /// Shard A's fault is a restart without its data in place of a
     /// failover.
     pub(crate) restart: bool,
+    /// Client 1 (`fresh`) may make its request before it has a slot map:
+    /// member 0 sends it once the member's first map is read, to the link
+    /// that map names, and the client does not know which link answered.
+    pub(crate) unrouted: bool,
     /// The slot lies below shard B's lowest: once B serves it, our
     /// marker's key on B (in its lowest slot) is another, and a check
     /// finds no marker there.
@@ -129,15 +102,9 @@ impl ShardsModel {
             horizon: 2,
             fresh: false,
             restart: false,
+            unrouted: false,
             below: false,
-            rules: Rules {
-                judge: shipped,
-                quarantine: true,
-                received: true,
-                imports: true,
-                short: 0,
-                slots: true,
-            },
+            rules: Rules::shipped(),
         }
     }
 
@@ -186,6 +153,19 @@ impl ShardsModel {
         u8::try_from(a.remaining).unwrap_or(u8::MAX)
     }
 
+    /// Checks `client`'s connection to `link` where none checked is open,
+    /// and quarantines the link for what the check found.
+    fn check_once(&self, s: &mut State, client: u8, link: u8) {
+        if s.clients[usize::from(client)].checked[usize::from(link)] {
+            return;
+        }
+        let left = self.check(s, link);
+        let c = &mut s.clients[usize::from(client)];
+        c.checked[usize::from(link)] = true;
+        let q = &mut c.quarantined[usize::from(link)];
+        *q = (*q).max(s.now.saturating_add(left));
+    }
+
     /// Counts `vote` (`Some(true)` yes, `Some(false)` no, `None` failed)
     /// from `member` for `client`, and decides if the tally does.
     fn vote(&self, s: &mut State, client: u8, member: u8, vote: Option<bool>) {
@@ -221,14 +201,15 @@ impl ShardsModel {
         s.clients[usize::from(client)].phase = phase;
     }
 
-    /// Whether member 0's yes over `link` to `client` counts now.
-    fn counts(&self, s: &State, client: u8, link: u8) -> bool {
+    /// Whether member 0's yes over `link` to `client` counts now (`known`:
+    /// the client knows the link its request went to).
+    fn counts(&self, s: &State, client: u8, link: u8, known: bool) -> bool {
         if !self.rules.quarantine {
             return true;
         }
         let c = &s.clients[usize::from(client)];
         let quarantined = |l: u8| s.now < c.quarantined[usize::from(l)];
-        match (self.rules.judge)(Some(link), c.map.unwrap_or(link)) {
+        match (self.rules.judge)(known.then_some(link), c.map.unwrap_or(link)) {
             Judges::Sent(l) => !quarantined(l),
             Judges::Every => !(0..LINKS as u8).any(quarantined),
         }
@@ -245,6 +226,7 @@ impl Model for ShardsModel {
             map: Some(0),
             quarantined: [0; LINKS],
             checked: [true, true, false],
+            queued: false,
         };
         let second = Client {
             map: (!self.fresh).then_some(0),
@@ -277,11 +259,15 @@ impl Model for ShardsModel {
             // A client that holds the lock or gave up reads no map again.
             let active = matches!(client.phase, Phase::Idle | Phase::Trying { .. });
             let may_read = !self.fresh || c == 0 || s.moved;
-            if active && client.map != Some(s.serving) && may_read {
+            if active && client.map != Some(s.serving) && may_read && !client.queued {
                 actions.push(Action::Refresh(c));
             }
-            if client.phase == Phase::Idle && client.map.is_some() {
+            let unrouted = self.unrouted && self.fresh && c == 1;
+            if client.phase == Phase::Idle && (client.map.is_some() || unrouted) {
                 actions.push(Action::Start(c));
+            }
+            if client.queued {
+                actions.push(Action::Route(c));
             }
             for m in 0..2u8 {
                 if s.unsent[usize::from(c)][usize::from(m)] {
@@ -343,15 +329,42 @@ impl Model for ShardsModel {
                     *q = (*q).max(until - self.rules.short);
                 }
             }
+            Action::Start(c) if s.clients[usize::from(c)].map.is_none() => {
+                // Made before the client has a map: it waits at member 0.
+                let client = &mut s.clients[usize::from(c)];
+                client.queued = true;
+                client.phase = Phase::Trying {
+                    start: now,
+                    yes: 0,
+                    no: 0,
+                    failed: 0,
+                };
+                s.unsent[usize::from(c)] = [true, true];
+            }
+            Action::Route(c) => {
+                // The member's first map: the request goes to the link it
+                // names, over a connection checked first.
+                let serving = s.serving;
+                let client = &mut s.clients[usize::from(c)];
+                client.queued = false;
+                let before = client.map.map(Some);
+                client.map = Some(serving);
+                if let Some(l) = received(before, Some(serving)).filter(|_| self.rules.received) {
+                    let q = &mut client.quarantined[usize::from(l)];
+                    *q = (*q).max(until - self.rules.short);
+                }
+                self.check_once(&mut s, c, serving);
+                let msg = Msg {
+                    client: c,
+                    link: serving,
+                    reply: None,
+                    known: false,
+                };
+                insert_sorted(&mut s.net, msg);
+            }
             Action::Start(c) => {
                 let link = s.clients[usize::from(c)].map?;
-                if !s.clients[usize::from(c)].checked[usize::from(link)] {
-                    let left = self.check(&s, link);
-                    let client = &mut s.clients[usize::from(c)];
-                    client.checked[usize::from(link)] = true;
-                    let q = &mut client.quarantined[usize::from(link)];
-                    *q = (*q).max(now.saturating_add(left));
-                }
+                self.check_once(&mut s, c, link);
                 s.clients[usize::from(c)].phase = Phase::Trying {
                     start: now,
                     yes: 0,
@@ -366,6 +379,7 @@ impl Model for ShardsModel {
                         client,
                         link,
                         reply,
+                        known: true,
                     },
                 );
             }
@@ -380,6 +394,7 @@ impl Model for ShardsModel {
                     client,
                     link,
                     reply,
+                    known,
                 } = msg;
                 match reply {
                     None => {
@@ -392,18 +407,19 @@ impl Model for ShardsModel {
                                 client,
                                 link,
                                 reply,
+                                known,
                             },
                         );
                     }
                     Some(Some(true)) => {
-                        let ok = self.counts(&s, client, link);
+                        let ok = self.counts(&s, client, link, known);
                         self.vote(&mut s, client, 0, ok.then_some(true));
                     }
                     Some(Some(false)) => self.vote(&mut s, client, 0, Some(false)),
                     Some(None) => self.vote(&mut s, client, 0, None),
                 }
             }
-            Action::Elsewhere(c) => s.per_shard = self.counts(&s, c, 1),
+            Action::Elsewhere(c) => s.per_shard = self.counts(&s, c, 1, true),
             Action::Failover if self.restart => {
                 s.failed_over = true;
                 s.restarted = Some(now);
@@ -411,6 +427,19 @@ impl Model for ShardsModel {
                 // Every connection to it broke: checked again on next use.
                 for c in &mut s.clients {
                     c.checked[0] = false;
+                }
+                // A request on its way there is sent again over a new
+                // connection, checked before it goes out (the old process
+                // may or may not have run it: both are explored, as a
+                // reply it sent may still arrive).
+                let resent: Vec<u8> = s
+                    .net
+                    .iter()
+                    .filter(|m| m.link == 0 && m.reply.is_none())
+                    .map(|m| m.client)
+                    .collect();
+                for c in resent {
+                    self.check_once(&mut s, c, 0);
                 }
             }
             Action::Failover => {
@@ -435,6 +464,7 @@ impl Model for ShardsModel {
                 c.map = None;
                 c.quarantined = [0; LINKS];
                 c.checked = [false; LINKS];
+                c.queued = false;
             }
         }
         Some(s)
@@ -457,6 +487,7 @@ impl Model for ShardsModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::shards_rules::{member_wide, seed};
 
     /// Safe: no counterexample, and the per-shard case reached.
     fn safe(name: &str, m: ShardsModel) {
@@ -574,6 +605,38 @@ mod tests {
     fn model_shards_finds_two_holders_when_slots_a_shard_serves_are_not_read() {
         let name = "shards, weakened: the check reads no slots (a restart empty, a fresh client)";
         let m = restarting(|r| r.slots = false);
+        check(name, m).assert_violates(name, EXCLUSION);
+    }
+
+    /// [`restarting`], client 1 making its request before it has a map.
+    fn unrouted(f: impl FnOnce(&mut Rules)) -> ShardsModel {
+        ShardsModel {
+            unrouted: true,
+            ..restarting(f)
+        }
+    }
+
+    #[test]
+    fn model_shards_safe_when_a_request_is_made_before_the_first_map() {
+        safe(
+            "shards: a shard restarts empty, its slot moves, a request made before any map",
+            unrouted(|_| {}),
+        );
+        let m = ShardsModel {
+            restart: false,
+            ..unrouted(|_| {})
+        };
+        safe(
+            "shards: a shard fails over, its slot moves, a request made before any map",
+            m,
+        );
+    }
+
+    #[test]
+    fn model_shards_finds_two_holders_when_a_reply_of_unknown_link_is_judged_by_the_seed() {
+        let name =
+            "shards, weakened: a reply to a request made before any map is judged by the seed";
+        let m = unrouted(|r| r.judge = seed);
         check(name, m).assert_violates(name, EXCLUSION);
     }
 

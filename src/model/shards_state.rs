@@ -39,6 +39,9 @@ pub(crate) struct Client {
     pub(crate) quarantined: [u8; LINKS],
     /// The links it has a checked connection to.
     pub(crate) checked: [bool; LINKS],
+    /// Its request to member 0 was made before it had a slot map: it waits
+    /// there until the member's first map is read.
+    pub(crate) queued: bool,
 }
 
 /// A request to member 0, or its answer.
@@ -51,6 +54,10 @@ pub(crate) struct Msg {
     /// `None`: the request; `Some(reply)`: the answer (`Some(set)`, or
     /// `None` for `MOVED`).
     pub(crate) reply: Option<Option<bool>>,
+    /// The client knows which link the request went to (not where it was
+    /// made before the client had a slot map, and sent by the member once
+    /// the map was read).
+    pub(crate) known: bool,
 }
 
 /// What happens next.
@@ -62,6 +69,10 @@ pub(crate) enum Action {
     Refresh(u8),
     /// A client starts its attempt.
     Start(u8),
+    /// Member 0 reads its first slot map for a client's request made
+    /// before it had one, opens (and checks) a connection to the link it
+    /// names, and sends the request there.
+    Route(u8),
     /// A request to member 0 arrives, or its answer.
     Deliver(Msg),
     /// Member 1 or 2 gets a client's `SET NX` and answers at once.
