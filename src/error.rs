@@ -29,9 +29,10 @@ pub enum Error {
 
     /// Too few nodes answered to form a quorum (they were down, timed out or
     /// returned an error). `failures` says which nodes failed and why.
-    #[error("no quorum for {resource:?}: {}", no_quorum(*asked, *answered, *needed, *succeeded, failures))]
+    #[error("no quorum{}: {}", for_resource(resource), no_quorum(*asked, *answered, *needed, *succeeded, failures))]
     NoQuorum {
-        /// The resource (or counter) the operation was for.
+        /// The resource (or counter) the operation was for (empty for
+        /// [`Redlock::connect`](crate::Redlock::connect)).
         resource: String,
         /// How many nodes were asked.
         asked: usize,
@@ -354,6 +355,15 @@ impl fmt::Display for NodeErrorKind {
 
 /// The body of a [`Error::NoQuorum`] message: who was asked, who failed and
 /// why, who answered and agreed.
+/// ` for "name"`, or nothing for an operation on no resource.
+fn for_resource(resource: &str) -> String {
+    if resource.is_empty() {
+        String::new()
+    } else {
+        format!(" for {resource:?}")
+    }
+}
+
 fn no_quorum(
     asked: usize,
     answered: usize,

@@ -242,6 +242,8 @@
 //                       with_lock_all: the lock on several resources.
 //   lock/mod.rs         The lock module's map.
 //   trust.rs            NodeTrust: what the connection checks found; init_new_nodes.
+//   connect.rs          Redlock::connect: every member (every shard)
+//                       connected and checked up front.
 // 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
 //   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
 //   semaphore/attempt.rs One attempt at a permit (a free slot per node,
@@ -285,6 +287,7 @@
 
 mod batch;
 mod clock;
+mod connect;
 mod counter;
 mod election;
 mod error;

@@ -104,8 +104,14 @@ impl Redlock {
         let req: Arc<Request> = Request::plain(redis::cmd("PING"));
         let mut fan = nodes.fanout(&req, nodes.all());
         while fan.next().await.is_some() {}
+        self.standing()
+    }
+
+    /// Each node's standing now, in configured order (see
+    /// [`Redlock::node_trust`]), asking no node.
+    pub(crate) fn standing(&self) -> Vec<NodeTrust> {
         let now = Instant::now();
-        nodes
+        self.nodes()
             .nodes
             .iter()
             .map(|node| {

@@ -235,6 +235,37 @@ async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
     assert!(err.to_string().contains(&shard), "{err}");
 }
 
+/// Our markers on `node` (a shard): a connection check writes one in a
+/// slot the shard serves.
+fn markers(node: &support::RedisNode) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("redquorum:node:*")
+        .query(&mut node.conn())
+        .expect("KEYS")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_opens_and_checks_every_shard_of_every_member_up_front() {
+    let members = clusters(3, 3, 0);
+    let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
+    let redlock = client(&urls).build().unwrap();
+    let shards = || members.iter().flat_map(|m| m.nodes.iter());
+    assert!(
+        shards().all(|n| markers(n).is_empty()),
+        "nothing checked yet"
+    );
+    let standing = redlock.connect(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(standing.len(), 3);
+    assert!(!standing.contains(&NodeTrust::Unknown), "{standing:?}");
+    // Every shard was connected and checked, not only the one a keyless
+    // request goes to.
+    for (m, member) in members.iter().enumerate() {
+        for (i, shard) in member.nodes.iter().enumerate() {
+            assert_eq!(markers(shard).len(), 1, "member {m}, shard {i}");
+        }
+    }
+}
+
 /// Shard `shard`'s master dies and its replica takes over without `key`,
 /// as an asynchronous replica that missed the write would. Returns the
 /// replica's position.

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use redquorum::{NodeInit, NodeTrust, Redlock, SerialGenerator};
+use redquorum::{NodeErrorKind, NodeInit, NodeTrust, Redlock, SerialGenerator};
 use support::{wait_until, Cluster};
 
 fn ms(n: u64) -> Duration {
@@ -201,4 +201,34 @@ async fn only_new_nodes_can_be_declared_new() {
     );
     let t = trust(&c).await;
     assert_eq!(t[..2], [NodeTrust::Trusted, NodeTrust::Trusted]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_reaches_a_quorum_up_front_and_names_the_members_it_could_not() {
+    let mut c = Cluster::start(3);
+    c.nodes[2].kill();
+    let redlock = c.redlock();
+    let standing = redlock
+        .connect(Duration::from_secs(5))
+        .await
+        .expect("two members of three are a quorum");
+    assert_eq!(
+        standing,
+        [NodeTrust::Trusted, NodeTrust::Trusted, NodeTrust::Unknown]
+    );
+    c.nodes[1].pause();
+    let err = redlock.connect(Duration::from_secs(2)).await.unwrap_err();
+    c.nodes[1].resume();
+    let failed: Vec<(usize, bool)> = err
+        .node_failures()
+        .iter()
+        .map(|f| (f.index, matches!(f.kind, NodeErrorKind::Timeout(_))))
+        .collect();
+    // The paused member never answered; the dead one refused.
+    assert_eq!(failed, [(1, true), (2, false)], "{err}");
+    let text = err.to_string();
+    assert!(text.starts_with("no quorum: 2 of 3 nodes failed"), "{text}");
+    // Once the member is back, it is reached again.
+    let standing = redlock.connect(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(standing[1], NodeTrust::Trusted);
 }

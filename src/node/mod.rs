@@ -194,6 +194,13 @@ impl Node {
         }
     }
 
+    /// The links of the shards a cluster member's slot map names now
+    /// (every shard seen while no map was read).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn current_links(&self) -> Vec<Arc<Link>> {
+        self.with_current_links(<[Arc<Link>]>::to_vec)
+    }
+
     /// Whether the node (every shard the slot map names) answered its last
     /// request.
     pub(crate) fn is_healthy(&self) -> bool {

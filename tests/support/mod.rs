@@ -941,18 +941,17 @@ pub fn internal_key(kind: &str, key: &str) -> String {
 }
 
 /// Waits (up to 10 s) until `redlock` has connected to and checked every
-/// member, so that a test's first request does not also carry the
-/// connections' set-up within a short node timeout.
+/// member (`Redlock::connect`), so that a test's first request does not
+/// also carry the connections' set-up within a short node timeout.
 pub async fn connected(redlock: &redquorum::Redlock) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let trust = redlock.node_trust().await;
-        if !trust.contains(&redquorum::NodeTrust::Unknown) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never connected: {trust:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let standing = redlock
+        .connect(Duration::from_secs(10))
+        .await
+        .expect("connected");
+    assert!(
+        !standing.contains(&redquorum::NodeTrust::Unknown),
+        "never connected: {standing:?}"
+    );
 }
 
 /// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.
