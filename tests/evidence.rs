@@ -232,3 +232,25 @@ async fn connect_reaches_a_quorum_up_front_and_names_the_members_it_could_not() 
     let standing = redlock.connect(Duration::from_secs(5)).await.unwrap();
     assert_eq!(standing[1], NodeTrust::Trusted);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_tries_a_refusing_member_again_until_its_limit() {
+    let mut c = Cluster::start(3);
+    c.nodes[2].kill();
+    // The proxy accepts, then closes: the member refuses every try.
+    let proxy = support::Proxy::start(c.nodes[2].port);
+    let urls = [c.nodes[0].url(), c.nodes[1].url(), proxy.url()];
+    let redlock = Redlock::builder().nodes(urls).build().unwrap();
+    let connecting = tokio::spawn({
+        let redlock = redlock.clone();
+        async move { redlock.connect(Duration::from_secs(60)).await }
+    });
+    assert!(
+        wait_until(Duration::from_secs(20), || proxy.accepted() >= 2).await,
+        "tried once only: {}",
+        proxy.accepted()
+    );
+    c.nodes[2].restart(support::Persistence::Aof);
+    let standing = connecting.await.unwrap().unwrap();
+    assert_ne!(standing[2], NodeTrust::Unknown, "{standing:?}");
+}

@@ -990,6 +990,8 @@ pub struct Proxy {
     stop: Arc<AtomicBool>,
     /// Every socket opened, for shutdown on drop.
     sockets: Arc<Mutex<Vec<TcpStream>>>,
+    /// Connections accepted so far.
+    accepted: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -1000,13 +1002,20 @@ impl Proxy {
         let mode = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let sockets = Arc::new(Mutex::new(Vec::new()));
-        let (m, st, socks) = (mode.clone(), stop.clone(), sockets.clone());
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (m, st, socks, count) = (
+            mode.clone(),
+            stop.clone(),
+            sockets.clone(),
+            accepted.clone(),
+        );
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if st.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(client) = client else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
@@ -1034,7 +1043,14 @@ impl Proxy {
             mode,
             stop,
             sockets,
+            accepted,
         }
+    }
+
+    /// How many connections the proxy has accepted (a target that is down
+    /// sees each closed at once).
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// The proxy's `redis://` URL.
