@@ -46,9 +46,31 @@ end
     };
 }
 
-/// A reader's attempt.
+/// Gives the reader `ARGV[1]` its lease (`ARGV[2]` ms from `now`) and
+/// says so.
+macro_rules! admit_reader {
+    () => {
+        concat!(
+            "redis.call(\"ZADD\", R, now + ARGV[2], ARGV[1])\n",
+            keep_readers!(),
+            "return {1, 0, 0}\n"
+        )
+    };
+}
+
+/// A reader's attempt. A plain attempt where no writer holds and nobody
+/// waits at all (neither `W` nor a waiting list exists), the usual case,
+/// is admitted at once, skipping the list's upkeep: the decision the full
+/// path would make, in four calls fewer (about a third of the script's
+/// cost on the node).
 pub(crate) static READ_TAKE: Lua = Lua::new(concat!(
     "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
+    "if ARGV[3] == \"\" and redis.call(\"EXISTS\", Q, W) == 0 then\n",
+    "redis.replicate_commands()\n",
+    crate::scripts::node_now!(),
+    drop_ended_readers!(),
+    admit_reader!(),
+    "end\n",
     crate::scripts::join_waiting_list!(),
     drop_ended_readers!(),
     r#"local ahead = 0
@@ -65,10 +87,8 @@ local held = redis.call("PTTL", W)
 if ahead == 1 or held ~= -2 then
   return {0, held, ahead}
 end
-redis.call("ZADD", R, now + ARGV[2], ARGV[1])
 "#,
-    keep_readers!(),
-    "return {1, 0, 0}"
+    admit_reader!()
 ));
 
 /// A writer's attempt.
@@ -216,6 +236,53 @@ mod tests {
         assert_eq!(run(c, &READ_HELD, &["r4"]), 1);
         assert_eq!(run(c, &READ_RELEASE, &["r4"]), 1);
         assert_eq!(run(c, &READ_HELD, &["r4"]), 0);
+    }
+
+    /// Calls of `cmd` the node has run.
+    fn calls(c: &mut redis::Connection, cmd: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(c)
+            .expect("INFO");
+        let field = format!("cmdstat_{cmd}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&field))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// A plain reader where no writer holds and nobody waits takes the
+    /// short path (no list read), sharing with readers; a writer that
+    /// holds keeps it out (the full path); a waiter lists itself.
+    #[test]
+    fn a_plain_read_with_nobody_waiting_reads_no_list() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        assert_eq!(take(c, &READ_TAKE, "r1", "", 0), arr(&[1, 0, 0]));
+        assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
+        let pttl: i64 = redis::cmd("PTTL").arg("r").query(c).expect("PTTL");
+        assert!(pttl > 9_000, "the leases' set lives as long: {pttl}");
+        assert_eq!(calls(c, "zrange") + calls(c, "zrangebyscore"), 0);
+        redis::cmd("SET")
+            .arg("w")
+            .arg("writer")
+            .arg("PX")
+            .arg(5_000)
+            .query::<()>(c)
+            .expect("SET");
+        let Value::Array(r3) = take(c, &READ_TAKE, "r3", "", 0) else {
+            panic!()
+        };
+        assert_eq!((&r3[0], &r3[2]), (&Value::Int(0), &Value::Int(0)));
+        assert!(matches!(r3[1], Value::Int(p) if p > 4_000), "{r3:?}");
+        // A waiter's attempt lists itself.
+        let Value::Array(r4) = take(c, &READ_TAKE, "r4", "y", 2) else {
+            panic!()
+        };
+        assert_eq!(r4[0], Value::Int(0), "the writer holds");
+        assert!(calls(c, "zrange") > 0);
+        let listed: i64 = redis::cmd("ZCARD").arg("q").query(c).expect("ZCARD");
+        assert_eq!(listed, 1);
     }
 
     /// A reader whose lease ended no longer keeps a writer out, whatever

@@ -264,6 +264,9 @@ async fn connect_opens_and_checks_every_shard_of_every_member_up_front() {
             assert_eq!(markers(shard).len(), 1, "member {m}, shard {i}");
         }
     }
+    // No limit at all: done as soon as every shard answers.
+    let again = redlock.connect(Duration::MAX).await.unwrap();
+    assert!(!again.contains(&NodeTrust::Unknown), "{again:?}");
 }
 
 /// Shard `shard`'s master dies and its replica takes over without `key`,
