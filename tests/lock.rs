@@ -254,6 +254,10 @@ async fn expiry_and_extend_rules() {
     let c = Cluster::start(5);
     let a = c.builder().retry_count(0).build().unwrap();
     let b = c.builder().build().unwrap();
+    // Connected first: the validity below is the TTL less one round, not
+    // less the connections' set-up too.
+    support::connected(&a).await;
+    support::connected(&b).await;
     let key = "expiry_rules";
     let first = a.try_lock(key, ms(300)).await.unwrap();
     assert!(first.validity() > ms(200) && first.validity() <= ms(300));

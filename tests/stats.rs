@@ -174,6 +174,8 @@ async fn a_waiter_that_lacks_nodes_pauses_and_says_so() {
 async fn a_lock_whose_validity_ran_out_is_lost_and_no_longer_held() {
     let c = Cluster::start(3);
     let a = c.redlock();
+    // A 300 ms TTL leaves no room for the connections' set-up.
+    support::connected(&a).await;
     let lock = a.try_lock("ran_out", ms(300)).await.unwrap();
     let handle = lock.handle();
     assert_eq!(a.stats().held_locks, 1);
