@@ -353,8 +353,6 @@ impl fmt::Display for NodeErrorKind {
     }
 }
 
-/// The body of a [`Error::NoQuorum`] message: who was asked, who failed and
-/// why, who answered and agreed.
 /// ` for "name"`, or nothing for an operation on no resource.
 fn for_resource(resource: &str) -> String {
     if resource.is_empty() {
@@ -364,6 +362,8 @@ fn for_resource(resource: &str) -> String {
     }
 }
 
+/// The body of a [`Error::NoQuorum`] message: who was asked, who failed and
+/// why, who answered and agreed.
 fn no_quorum(
     asked: usize,
     answered: usize,
