@@ -153,6 +153,20 @@ impl ShardsModel {
         u8::try_from(a.remaining).unwrap_or(u8::MAX)
     }
 
+    /// `client` reads the slot map: it names the serving link now, and a
+    /// link that took the slot over since the client's last map is
+    /// quarantined for one TTL ([`received`]).
+    fn read_map(&self, s: &mut State, client: u8) {
+        let (serving, until) = (s.serving, s.now + self.ttl);
+        let c = &mut s.clients[usize::from(client)];
+        let before = c.map.map(Some);
+        c.map = Some(serving);
+        if let Some(l) = received(before, Some(serving)).filter(|_| self.rules.received) {
+            let q = &mut c.quarantined[usize::from(l)];
+            *q = (*q).max(until - self.rules.short);
+        }
+    }
+
     /// Checks `client`'s connection to `link` where none checked is open,
     /// and quarantines the link for what the check found.
     fn check_once(&self, s: &mut State, client: u8, link: u8) {
@@ -319,16 +333,7 @@ impl Model for ShardsModel {
                     }
                 }
             }
-            Action::Refresh(c) => {
-                let serving = s.serving;
-                let client = &mut s.clients[usize::from(c)];
-                let before = client.map.map(Some);
-                client.map = Some(serving);
-                if let Some(l) = received(before, Some(serving)).filter(|_| self.rules.received) {
-                    let q = &mut client.quarantined[usize::from(l)];
-                    *q = (*q).max(until - self.rules.short);
-                }
-            }
+            Action::Refresh(c) => self.read_map(&mut s, c),
             Action::Start(c) if s.clients[usize::from(c)].map.is_none() => {
                 // Made before the client has a map: it waits at member 0.
                 let client = &mut s.clients[usize::from(c)];
@@ -345,14 +350,8 @@ impl Model for ShardsModel {
                 // The member's first map: the request goes to the link it
                 // names, over a connection checked first.
                 let serving = s.serving;
-                let client = &mut s.clients[usize::from(c)];
-                client.queued = false;
-                let before = client.map.map(Some);
-                client.map = Some(serving);
-                if let Some(l) = received(before, Some(serving)).filter(|_| self.rules.received) {
-                    let q = &mut client.quarantined[usize::from(l)];
-                    *q = (*q).max(until - self.rules.short);
-                }
+                s.clients[usize::from(c)].queued = false;
+                self.read_map(&mut s, c);
                 self.check_once(&mut s, c, serving);
                 let msg = Msg {
                     client: c,
