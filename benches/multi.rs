@@ -159,4 +159,18 @@ fn opposite_orders(rt: &tokio::runtime::Runtime, urls: &[String], limit: Duratio
         all.pct(0.99).as_secs_f64() / fair.as_secs_f64(),
         all.failed
     );
+    let stats: Vec<_> = callers
+        .iter()
+        .step_by(2)
+        .map(|c| c.redlock.stats())
+        .collect();
+    let sum = |f: fn(&redquorum::Stats) -> u64| stats.iter().map(f).sum::<u64>();
+    println!(
+        "  per acquisition (both cells): attempts {:.2}, woken by news {:.2}, ttl {:.2}, own release {:.2}, cap {:.2}",
+        sum(|s| s.attempts) as f64 / sum(|s| s.acquired) as f64,
+        sum(|s| s.woken_by_notification) as f64 / sum(|s| s.acquired) as f64,
+        sum(|s| s.woken_by_ttl) as f64 / sum(|s| s.acquired) as f64,
+        sum(|s| s.woken_by_own_release) as f64 / sum(|s| s.acquired) as f64,
+        sum(|s| s.woken_by_cap) as f64 / sum(|s| s.acquired) as f64,
+    );
 }

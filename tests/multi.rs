@@ -2,7 +2,7 @@
 //! processes: every key or none on each node, exclusion of the single locks
 //! on the same resources both ways, extension, check and release of every
 //! key, fencing tokens per resource, a waiter woken by the release of any
-//! of its keys, and requests naming two resources in opposite orders from
+//! of its keys and not by others joining its waiting lists, and requests naming two resources in opposite orders from
 //! many tasks of three clients: no deadlock, no overlap, every request
 //! served. The resources of one multi-lock share a hash tag (`{m1}-a`), as
 //! on members that are Redis Clusters they must.
@@ -282,6 +282,82 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
     let after = at.saturating_duration_since(released);
     assert!(after < ms(2_000), "b+c taken {after:?} after the release");
     lock.release().await.expect("release");
+}
+
+/// A waiter hears its keys, not its waiting lists: another waiter joining
+/// the lists behind it does not wake it. (One kept out by a waiter listed
+/// ahead reads who is first in its lists when its notification read finds
+/// the keys free: `news_of_a_shared_key_reaches_every_line_that_waits_for_it`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let held = holder.try_lock("{m7}-a", ms(10_000)).await.expect("a");
+    let first = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let task = {
+        let first = first.clone();
+        tokio::spawn(async move {
+            first
+                .lock_all_timeout(&["{m7}-a", "{m7}-b"], ms(10_000), ms(9_000))
+                .await
+                .expect("a+b")
+        })
+    };
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("{m7}-a") == 3
+            && c.nodes.iter().all(|n| tracked_keys(n) >= 2))
+        .await,
+        "the first waiter is listed on every node, and every node tracks its keys for it"
+    );
+    let before = wake_ups(&first);
+    let newcomer = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let later = tokio::spawn(async move {
+        newcomer
+            .lock_all_timeout(&["{m7}-b", "{m7}-a"], ms(10_000), ms(9_000))
+            .await
+            .expect("b+a")
+    });
+    assert!(
+        wait_until(ms(5_000), || c
+            .nodes
+            .iter()
+            .all(|n| n.waiters("{m7}-a") == 2 && n.waiters("{m7}-b") == 2))
+        .await,
+        "the newcomer is listed behind it on every node"
+    );
+    // A wake-up follows the change within a round trip or two.
+    let woken = wait_until(ms(1_000), || wake_ups(&first) > before).await;
+    assert!(
+        !woken,
+        "the first waiter woke when the newcomer joined: {} wake-ups, {before} before",
+        wake_ups(&first)
+    );
+    held.release().await.expect("release");
+    task.await.expect("first").release().await.expect("release");
+    later
+        .await
+        .expect("newcomer")
+        .release()
+        .await
+        .expect("release");
+}
+
+/// How many times `redlock`'s waiters woke up, for whatever reason.
+fn wake_ups(redlock: &Redlock) -> u64 {
+    let s = redlock.stats();
+    s.woken_by_notification + s.woken_by_ttl + s.woken_by_own_release + s.woken_by_cap
+}
+
+/// How many keys `node` tracks for clients (`INFO stats`).
+fn tracked_keys(node: &support::RedisNode) -> usize {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut node.conn())
+        .expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("tracking_total_keys:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("tracking_total_keys")
 }
 
 /// On cluster members a script takes keys of one hash slot only: a

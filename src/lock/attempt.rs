@@ -100,11 +100,11 @@ pub(crate) trait Attempts {
         ""
     }
     /// Whether, where a waiter's attempt found someone listed ahead of it
-    /// and its notification read finds the lock free, it also reads who is
-    /// first in its line's waiting list (`Waiting::arm_ahead`): the one
-    /// ahead may have taken the lock and released it before that read. A
-    /// lock's key; the multi-lock and the read-write lock hear their lists'
-    /// every change instead.
+    /// and its notification read finds every key free, it also reads who
+    /// is first in each waiting list it is in (`Waiting::arm_ahead`): the
+    /// one ahead may have taken the lock and released it before that read.
+    /// A lock's key and a multi-lock's keys; the read-write lock hears its
+    /// list's every change instead.
     fn reads_list_when_ahead(&self) -> bool {
         false
     }

@@ -25,11 +25,12 @@ pub(crate) struct KeySet {
     pub(crate) keys: Vec<String>,
     /// Their waiting lists, in that order.
     waits: Vec<WaitKeys>,
-    /// What a waiter for them hears: their keys, then their waiting lists.
-    /// A waiter kept out by one listed ahead of it may miss that one's
-    /// whole turn (take and release) before its notification read, which
-    /// then finds the keys as free as before; the list's change, when that
-    /// one leaves it, is news.
+    /// What a waiter for them hears: their keys. Not their waiting lists:
+    /// every waiter that joins or renews would wake every other. A waiter
+    /// kept out by one listed ahead of it may miss that one's whole turn
+    /// (take and release) before its notification read, which then finds
+    /// the keys as free as before; that read then asks who is first in
+    /// each list instead (`Waiting::arm_ahead`).
     pub(crate) watched: Vec<String>,
     /// The resources as one name, for errors and logs: `a+b`.
     pub(crate) name: String,
@@ -64,8 +65,7 @@ impl KeySet {
         let waits: Vec<WaitKeys> = pairs.iter().map(|(k, _)| WaitKeys::of(prefix, k)).collect();
         let (keys, resources): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
         let name = resources.join("+");
-        let queues = waits.iter().map(|w| w.queue.clone());
-        let watched = keys.iter().cloned().chain(queues).collect();
+        let watched = keys.clone();
         Ok(Self {
             resources,
             keys,

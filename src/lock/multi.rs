@@ -69,6 +69,10 @@ impl Attempts for SetAttempt<'_> {
         self.set.other_lists()
     }
 
+    fn reads_list_when_ahead(&self) -> bool {
+        true
+    }
+
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
         let set = &self.set;
         let held: Arc<dyn Held> = set.clone();

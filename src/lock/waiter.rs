@@ -73,9 +73,9 @@ impl Waiter<'_> {
         &self.id
     }
 
-    /// Its line's waiting list.
-    pub(crate) fn queue(&self) -> &str {
-        &self.keys.queue
+    /// Every waiting list it is in: its line's, then the others'.
+    pub(crate) fn queues(&self) -> impl Iterator<Item = &str> {
+        self.lists().map(|keys| keys.queue.as_str())
     }
 
     /// The same waiter, its id ending in `mark`.

@@ -227,10 +227,11 @@ impl Redlock {
             };
             one.map_or(self.nodes().all(), node_bit)
         };
-        let ahead = match (waiter, what.watched()) {
-            (Some(waiter), [key]) if what.reads_list_when_ahead() => {
+        let ahead = match waiter {
+            Some(waiter) if what.reads_list_when_ahead() => {
                 let ahead = nodes_where(seen, |s| *s == Seen::Ahead) & nodes;
-                let names = (key.as_str(), waiter.queue(), waiter.id());
+                let queues: Vec<&str> = waiter.queues().collect();
+                let names = (what.watched(), &queues[..], waiter.id());
                 waiting.arm_ahead(names, ahead, signal, round);
                 ahead
             }

@@ -161,21 +161,24 @@ impl Waiting {
         }
     }
 
-    /// [`Waiting::arm`] for `key` on the nodes of `nodes`, where our last
-    /// attempt found someone listed ahead of us: where the read finds the
-    /// key free, who is first in the waiting list `queue` is read too
-    /// ([`read_ahead`]), since the one ahead may have taken the lock and
-    /// released it before our read (then the key has no more to tell).
+    /// [`Waiting::arm`] for `keys` on the nodes of `nodes`, where our last
+    /// attempt found someone listed ahead of us: where the reads find every
+    /// key free, who is first in each waiting list of `queues` (every list
+    /// we are in) is read too ([`read_ahead`]), since the one ahead may
+    /// have taken the lock and released it before our read (then the keys
+    /// have no more to tell). The keys and lists share a hash slot.
     pub(crate) fn arm_ahead(
         &self,
-        (key, queue, me): (&str, &str, &str),
+        (keys, queues, me): (&[String], &[&str], &str),
         nodes: NodeSet,
         signal: &Arc<Signal>,
         round: u64,
     ) {
+        let Some(first) = keys.first() else { return };
         for watch in self.watches_in(nodes) {
-            let (watch, signal) = (watch.for_key(key), Arc::clone(signal));
-            let names = (key.to_owned(), queue.to_owned(), me.to_owned());
+            let (watch, signal) = (watch.for_key(first), Arc::clone(signal));
+            let queues = queues.iter().map(|q| (*q).to_owned()).collect();
+            let names = (keys.to_vec(), queues, me.to_owned());
             tokio::spawn(async move { read_ahead(&watch, &names, &signal, round).await });
         }
     }
@@ -360,31 +363,37 @@ async fn read_key(watch: &Watch, key: &str, signal: &Signal, round: u64) {
     }
 }
 
-/// [`read_key`] where someone waited ahead of us (`me`): a held key's
-/// change will be told; a free (or still tracked) one says nothing of
-/// whether the one ahead came and went, so who is first in the waiting
-/// list is read: if nobody but us, that is news for `round`; else the one
-/// ahead is still to take the lock, and the key (tracked from the read on)
-/// will tell. (A winner leaves the list before it releases, so a key found
-/// free after its release finds it gone from the list.) The list's own
-/// changes are not news: newcomers join it all the time.
+/// [`read_key`] for each of `keys` where someone waited ahead of us
+/// (`me`): a held key's change will be told; free (or still tracked) keys
+/// say nothing of whether the one ahead came and went, so who is first in
+/// each waiting list is read: if nobody but us in every one, that is news
+/// for `round`; else the one ahead is still to take the lock, and the keys
+/// (tracked from the reads on) will tell. (A winner leaves the lists
+/// before it releases, so keys found free after its release find it gone
+/// from them.) The lists' own changes are not news: newcomers join them
+/// all the time.
 async fn read_ahead(
     watch: &Watch,
-    (key, queue, me): &(String, String, String),
+    (keys, queues, me): &(Vec<String>, Vec<String>, String),
     signal: &Signal,
     round: u64,
 ) {
-    match watch.arm(key).await {
-        Ok(Some(-2) | None) => {}
-        Ok(Some(_)) => return,
-        Err(_) => return signal.unarmed(round, watch.index()),
+    for key in keys {
+        match watch.arm(key).await {
+            Ok(Some(-2) | None) => {}
+            Ok(Some(_)) => return,
+            Err(_) => return signal.unarmed(round, watch.index()),
+        }
     }
-    match watch.first_in(queue).await {
-        Ok(Some(Some(first))) if first != *me => {}
-        Ok(Some(_)) => signal.let_in(round, watch.index()),
-        Ok(None) => {}
-        Err(_) => signal.unarmed(round, watch.index()),
+    for queue in queues {
+        match watch.first_in(queue).await {
+            Ok(Some(Some(first))) if first != *me => return,
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(_) => return signal.unarmed(round, watch.index()),
+        }
     }
+    signal.let_in(round, watch.index());
 }
 
 /// Whose news a waiter waits for.
