@@ -2,7 +2,8 @@
 //! processes: every key or none on each node, exclusion of the single locks
 //! on the same resources both ways, extension, check and release of every
 //! key, fencing tokens per resource, a waiter woken by the release of any
-//! of its keys and not by others joining its waiting lists, and requests naming two resources in opposite orders from
+//! of its keys and not by others joining its waiting lists, one listed
+//! behind a waiter that gives up let in at once, and requests naming two resources in opposite orders from
 //! many tasks of three clients: no deadlock, no overlap, every request
 //! served. The resources of one multi-lock share a hash tag (`{m1}-a`), as
 //! on members that are Redis Clusters they must.
@@ -340,6 +341,56 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
         .release()
         .await
         .expect("release");
+}
+
+/// A waiter kept out by one listed ahead of it, whose keys are free, hears
+/// that one leave the list without taking them: here it timed out while
+/// it waited for another of its resources.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_ahead_that_gives_up_lets_the_next_one_in() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let c_held = holder.try_lock("{m8}-c", ms(20_000)).await.expect("c");
+    let b_held = holder.try_lock("{m8}-b", ms(20_000)).await.expect("b");
+    let ahead = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let ahead = tokio::spawn(async move {
+        let r = ahead
+            .lock_all_timeout(&["{m8}-b", "{m8}-c"], ms(10_000), ms(3_000))
+            .await;
+        (Instant::now(), r.map(|_| ()))
+    });
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("{m8}-b") == 3).await,
+        "the first waiter is listed"
+    );
+    let next = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let next = tokio::spawn(async move {
+        let lock = next
+            .lock_all_timeout(&["{m8}-a", "{m8}-b"], ms(10_000), ms(9_000))
+            .await
+            .expect("a+b, once the one ahead gave up");
+        (Instant::now(), lock)
+    });
+    assert!(
+        wait_until(ms(5_000), || c
+            .nodes
+            .iter()
+            .all(|n| n.waiters("{m8}-b") == 2))
+        .await,
+        "the second waiter is listed behind it"
+    );
+    // a and b free: the second waits only for the one listed ahead.
+    b_held.release().await.expect("release b");
+    let (gave_up, r) = ahead.await.expect("first");
+    assert!(r.is_err(), "c stays held: the first waiter times out");
+    let (at, lock) = next.await.expect("second");
+    let after = at.saturating_duration_since(gave_up);
+    assert!(
+        after < ms(2_000),
+        "a+b taken {after:?} after the one ahead gave up"
+    );
+    lock.release().await.expect("release");
+    c_held.release().await.expect("release c");
 }
 
 /// How many times `redlock`'s waiters woke up, for whatever reason.

@@ -25,13 +25,19 @@ pub(crate) struct KeySet {
     pub(crate) keys: Vec<String>,
     /// Their waiting lists, in that order.
     waits: Vec<WaitKeys>,
-    /// What a waiter for them hears: their keys. Not their waiting lists:
-    /// every waiter that joins or renews would wake every other. A waiter
-    /// kept out by one listed ahead of it may miss that one's whole turn
-    /// (take and release) before its notification read, which then finds
-    /// the keys as free as before; that read then asks who is first in
-    /// each list instead (`Waiting::arm_ahead`).
+    /// What a waiter for them asks the nodes to tell of: their keys. Not
+    /// their waiting lists in every round: waiters join and renew them all
+    /// the time, and every change would wake every waiter. A waiter kept
+    /// out by one listed ahead of it may miss that one's whole turn (take
+    /// and release) before its notification read, which then finds the
+    /// keys as free as before; that read then asks who is first in each
+    /// list instead (`Waiting::arm_ahead`).
     pub(crate) watched: Vec<String>,
+    /// What a waiter for them hears: their keys, and their waiting lists
+    /// where a notification read asked who is first in them (the one ahead
+    /// may leave without taking the keys: given up, or timed out while it
+    /// waited for another of its resources).
+    pub(crate) heard: Vec<String>,
     /// The resources as one name, for errors and logs: `a+b`.
     pub(crate) name: String,
 }
@@ -66,11 +72,14 @@ impl KeySet {
         let (keys, resources): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
         let name = resources.join("+");
         let watched = keys.clone();
+        let queues = waits.iter().map(|w| w.queue.clone());
+        let heard = keys.iter().cloned().chain(queues).collect();
         Ok(Self {
             resources,
             keys,
             waits,
             watched,
+            heard,
             name,
         })
     }

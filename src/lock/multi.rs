@@ -61,6 +61,10 @@ impl Attempts for SetAttempt<'_> {
         &self.set.watched
     }
 
+    fn heard(&self) -> &[String] {
+        &self.set.heard
+    }
+
     fn primitive(&self) -> Primitive {
         Primitive::Lock
     }
