@@ -3,9 +3,9 @@
 //! on the same resources both ways, extension, check and release of every
 //! key, fencing tokens per resource, a waiter woken by the release of any
 //! of its keys and not by others joining its waiting lists, one listed
-//! behind a waiter that gives up let in at once, and requests naming two resources in opposite orders from
-//! many tasks of three clients: no deadlock, no overlap, every request
-//! served. The resources of one multi-lock share a hash tag (`{m1}-a`), as
+//! behind a waiter that gives up let in at once, and requests naming two
+//! resources in opposite orders from many tasks of three clients: no
+//! deadlock, no overlap, every request served. The resources of one multi-lock share a hash tag (`{m1}-a`), as
 //! on members that are Redis Clusters they must.
 
 mod support;
