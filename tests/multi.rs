@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redquorum::{Error, Redlock};
-use support::{wait_until, Cluster};
+use support::{wait_until, wake_ups, Cluster};
 use tokio::time::Instant;
 
 const fn ms(n: u64) -> Duration {
@@ -306,7 +306,7 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
     };
     assert!(
         wait_until(ms(5_000), || c.waiting_on("{m7}-a") == 3
-            && c.nodes.iter().all(|n| tracked_keys(n) >= 2))
+            && c.nodes.iter().all(|n| n.tracked_keys() >= 2))
         .await,
         "the first waiter is listed on every node, and every node tracks its keys for it"
     );
@@ -391,24 +391,6 @@ async fn a_waiter_ahead_that_gives_up_lets_the_next_one_in() {
     );
     lock.release().await.expect("release");
     c_held.release().await.expect("release c");
-}
-
-/// How many times `redlock`'s waiters woke up, for whatever reason.
-fn wake_ups(redlock: &Redlock) -> u64 {
-    let s = redlock.stats();
-    s.woken_by_notification + s.woken_by_ttl + s.woken_by_own_release + s.woken_by_cap
-}
-
-/// How many keys `node` tracks for clients (`INFO stats`).
-fn tracked_keys(node: &support::RedisNode) -> usize {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(&mut node.conn())
-        .expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix("tracking_total_keys:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("tracking_total_keys")
 }
 
 /// On cluster members a script takes keys of one hash slot only: a

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redquorum::Error;
-use support::{wait_until, Cluster};
+use support::{internal_key, wait_until, wake_ups, Cluster};
 use tokio::time::Instant;
 
 const fn ms(n: u64) -> Duration {
@@ -189,4 +189,122 @@ async fn readers_learn_the_last_writers_token() {
     let read = rw.read_fenced(ms(5_000)).await.expect("read");
     assert_eq!(read.fencing_token(), Some(last), "the last writer's");
     read.release().await.unwrap();
+}
+
+/// A reader waiting for a writer to leave hears the writer's key, not the
+/// waiting list: another reader joining the list does not wake it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let w = holder
+        .rw_lock("rw8")
+        .unwrap()
+        .try_write(ms(20_000))
+        .await
+        .expect("write");
+    let writer = internal_key("rw-writer", "rw8");
+    let first = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let reading = {
+        let lock = first.rw_lock("rw8").unwrap();
+        tokio::spawn(async move {
+            lock.read_timeout(ms(10_000), ms(9_000))
+                .await
+                .expect("read")
+        })
+    };
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on(&writer) == 3
+            && c.nodes.iter().all(|n| n.tracked_keys() >= 1))
+        .await,
+        "the reader is listed on every node, and every node tracks the writer's key for it"
+    );
+    let before = wake_ups(&first);
+    let second = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let later = {
+        let lock = second.rw_lock("rw8").unwrap();
+        tokio::spawn(async move {
+            lock.read_timeout(ms(10_000), ms(9_000))
+                .await
+                .expect("read")
+        })
+    };
+    assert!(
+        wait_until(ms(5_000), || c
+            .nodes
+            .iter()
+            .all(|n| n.waiters(&writer) == 2))
+        .await,
+        "the second reader is listed on every node"
+    );
+    // A wake-up follows the change within a round trip or two.
+    let woken = wait_until(ms(1_000), || wake_ups(&first) > before).await;
+    assert!(
+        !woken,
+        "the first reader woke when the second joined: {} wake-ups, {before} before",
+        wake_ups(&first)
+    );
+    let released = Instant::now();
+    w.release().await.expect("release");
+    let (r1, r2) = (reading.await.expect("first"), later.await.expect("second"));
+    assert!(
+        released.elapsed() < ms(2_000),
+        "both read at once after the write"
+    );
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+}
+
+/// A reader listed behind a waiting writer, with the writer's key free,
+/// hears that writer leave the list without writing (it timed out while
+/// another reader held): it reads at once, not at its retry cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let held = holder
+        .rw_lock("rw9")
+        .unwrap()
+        .try_read(ms(20_000))
+        .await
+        .expect("read");
+    let writer = internal_key("rw-writer", "rw9");
+    let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let writing = {
+        let lock = waiting_writer.rw_lock("rw9").unwrap();
+        tokio::spawn(async move {
+            let r = lock.write_timeout(ms(10_000), ms(3_000)).await;
+            (Instant::now(), r.map(|_| ()))
+        })
+    };
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on(&writer) == 3).await,
+        "the writer is listed"
+    );
+    let reader = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let reading = {
+        let lock = reader.rw_lock("rw9").unwrap();
+        tokio::spawn(async move {
+            let r = lock
+                .read_timeout(ms(10_000), ms(9_000))
+                .await
+                .expect("read, once the writer gave up");
+            (Instant::now(), r)
+        })
+    };
+    assert!(
+        wait_until(ms(5_000), || c
+            .nodes
+            .iter()
+            .all(|n| n.waiters(&writer) == 2))
+        .await,
+        "the reader is listed behind the writer"
+    );
+    let (gave_up, r) = writing.await.expect("writer");
+    assert!(r.is_err(), "a reader holds: the writer times out");
+    let (at, lock) = reading.await.expect("reader");
+    let after = at.saturating_duration_since(gave_up);
+    assert!(after < ms(2_000), "read {after:?} after the writer gave up");
+    lock.release().await.unwrap();
+    held.release().await.unwrap();
 }

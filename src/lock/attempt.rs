@@ -101,12 +101,18 @@ pub(crate) trait Attempts {
     }
     /// Whether, where a waiter's attempt found someone listed ahead of it
     /// and its notification read finds every key free, it also reads who
-    /// is first in each waiting list it is in (`Waiting::arm_ahead`): the
-    /// one ahead may have taken the lock and released it before that read.
-    /// A lock's key and a multi-lock's keys; the read-write lock hears its
-    /// list's every change instead.
+    /// is listed ahead of it in each waiting list it is in
+    /// (`Waiting::arm_ahead`): the one ahead may have taken the lock and
+    /// released it before that read. Every lock but the semaphore (whose
+    /// releases name the waiters they let in).
     fn reads_list_when_ahead(&self) -> bool {
         false
+    }
+    /// Whom a waiter waits for when they are listed ahead of it: waiters
+    /// whose id ends in this (a read-write lock's reader: writers); empty:
+    /// everyone.
+    fn kept_out_by(&self) -> &'static str {
+        ""
     }
     /// The waiting lists a waiter is listed in besides its line's (a
     /// multi-lock's other resources'): joined and left with it.

@@ -22,7 +22,7 @@ use crate::telemetry::labels::{Mode, Woken};
 use crate::telemetry::Acquisition;
 use crate::wait::plan::{split, Seen};
 use crate::wait::signal::{Keys, Signal};
-use crate::wait::Listen;
+use crate::wait::{Ahead, Listen};
 
 impl Redlock {
     /// The waiting loop around `what`'s attempts (a lock's key, a
@@ -230,8 +230,12 @@ impl Redlock {
         let ahead = match waiter {
             Some(waiter) if what.reads_list_when_ahead() => {
                 let ahead = nodes_where(seen, |s| *s == Seen::Ahead) & nodes;
-                let queues: Vec<&str> = waiter.queues().collect();
-                let names = (what.watched(), &queues[..], waiter.id());
+                let names = Ahead {
+                    keys: what.watched().to_vec(),
+                    queues: waiter.queues().map(str::to_owned).collect(),
+                    me: waiter.id().to_owned(),
+                    mark: what.kept_out_by(),
+                };
                 waiting.arm_ahead(names, ahead, signal, round);
                 ahead
             }

@@ -241,25 +241,26 @@ impl Watch {
         result.map(Some)
     }
 
-    /// Reads who is first in the waiting list `queue` on the notification
-    /// connection (which makes the node tell of the list's next change, as
-    /// [`Watch::arm`] does for a key, news only to the lines that hear the
-    /// list). `None` without reading when the list is still tracked here
-    /// (unchanged since the last read); `Some(None)` when nobody is listed.
-    pub(crate) async fn first_in(&self, queue: &str) -> RedisResult<Option<Option<String>>> {
+    /// Reads who is listed in the waiting list `queue`, in order (the first
+    /// only, unless `all`), on the notification connection (which makes
+    /// the node tell of the list's next change, as [`Watch::arm`] does for
+    /// a key, news only to the lines that hear the list). `None` without
+    /// reading when the list is still tracked here (unchanged since the
+    /// last read).
+    pub(crate) async fn listed(&self, queue: &str, all: bool) -> RedisResult<Option<Vec<String>>> {
         let (mut conn, generation) = self.connection().await?;
         if !self.inner.mark(queue, generation) {
             return Ok(None);
         }
         let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(queue).arg(0).arg(0);
+        cmd.arg(queue).arg(0).arg(if all { -1 } else { 0 });
         let result = self
             .answered(cmd.query_async::<Vec<String>>(&mut conn))
             .await;
         if result.is_err() {
             self.inner.unmark(Some(&[queue.as_bytes().to_vec()]));
         }
-        result.map(|first| Some(first.into_iter().next()))
+        result.map(Some)
     }
 
     /// Whether the open connection hears `channel` already (or is being

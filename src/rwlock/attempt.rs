@@ -32,8 +32,13 @@ pub(crate) struct RwAttempt<'a> {
     /// Which side.
     side: Side,
     /// The keys whose change may let it in: the writer's key; for a
-    /// reader, the waiting list; for a writer, the readers' leases.
+    /// writer, the readers' leases too.
     watched: Vec<String>,
+    /// What its line hears: those keys and the waiting list, which a
+    /// waiter kept out by one listed ahead of it reads where the keys are
+    /// free (the one ahead may take and release the lock before that
+    /// read, or leave without taking it).
+    heard: Vec<String>,
     /// The TTL, checked.
     ttl: Duration,
     /// The TTL in ms.
@@ -51,25 +56,24 @@ impl<'a> RwAttempt<'a> {
         (ttl, ttl_ms): (Duration, u64),
     ) -> Self {
         let (held, watched): (Arc<dyn Held>, _) = match side {
-            // A reader kept out by a writer waiting ahead hears that writer
-            // leave the list: its whole phase (take and release) may pass
-            // before the reader's notification read, which then finds the
-            // writer's key as free as before.
             Side::Read => (
                 Arc::new(ReadLease(Arc::clone(keys))),
-                vec![keys.writer.clone(), keys.waits.queue.clone()],
+                vec![keys.writer.clone()],
             ),
             Side::Write => (
                 Arc::new(WriteKey(Arc::clone(keys))),
                 vec![keys.writer.clone(), keys.readers.clone()],
             ),
         };
+        let mut heard = watched.clone();
+        heard.push(keys.waits.queue.clone());
         Self {
             redlock,
             name,
             held,
             side,
             watched,
+            heard,
             ttl,
             ttl_ms,
         }
@@ -87,6 +91,22 @@ impl Attempts for RwAttempt<'_> {
 
     fn watched(&self) -> &[String] {
         &self.watched
+    }
+
+    fn heard(&self) -> &[String] {
+        &self.heard
+    }
+
+    fn reads_list_when_ahead(&self) -> bool {
+        true
+    }
+
+    fn kept_out_by(&self) -> &'static str {
+        match self.side {
+            // A reader waits only for the writers listed ahead of it.
+            Side::Read => ":w",
+            Side::Write => "",
+        }
     }
 
     fn primitive(&self) -> Primitive {

@@ -161,25 +161,21 @@ impl Waiting {
         }
     }
 
-    /// [`Waiting::arm`] for `keys` on the nodes of `nodes`, where our last
-    /// attempt found someone listed ahead of us: where the reads find every
-    /// key free, who is first in each waiting list of `queues` (every list
-    /// we are in) is read too ([`read_ahead`]), since the one ahead may
+    /// [`Waiting::arm`] for `ahead`'s keys on the nodes of `nodes`, where
+    /// our last attempt found someone listed ahead of us: where the reads
+    /// find every key free, who is listed ahead of us in each of its
+    /// waiting lists is read too ([`read_ahead`]), since the one ahead may
     /// have taken the lock and released it before our read (then the keys
     /// have no more to tell). The keys and lists share a hash slot.
-    pub(crate) fn arm_ahead(
-        &self,
-        (keys, queues, me): (&[String], &[&str], &str),
-        nodes: NodeSet,
-        signal: &Arc<Signal>,
-        round: u64,
-    ) {
-        let Some(first) = keys.first() else { return };
+    pub(crate) fn arm_ahead(&self, ahead: Ahead, nodes: NodeSet, signal: &Arc<Signal>, round: u64) {
+        let ahead = Arc::new(ahead);
+        let Some(first) = ahead.keys.first() else {
+            return;
+        };
         for watch in self.watches_in(nodes) {
             let (watch, signal) = (watch.for_key(first), Arc::clone(signal));
-            let queues = queues.iter().map(|q| (*q).to_owned()).collect();
-            let names = (keys.to_vec(), queues, me.to_owned());
-            tokio::spawn(async move { read_ahead(&watch, &names, &signal, round).await });
+            let ahead = Arc::clone(&ahead);
+            tokio::spawn(async move { read_ahead(&watch, &ahead, &signal, round).await });
         }
     }
 
@@ -363,31 +359,53 @@ async fn read_key(watch: &Watch, key: &str, signal: &Signal, round: u64) {
     }
 }
 
-/// [`read_key`] for each of `keys` where someone waited ahead of us
-/// (`me`): a held key's change will be told; free (or still tracked) keys
-/// say nothing of whether the one ahead came and went, so who is first in
-/// each waiting list is read: if nobody but us in every one, that is news
+/// A waiter kept out by others listed ahead of it: what its notification
+/// reads look at ([`Waiting::arm_ahead`]).
+#[derive(Debug)]
+pub(crate) struct Ahead {
+    /// The keys whose change may let it in.
+    pub(crate) keys: Vec<String>,
+    /// Every waiting list it is in.
+    pub(crate) queues: Vec<String>,
+    /// Its id in them.
+    pub(crate) me: String,
+    /// Whom it waits for when listed ahead of it: waiters whose id ends in
+    /// this (a read-write lock's reader: writers, `:w`); empty: everyone.
+    pub(crate) mark: &'static str,
+}
+
+/// Whether someone `ahead` waits for is listed before it in `listed` (a
+/// waiting list, in order, from its first entry).
+fn kept_out(listed: &[String], ahead: &Ahead) -> bool {
+    listed
+        .iter()
+        .take_while(|id| **id != ahead.me)
+        .any(|id| id.ends_with(ahead.mark))
+}
+
+/// [`read_key`] for each of `ahead`'s keys where someone waited ahead of
+/// us: a held key's change will be told; free (or still tracked) keys say
+/// nothing of whether the one ahead came and went, so who is listed ahead
+/// of us in each waiting list is read: if nobody we wait for, that is news
 /// for `round`; else the one ahead is still to take the lock, and the keys
-/// (tracked from the reads on) will tell. (A winner leaves the lists
-/// before it releases, so keys found free after its release find it gone
-/// from them.) The lists' own changes are not news: newcomers join them
-/// all the time.
-async fn read_ahead(
-    watch: &Watch,
-    (keys, queues, me): &(Vec<String>, Vec<String>, String),
-    signal: &Signal,
-    round: u64,
-) {
-    for key in keys {
+/// (tracked from the reads on) will tell, or, if it leaves without taking
+/// it, the list (tracked from its read on; news to lines that hear it).
+/// (A winner leaves the lists before it releases, so keys found free after
+/// its release find it gone from them.)
+async fn read_ahead(watch: &Watch, ahead: &Ahead, signal: &Signal, round: u64) {
+    for key in &ahead.keys {
         match watch.arm(key).await {
             Ok(Some(-2) | None) => {}
             Ok(Some(_)) => return,
             Err(_) => return signal.unarmed(round, watch.index()),
         }
     }
-    for queue in queues {
-        match watch.first_in(queue).await {
-            Ok(Some(Some(first))) if first != *me => return,
+    // Anyone first but us keeps us out; for a mark, every entry before
+    // ours is looked at.
+    let all = !ahead.mark.is_empty();
+    for queue in &ahead.queues {
+        match watch.listed(queue, all).await {
+            Ok(Some(listed)) if kept_out(&listed, ahead) => return,
             Ok(Some(_)) => {}
             Ok(None) => return,
             Err(_) => return signal.unarmed(round, watch.index()),

@@ -631,6 +631,19 @@ impl RedisNode {
 }
 
 impl RedisNode {
+    /// How many keys this node tracks for clients' notifications (`INFO
+    /// stats`).
+    pub fn tracked_keys(&self) -> usize {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut self.conn())
+            .expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix("tracking_total_keys:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("tracking_total_keys")
+    }
+
     /// How many clients wait in `key`'s waiting list on this node (for a
     /// key with no prefix and no hash tag).
     pub fn waiters(&self, key: &str) -> usize {
@@ -952,6 +965,12 @@ pub async fn connected(redlock: &redquorum::Redlock) {
         !standing.contains(&redquorum::NodeTrust::Unknown),
         "never connected: {standing:?}"
     );
+}
+
+/// How many times `redlock`'s waiters woke up, for whatever reason.
+pub fn wake_ups(redlock: &redquorum::Redlock) -> u64 {
+    let s = redlock.stats();
+    s.woken_by_notification + s.woken_by_ttl + s.woken_by_own_release + s.woken_by_cap
 }
 
 /// Polls `cond` every 5 ms until it holds or `timeout` passes; returns whether it held.
