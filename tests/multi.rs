@@ -393,6 +393,58 @@ async fn a_waiter_ahead_that_gives_up_lets_the_next_one_in() {
     c_held.release().await.expect("release c");
 }
 
+/// The same with a single lock's waiter behind a multi-lock's waiter: it
+/// hears that one leave its key's waiting list without taking the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_waiter_behind_a_multi_lock_waiter_that_gives_up_takes_the_lock_at_once() {
+    let c = Cluster::start(3);
+    let holder = c.redlock();
+    let a_held = holder.try_lock("{m9}-a", ms(20_000)).await.expect("a");
+    let b_held = holder.try_lock("{m9}-b", ms(20_000)).await.expect("b");
+    let ahead = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let ahead = tokio::spawn(async move {
+        let r = ahead
+            .lock_all_timeout(&["{m9}-a", "{m9}-b"], ms(10_000), ms(3_000))
+            .await;
+        (Instant::now(), r.map(|_| ()))
+    });
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on("{m9}-a") == 3).await,
+        "the multi-lock's waiter is listed"
+    );
+    let next = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let next = tokio::spawn(async move {
+        let lock = next
+            .lock_timeout("{m9}-a", ms(10_000), ms(9_000))
+            .await
+            .expect("a, once the one ahead gave up");
+        (Instant::now(), lock)
+    });
+    assert!(
+        wait_until(ms(5_000), || c
+            .nodes
+            .iter()
+            .all(|n| n.waiters("{m9}-a") == 2))
+        .await,
+        "the lock's waiter is listed behind it"
+    );
+    // a free: the lock's waiter waits only for the one listed ahead.
+    a_held.release().await.expect("release a");
+    let (gave_up, r) = ahead.await.expect("first");
+    assert!(
+        r.is_err(),
+        "b stays held: the multi-lock's waiter times out"
+    );
+    let (at, lock) = next.await.expect("second");
+    let after = at.saturating_duration_since(gave_up);
+    assert!(
+        after < ms(2_000),
+        "a taken {after:?} after the one ahead gave up"
+    );
+    lock.release().await.expect("release");
+    b_held.release().await.expect("release b");
+}
+
 /// On cluster members a script takes keys of one hash slot only: a
 /// multi-lock whose resources hash apart fails at once with
 /// `Error::CrossSlot` (no waiting, no key left), one whose resources share

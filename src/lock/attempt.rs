@@ -130,8 +130,10 @@ pub(crate) struct KeyAttempt<'a> {
     redlock: &'a Redlock,
     /// The caller's name for it.
     resource: &'a str,
-    /// The key, alone (what is watched).
-    key: [String; 1],
+    /// The key (what is watched), then its waiting list: what its line
+    /// hears, the list where a notification read found someone else first
+    /// in it (who may leave without taking the key).
+    keys: [String; 2],
     /// The TTL, checked.
     ttl: Duration,
     /// The TTL in ms.
@@ -149,10 +151,11 @@ impl<'a> KeyAttempt<'a> {
         ttl: Duration,
         ttl_ms: u64,
     ) -> Self {
+        let queue = WaitKeys::of(&redlock.config().key_prefix, &key).queue;
         Self {
             redlock,
             resource,
-            key: [key],
+            keys: [key, queue],
             ttl,
             ttl_ms,
             primitive: Primitive::Lock,
@@ -176,11 +179,15 @@ impl Attempts for KeyAttempt<'_> {
     }
 
     fn line(&self) -> &str {
-        &self.key[0]
+        &self.keys[0]
     }
 
     fn watched(&self) -> &[String] {
-        &self.key
+        &self.keys[..1]
+    }
+
+    fn heard(&self) -> &[String] {
+        &self.keys
     }
 
     fn reads_list_when_ahead(&self) -> bool {
@@ -188,7 +195,7 @@ impl Attempts for KeyAttempt<'_> {
     }
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
-        let (resource, key) = (self.resource, &self.key[0]);
+        let (resource, key) = (self.resource, &self.keys[0]);
         self.redlock
             .attempt_on(resource, key, None, self.ttl, self.ttl_ms, ask)
             .await
