@@ -348,101 +348,77 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
 /// it waited for another of its resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_ahead_that_gives_up_lets_the_next_one_in() {
-    let c = Cluster::start(3);
-    let holder = c.redlock();
-    let c_held = holder.try_lock("{m8}-c", ms(20_000)).await.expect("c");
-    let b_held = holder.try_lock("{m8}-b", ms(20_000)).await.expect("b");
-    let ahead = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let ahead = tokio::spawn(async move {
-        let r = ahead
-            .lock_all_timeout(&["{m8}-b", "{m8}-c"], ms(10_000), ms(3_000))
-            .await;
-        (Instant::now(), r.map(|_| ()))
-    });
-    assert!(
-        wait_until(ms(5_000), || c.waiting_on("{m8}-b") == 3).await,
-        "the first waiter is listed"
-    );
-    let next = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let next = tokio::spawn(async move {
-        let lock = next
-            .lock_all_timeout(&["{m8}-a", "{m8}-b"], ms(10_000), ms(9_000))
-            .await
-            .expect("a+b, once the one ahead gave up");
-        (Instant::now(), lock)
-    });
-    assert!(
-        wait_until(ms(5_000), || c
-            .nodes
-            .iter()
-            .all(|n| n.waiters("{m8}-b") == 2))
-        .await,
-        "the second waiter is listed behind it"
-    );
-    // a and b free: the second waits only for the one listed ahead.
-    b_held.release().await.expect("release b");
-    let (gave_up, r) = ahead.await.expect("first");
-    assert!(r.is_err(), "c stays held: the first waiter times out");
-    let (at, lock) = next.await.expect("second");
-    let after = at.saturating_duration_since(gave_up);
-    assert!(
-        after < ms(2_000),
-        "a+b taken {after:?} after the one ahead gave up"
-    );
-    lock.release().await.expect("release");
-    c_held.release().await.expect("release c");
+    behind_one_that_gives_up("m7", Next::AllOf).await;
 }
 
 /// The same with a single lock's waiter behind a multi-lock's waiter: it
 /// hears that one leave its key's waiting list without taking the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_waiter_behind_a_multi_lock_waiter_that_gives_up_takes_the_lock_at_once() {
+    behind_one_that_gives_up("m9", Next::One).await;
+}
+
+/// What the waiter behind asks for.
+#[derive(Clone, Copy)]
+enum Next {
+    /// `x` and `z` together.
+    AllOf,
+    /// `x` alone, with a single lock.
+    One,
+}
+
+/// `x` and `y` held; a multi-lock waits for both (3 s at most); `next`
+/// waits behind it for `x` (10 s cap); `x` is released, `y` is not: once
+/// the first gives up, the second takes its lock at once.
+async fn behind_one_that_gives_up(tag: &str, next: Next) {
     let c = Cluster::start(3);
+    let [x, y, z] = ["x", "y", "z"].map(|k| format!("{{{tag}}}-{k}"));
     let holder = c.redlock();
-    let a_held = holder.try_lock("{m9}-a", ms(20_000)).await.expect("a");
-    let b_held = holder.try_lock("{m9}-b", ms(20_000)).await.expect("b");
-    let ahead = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let ahead = tokio::spawn(async move {
-        let r = ahead
-            .lock_all_timeout(&["{m9}-a", "{m9}-b"], ms(10_000), ms(3_000))
-            .await;
-        (Instant::now(), r.map(|_| ()))
-    });
+    let x_held = holder.try_lock(&x, ms(20_000)).await.expect("x");
+    let y_held = holder.try_lock(&y, ms(20_000)).await.expect("y");
+    let patient = || c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let ahead = {
+        let (client, keys) = (patient(), [x.clone(), y.clone()]);
+        tokio::spawn(async move {
+            let keys = [keys[0].as_str(), keys[1].as_str()];
+            let r = client.lock_all_timeout(&keys, ms(10_000), ms(3_000)).await;
+            (Instant::now(), r.map(|_| ()))
+        })
+    };
     assert!(
-        wait_until(ms(5_000), || c.waiting_on("{m9}-a") == 3).await,
-        "the multi-lock's waiter is listed"
+        wait_until(ms(5_000), || c.waiting_on(&x) == 3).await,
+        "the first waiter is listed"
     );
-    let next = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let next = tokio::spawn(async move {
-        let lock = next
-            .lock_timeout("{m9}-a", ms(10_000), ms(9_000))
-            .await
-            .expect("a, once the one ahead gave up");
-        (Instant::now(), lock)
-    });
+    let behind = {
+        let (client, x, z) = (patient(), x.clone(), z.clone());
+        tokio::spawn(async move {
+            let (ttl, wait) = (ms(10_000), ms(9_000));
+            let lock = match next {
+                Next::AllOf => client.lock_all_timeout(&[&x, &z], ttl, wait).await,
+                Next::One => client.lock_timeout(&x, ttl, wait).await,
+            };
+            (
+                Instant::now(),
+                lock.expect("taken, once the one ahead gave up"),
+            )
+        })
+    };
     assert!(
-        wait_until(ms(5_000), || c
-            .nodes
-            .iter()
-            .all(|n| n.waiters("{m9}-a") == 2))
-        .await,
-        "the lock's waiter is listed behind it"
+        wait_until(ms(5_000), || c.nodes.iter().all(|n| n.waiters(&x) == 2)).await,
+        "the second waiter is listed behind it"
     );
-    // a free: the lock's waiter waits only for the one listed ahead.
-    a_held.release().await.expect("release a");
+    // x free: the second waits only for the one listed ahead.
+    x_held.release().await.expect("release x");
     let (gave_up, r) = ahead.await.expect("first");
-    assert!(
-        r.is_err(),
-        "b stays held: the multi-lock's waiter times out"
-    );
-    let (at, lock) = next.await.expect("second");
+    assert!(r.is_err(), "y stays held: the first waiter times out");
+    let (at, lock) = behind.await.expect("second");
     let after = at.saturating_duration_since(gave_up);
     assert!(
         after < ms(2_000),
-        "a taken {after:?} after the one ahead gave up"
+        "taken {after:?} after the one ahead gave up"
     );
     lock.release().await.expect("release");
-    b_held.release().await.expect("release b");
+    y_held.release().await.expect("release y");
 }
 
 /// On cluster members a script takes keys of one hash slot only: a

@@ -4,7 +4,9 @@
 //! readers gets the lock after the reads in progress, the readers behind a
 //! writer enter together when it leaves, a crashed reader (its runtime
 //! gone, nothing released) keeps a writer out only until its own lease
-//! ends, and fencing tokens go from writers to readers.
+//! ends, fencing tokens go from writers to readers, a reader waiting for
+//! a writer is not woken by other waiters joining the list, and one behind
+//! a writer that gives up reads at once.
 
 mod support;
 
@@ -12,8 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redquorum::Error;
+use redquorum::{Error, Lock, Redlock};
 use support::{internal_key, wait_until, wake_ups, Cluster};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const fn ms(n: u64) -> Duration {
@@ -196,23 +199,10 @@ async fn readers_learn_the_last_writers_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
     let c = Cluster::start(3);
-    let holder = c.redlock();
-    let w = holder
-        .rw_lock("rw8")
-        .unwrap()
-        .try_write(ms(20_000))
-        .await
-        .expect("write");
+    let rw = c.redlock().rw_lock("rw8").unwrap();
+    let w = rw.try_write(ms(20_000)).await.expect("write");
     let writer = internal_key("rw-writer", "rw8");
-    let first = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let reading = {
-        let lock = first.rw_lock("rw8").unwrap();
-        tokio::spawn(async move {
-            lock.read_timeout(ms(10_000), ms(9_000))
-                .await
-                .expect("read")
-        })
-    };
+    let (first, reading) = waiting_reader(&c, "rw8", ms(9_000));
     assert!(
         wait_until(ms(5_000), || c.waiting_on(&writer) == 3
             && c.nodes.iter().all(|n| n.tracked_keys() >= 1))
@@ -220,15 +210,7 @@ async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
         "the reader is listed on every node, and every node tracks the writer's key for it"
     );
     let before = wake_ups(&first);
-    let second = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let later = {
-        let lock = second.rw_lock("rw8").unwrap();
-        tokio::spawn(async move {
-            lock.read_timeout(ms(10_000), ms(9_000))
-                .await
-                .expect("read")
-        })
-    };
+    let (_second, later) = waiting_reader(&c, "rw8", ms(9_000));
     assert!(
         wait_until(ms(5_000), || c
             .nodes
@@ -246,13 +228,12 @@ async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
     );
     let released = Instant::now();
     w.release().await.expect("release");
-    let (r1, r2) = (reading.await.expect("first"), later.await.expect("second"));
-    assert!(
-        released.elapsed() < ms(2_000),
-        "both read at once after the write"
-    );
-    r1.release().await.unwrap();
-    r2.release().await.unwrap();
+    for task in [reading, later] {
+        let (at, read) = task.await.expect("reader");
+        let after = at.saturating_duration_since(released);
+        assert!(after < ms(2_000), "read {after:?} after the write");
+        read.expect("read").release().await.unwrap();
+    }
 }
 
 /// A reader listed behind a waiting writer, with the writer's key free,
@@ -261,13 +242,8 @@ async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
     let c = Cluster::start(3);
-    let holder = c.redlock();
-    let held = holder
-        .rw_lock("rw9")
-        .unwrap()
-        .try_read(ms(20_000))
-        .await
-        .expect("read");
+    let rw = c.redlock().rw_lock("rw9").unwrap();
+    let held = rw.try_read(ms(20_000)).await.expect("read");
     let writer = internal_key("rw-writer", "rw9");
     let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let writing = {
@@ -281,17 +257,7 @@ async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
         wait_until(ms(5_000), || c.waiting_on(&writer) == 3).await,
         "the writer is listed"
     );
-    let reader = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let reading = {
-        let lock = reader.rw_lock("rw9").unwrap();
-        tokio::spawn(async move {
-            let r = lock
-                .read_timeout(ms(10_000), ms(9_000))
-                .await
-                .expect("read, once the writer gave up");
-            (Instant::now(), r)
-        })
-    };
+    let (_reader, reading) = waiting_reader(&c, "rw9", ms(9_000));
     assert!(
         wait_until(ms(5_000), || c
             .nodes
@@ -302,9 +268,28 @@ async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
     );
     let (gave_up, r) = writing.await.expect("writer");
     assert!(r.is_err(), "a reader holds: the writer times out");
-    let (at, lock) = reading.await.expect("reader");
+    let (at, read) = reading.await.expect("reader");
     let after = at.saturating_duration_since(gave_up);
     assert!(after < ms(2_000), "read {after:?} after the writer gave up");
-    lock.release().await.unwrap();
+    read.expect("read, once the writer gave up")
+        .release()
+        .await
+        .unwrap();
     held.release().await.unwrap();
+}
+
+/// A client with a 10 s retry cap, and a task of it that waits up to
+/// `wait` to read `name`: when the answer came, and the answer.
+fn waiting_reader(
+    c: &Cluster,
+    name: &str,
+    wait: Duration,
+) -> (Redlock, JoinHandle<(Instant, redquorum::Result<Lock>)>) {
+    let client = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let lock = client.rw_lock(name).unwrap();
+    let task = tokio::spawn(async move {
+        let read = lock.read_timeout(ms(10_000), wait).await;
+        (Instant::now(), read)
+    });
+    (client, task)
 }
