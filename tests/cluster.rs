@@ -8,7 +8,8 @@
 //! changed (a forced failover that lost a lock) stays out of lock quorums
 //! for that shard alone, while a client without the check hands the lock
 //! to a second holder; a slot moved out of such a shard (failed over, or
-//! restarted without its data) keeps the shard that took it out too.
+//! restarted without its data) keeps the shard that took it out too; a
+//! member down when first asked is reached at the first request once back.
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -233,6 +234,34 @@ async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
     let err = alone.try_lock(name, ms(10_000)).await.unwrap_err();
     let shard = format!("(shard 127.0.0.1:{})", members[0].nodes[dead].port);
     assert!(err.to_string().contains(&shard), "{err}");
+}
+
+/// A member that was down when the client first asked it is reached by the
+/// first request once it is back, however long it was away: that request
+/// waits for a new read of the slot map rather than failing with what the
+/// last one met. (Its seed is a proxy that closes every connection, then
+/// forwards them; the map names the node itself.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_down_at_first_is_reached_by_the_first_request_once_back() {
+    let c = Cluster::start_with(1, support::Persistence::OneShardCluster);
+    let seed = support::Proxy::start(c.nodes[0].port);
+    seed.set_mode(support::ProxyMode::Refuse);
+    let url = format!("redis+cluster://127.0.0.1:{}", seed.port);
+    // No quarantine: what is asked is whether the member is reached.
+    let redlock = client(&[url])
+        .retry_count(0)
+        .restart_quarantine(Duration::ZERO)
+        .build()
+        .unwrap();
+    assert!(redlock.try_lock("back", ms(10_000)).await.is_err());
+    // Longer than the reads of the map that failure asked for.
+    tokio::time::sleep(ms(500)).await;
+    seed.set_mode(support::ProxyMode::Pass);
+    let lock = redlock
+        .try_lock("back", ms(10_000))
+        .await
+        .expect("the first request after the member is back");
+    lock.release().await.unwrap();
 }
 
 /// Our markers on `node` (a shard): a connection check writes one in a

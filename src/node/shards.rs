@@ -41,6 +41,10 @@ const NONE: u16 = u16::MAX;
 /// requests at once reads it once.
 const REFRESH_GAP: Duration = Duration::from_millis(100);
 
+/// While no read of the map has succeeded, the time from a failed read to
+/// the next: as long as a link waits before it connects again.
+const FIRST_READ_GAP: Duration = Duration::from_millis(50);
+
 /// What each shard's link is made with.
 pub(crate) struct LinkSettings {
     /// Limit on one connection attempt.
@@ -84,9 +88,6 @@ struct State {
     again: bool,
     /// When the last read ended.
     last: Option<Instant>,
-    /// Why the last read failed, while no map was ever read: requests fail
-    /// with it until the next read.
-    failed: Option<RedisError>,
 }
 
 /// Which shard serves each slot.
@@ -132,7 +133,6 @@ impl Shards {
                 refreshing: false,
                 again: false,
                 last: None,
-                failed: None,
             }),
             me: me.clone(),
         })
@@ -157,12 +157,10 @@ impl Shards {
             drop(st);
             return Call::start(&link, req);
         }
-        if let Some(e) = &st.failed {
-            let e = e.clone();
-            drop(st);
-            self.refresh_soon();
-            return Call::failed(req, e);
-        }
+        // After a failed read too, the request waits for the next one
+        // rather than failing at once with what an earlier one met: a
+        // member that is restarting is usually back by then, and the
+        // round's own timeout still bounds the wait.
         let (tx, rx) = oneshot::channel();
         st.unrouted.push((Arc::clone(req), tx));
         drop(st);
@@ -197,7 +195,8 @@ impl Shards {
     }
 
     /// Reads the slot map again soon: at once unless a read is under way
-    /// or the last ended less than [`REFRESH_GAP`] ago.
+    /// or the last ended less than [`REFRESH_GAP`] ago ([`FIRST_READ_GAP`]
+    /// while none has succeeded).
     pub(crate) fn refresh_soon(&self) {
         let mut st = self.state();
         if st.refreshing {
@@ -208,22 +207,35 @@ impl Shards {
             return;
         };
         st.refreshing = true;
-        let at = st.last.map(|last| last + REFRESH_GAP);
         drop(st);
         let me = self.me.clone();
         runtime.spawn(async move {
             loop {
-                if let Some(at) = at {
-                    tokio::time::sleep_until(at).await;
-                }
                 let Some(shards) = me.upgrade() else { return };
+                if let Some(at) = shards.next_read() {
+                    drop(shards);
+                    tokio::time::sleep_until(at).await;
+                    continue;
+                }
                 let read = shards.read_map().await;
                 if !shards.take_map(read) {
                     return;
                 }
-                tokio::time::sleep(REFRESH_GAP).await;
             }
         });
+    }
+
+    /// When the next read of the map may start, if not now.
+    fn next_read(&self) -> Option<Instant> {
+        let st = self.state();
+        let gap = if st.map.is_some() {
+            REFRESH_GAP
+        } else {
+            FIRST_READ_GAP
+        };
+        st.last
+            .map(|last| last + gap)
+            .filter(|at| *at > Instant::now())
     }
 
     /// Takes in a read of the map (or its failure); whether to read again.
@@ -233,7 +245,6 @@ impl Shards {
         match read {
             Ok(ranges) => {
                 let map = self.build_map(&mut st, &ranges);
-                st.failed = None;
                 // Requests made before the first map go out in the order
                 // they were made, before any made after it.
                 for (req, tx) in std::mem::take(&mut st.unrouted) {
@@ -252,9 +263,6 @@ impl Shards {
                 tracing::debug!(node = self.index, error = %e, "cluster slot map not read");
                 for (_, tx) in std::mem::take(&mut st.unrouted) {
                     let _ = tx.send(Err(e.clone()));
-                }
-                if st.map.is_none() {
-                    st.failed = Some(e);
                 }
             }
         }

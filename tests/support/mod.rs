@@ -996,7 +996,12 @@ pub enum ProxyMode {
     Delay(u64),
     /// Accept and read, but forward nothing in either direction.
     Blackhole,
+    /// Close every new connection at once (as a node that is down).
+    Refuse,
 }
+
+/// [`ProxyMode::Refuse`], encoded.
+const REFUSE: u64 = u64::MAX;
 
 /// A TCP proxy in front of a node, on its own threads (independent of any
 /// test runtime). Closed on drop.
@@ -1035,6 +1040,10 @@ impl Proxy {
                 }
                 let Ok(client) = client else { continue };
                 count.fetch_add(1, Ordering::SeqCst);
+                if m.load(Ordering::SeqCst) == REFUSE {
+                    drop(client);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
@@ -1090,7 +1099,8 @@ impl Proxy {
         let v = match mode {
             ProxyMode::Pass => 0,
             ProxyMode::Blackhole => 1,
-            ProxyMode::Delay(ms) => 2 + ms,
+            ProxyMode::Delay(ms) => 2 + ms.min(REFUSE - 3),
+            ProxyMode::Refuse => REFUSE,
         };
         self.mode.store(v, Ordering::SeqCst);
     }
