@@ -319,10 +319,8 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
             .expect("b+a")
     });
     assert!(
-        wait_until(ms(5_000), || c
-            .nodes
-            .iter()
-            .all(|n| n.waiters("{m7}-a") == 2 && n.waiters("{m7}-b") == 2))
+        wait_until(ms(5_000), || c.listed_everywhere("{m7}-a", 2)
+            && c.listed_everywhere("{m7}-b", 2))
         .await,
         "the newcomer is listed behind it on every node"
     );
@@ -404,7 +402,7 @@ async fn behind_one_that_gives_up(tag: &str, next: Next) {
         })
     };
     assert!(
-        wait_until(ms(5_000), || c.nodes.iter().all(|n| n.waiters(&x) == 2)).await,
+        wait_until(ms(5_000), || c.listed_everywhere(&x, 2)).await,
         "the second waiter is listed behind it"
     );
     // x free: the second waits only for the one listed ahead.

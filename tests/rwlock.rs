@@ -212,11 +212,7 @@ async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
     let before = wake_ups(&first);
     let (_second, later) = waiting_reader(&c, "rw8", ms(9_000));
     assert!(
-        wait_until(ms(5_000), || c
-            .nodes
-            .iter()
-            .all(|n| n.waiters(&writer) == 2))
-        .await,
+        wait_until(ms(5_000), || c.listed_everywhere(&writer, 2)).await,
         "the second reader is listed on every node"
     );
     // A wake-up follows the change within a round trip or two.
@@ -259,11 +255,7 @@ async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
     );
     let (_reader, reading) = waiting_reader(&c, "rw9", ms(9_000));
     assert!(
-        wait_until(ms(5_000), || c
-            .nodes
-            .iter()
-            .all(|n| n.waiters(&writer) == 2))
-        .await,
+        wait_until(ms(5_000), || c.listed_everywhere(&writer, 2)).await,
         "the reader is listed behind the writer"
     );
     let (gave_up, r) = writing.await.expect("writer");

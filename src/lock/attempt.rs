@@ -10,7 +10,7 @@
 //! that did not clearly refuse, because a `SET` may have landed where the
 //! reply was lost; so does an attempt whose future is dropped.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::Value;
@@ -130,10 +130,13 @@ pub(crate) struct KeyAttempt<'a> {
     redlock: &'a Redlock,
     /// The caller's name for it.
     resource: &'a str,
-    /// The key (what is watched), then its waiting list: what its line
-    /// hears, the list where a notification read found someone else first
-    /// in it (who may leave without taking the key).
-    keys: [String; 2],
+    /// The key, alone (what is watched).
+    key: [String; 1],
+    /// The key, then its waiting list: what its line hears, the list where
+    /// a notification read found someone else first in it (who may leave
+    /// without taking the key). Made when a waiter first asks, so that a
+    /// plain attempt does not.
+    heard: OnceLock<[String; 2]>,
     /// The TTL, checked.
     ttl: Duration,
     /// The TTL in ms.
@@ -151,11 +154,11 @@ impl<'a> KeyAttempt<'a> {
         ttl: Duration,
         ttl_ms: u64,
     ) -> Self {
-        let queue = WaitKeys::of(&redlock.config().key_prefix, &key).queue;
         Self {
             redlock,
             resource,
-            keys: [key, queue],
+            key: [key],
+            heard: OnceLock::new(),
             ttl,
             ttl_ms,
             primitive: Primitive::Lock,
@@ -179,15 +182,19 @@ impl Attempts for KeyAttempt<'_> {
     }
 
     fn line(&self) -> &str {
-        &self.keys[0]
+        &self.key[0]
     }
 
     fn watched(&self) -> &[String] {
-        &self.keys[..1]
+        &self.key
     }
 
     fn heard(&self) -> &[String] {
-        &self.keys
+        self.heard.get_or_init(|| {
+            let key = &self.key[0];
+            let prefix = &self.redlock.config().key_prefix;
+            [key.clone(), WaitKeys::of(prefix, key).queue]
+        })
     }
 
     fn reads_list_when_ahead(&self) -> bool {
@@ -195,7 +202,7 @@ impl Attempts for KeyAttempt<'_> {
     }
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
-        let (resource, key) = (self.resource, &self.keys[0]);
+        let (resource, key) = (self.resource, &self.key[0]);
         self.redlock
             .attempt_on(resource, key, None, self.ttl, self.ttl_ms, ask)
             .await

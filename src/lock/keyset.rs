@@ -25,18 +25,16 @@ pub(crate) struct KeySet {
     pub(crate) keys: Vec<String>,
     /// Their waiting lists, in that order.
     waits: Vec<WaitKeys>,
-    /// What a waiter for them asks the nodes to tell of: their keys. Not
-    /// their waiting lists in every round: waiters join and renew them all
-    /// the time, and every change would wake every waiter. A waiter kept
-    /// out by one listed ahead of it may miss that one's whole turn (take
-    /// and release) before its notification read, which then finds the
-    /// keys as free as before; that read then asks who is first in each
-    /// list instead (`Waiting::arm_ahead`).
-    pub(crate) watched: Vec<String>,
-    /// What a waiter for them hears: their keys, and their waiting lists
-    /// where a notification read asked who is first in them (the one ahead
-    /// may leave without taking the keys: given up, or timed out while it
-    /// waited for another of its resources).
+    /// What a waiter for them hears: their keys (what it asks the nodes to
+    /// tell of in every round), then their waiting lists, only where a
+    /// notification read asked who is first in them. Waiters join and renew
+    /// the lists all the time, and every change would wake every waiter;
+    /// but a waiter kept out by one listed ahead of it may miss that one's
+    /// whole turn (take and release) before its notification read, which
+    /// then finds the keys as free as before and asks who is first in each
+    /// list instead (`Waiting::arm_ahead`), and the one ahead may leave
+    /// without taking the keys (given up, or timed out while it waited for
+    /// another of its resources).
     pub(crate) heard: Vec<String>,
     /// The resources as one name, for errors and logs: `a+b`.
     pub(crate) name: String,
@@ -71,14 +69,12 @@ impl KeySet {
         let waits: Vec<WaitKeys> = pairs.iter().map(|(k, _)| WaitKeys::of(prefix, k)).collect();
         let (keys, resources): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
         let name = resources.join("+");
-        let watched = keys.clone();
         let queues = waits.iter().map(|w| w.queue.clone());
         let heard = keys.iter().cloned().chain(queues).collect();
         Ok(Self {
             resources,
             keys,
             waits,
-            watched,
             heard,
             name,
         })

@@ -58,7 +58,7 @@ impl Attempts for SetAttempt<'_> {
     }
 
     fn watched(&self) -> &[String] {
-        &self.set.watched
+        &self.set.keys
     }
 
     fn heard(&self) -> &[String] {

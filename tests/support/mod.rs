@@ -932,6 +932,11 @@ impl Cluster {
             .count()
     }
 
+    /// Whether every node lists exactly `n` waiters in `key`'s waiting list.
+    pub fn listed_everywhere(&self, key: &str, n: usize) -> bool {
+        self.nodes.iter().all(|node| node.waiters(key) == n)
+    }
+
     /// Resumes every paused node (so Drop and logs behave).
     pub fn resume_all(&mut self) {
         for n in &mut self.nodes {
