@@ -469,15 +469,65 @@ async fn a_waiter_whose_node_dies_listens_to_another() {
     );
     let ear = ear.unwrap();
     c.nodes[ear].kill();
-    // The lost connection is news: b tries, and listens to a node that
-    // answered (on a loaded machine, a node slow to answer may be passed
-    // over for another meanwhile, whose connection stays open).
+    // The lost connection is news: b tries, and hears the channel on a
+    // node that answered (on a loaded machine, a node slow to answer may
+    // be passed over for another meanwhile, whose connection stays open).
+    let line = "redquorum:semaphore:{deaf}:deaf";
     assert!(
-        wait_until(Duration::from_secs(10), || listening(&c).1 >= 1).await,
-        "b listens to another node: {:?}",
+        wait_until(Duration::from_secs(10), || subscribers(&c, line) >= 1).await,
+        "b hears the channel on another node: {:?} listening",
         listening(&c)
     );
     let permit = handed_over(held, waiter).await;
+    permit.release().await.unwrap();
+}
+
+/// No node takes a new connection (`maxclients` reached once the
+/// clients' request connections are open): the waiter can hear the
+/// channel nowhere, nor read the slots with tracking on. Nothing can tell
+/// it of a release, so it tries again within a few node timeouts, not at
+/// its 10 s retry cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_no_node_can_tell_tries_again_soon() {
+    let c = Cluster::start(3);
+    let (held, _b, sem_b) = held_by_a(&c, "unheard").await;
+    // b's request connections open (a refused try opens no notification
+    // connection).
+    assert!(sem_b
+        .try_acquire(ms(10_000))
+        .await
+        .unwrap_err()
+        .is_contended());
+    let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
+    for conn in &mut conns {
+        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+        let connected = info
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(connected)
+            .query(conn)
+            .unwrap();
+    }
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    let list = support::internal_key("waiters", "redquorum:semaphore:{unheard}:unheard");
+    let listed = |conn: &mut redis::Connection| {
+        redis::cmd("ZCARD").arg(&list).query::<u64>(conn).unwrap() == 1
+    };
+    assert!(
+        wait_until(ms(3_000), || conns.iter_mut().all(&listed)).await,
+        "b waits on every node"
+    );
+    // Past the first tries that the failed connections caused.
+    tokio::time::sleep(ms(1_000)).await;
+    let started = std::time::Instant::now();
+    held.release().await.unwrap();
+    let permit = waiter.await.unwrap().unwrap();
+    assert!(started.elapsed() < ms(2_000), "{:?}", started.elapsed());
     permit.release().await.unwrap();
 }
 

@@ -317,10 +317,15 @@ impl Waiting {
             if listen == Listen::One && news != 0 {
                 return Woken::Notification;
             }
-            // Too few nodes can tell us of a change (their reads failed):
-            // try again soon, which reads them again.
-            let can_tell = seen.len() - signal.unarmed_nodes().count_ones() as usize;
-            if listen == Listen::Quorum && can_tell < quorum && !short {
+            // Too few nodes can tell us of a change (their reads failed;
+            // with one node's news, that node's): try again soon, which
+            // reads them again.
+            let unarmed = signal.unarmed_nodes();
+            let deaf = match listen {
+                Listen::Quorum => seen.len() - (unarmed.count_ones() as usize) < quorum,
+                Listen::One => unarmed != 0,
+            };
+            if deaf && !short {
                 short = true;
                 cap_at = cap_at.min(deadline_in(jittered(self.rearm)));
             }
