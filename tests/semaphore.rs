@@ -531,6 +531,63 @@ async fn a_waiter_no_node_can_tell_tries_again_soon() {
     permit.release().await.unwrap();
 }
 
+/// A release that names a waiter while its subscription to the channel is
+/// still being made, after a later attempt of the waiter found the
+/// channel being subscribed to (so that attempt armed nothing of its
+/// own): the subscription, once made, is news for that later attempt, and
+/// the waiter takes the freed permit at once, not at its next retry cap.
+/// b's notification connections are held by its proxies until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_made_after_a_later_attempt_is_news_for_it() {
+    let c = Cluster::start(3);
+    let (name, line) = ("late-ear", "redquorum:semaphore:{late-ear}:late-ear");
+    let held = client(&c).semaphore(name, 1).unwrap();
+    let held = held.try_acquire(ms(10_000)).await.unwrap();
+    held_everywhere(&c, name).await;
+    let (proxies, b) = c.far_builder(0);
+    // The connect timeout (the node timeout, at least 1 s) outlasts the
+    // hold below: one retry cap.
+    let b = b
+        .node_timeout(ms(4_000))
+        .wait_cap(ms(2_000))
+        .build()
+        .unwrap();
+    let sem_b = b.semaphore(name, 1).unwrap();
+    // b's request connections open; then new connections are held.
+    assert!(sem_b
+        .try_acquire(ms(10_000))
+        .await
+        .unwrap_err()
+        .is_contended());
+    for p in &proxies {
+        p.set_mode(support::ProxyMode::HoldNew);
+    }
+    let scripts = || -> u64 { c.nodes.iter().map(|n| n.script_calls()).sum() };
+    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    // The first attempt subscribes (held); the retry cap makes the next,
+    // refused on every node (3 takes), while the subscription is held.
+    assert!(
+        wait_until(ms(3_000), || c.waiting_on(line) == 3).await,
+        "b waits"
+    );
+    let first = scripts();
+    assert!(
+        wait_until(ms(5_000), || b.stats().woken_by_cap >= 1
+            && scripts() >= first + 3)
+        .await,
+        "{:?}",
+        b.stats()
+    );
+    assert_eq!(subscribers(&c, line), 0, "the subscription is held");
+    held.release().await.unwrap();
+    for p in &proxies {
+        p.set_mode(support::ProxyMode::Pass);
+    }
+    let permit = waiter.await.unwrap().unwrap();
+    assert_eq!(b.stats().woken_by_cap, 1, "{:?}", b.stats());
+    permit.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
     let c = Cluster::start(3);

@@ -211,11 +211,10 @@ impl Redlock {
             // still be on its way. Those reads are news for this round
             // only: the tracking they leave would wake us again at other
             // waiters' takes.
-            let seen_there = seen.get(node).copied().unwrap_or(Seen::Unknown);
             let held = waiting.split_ear(line, seen, signal.take_named());
             signal.keys_heard(held.map_or(Keys::Never, |_| Keys::Round(round)));
             let heard = (channel, node);
-            waiting.hear(heard, what.watched(), signal, (round, seen_there));
+            waiting.hear(heard, what.watched(), signal, round);
             let Some(held) = held else { return };
             node_bit(held)
         } else {

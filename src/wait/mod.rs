@@ -181,17 +181,20 @@ impl Waiting {
 
     /// Hears `channel` (a semaphore's, see [`named`]) on node `node` for
     /// `signal`: at once if that node's notification connection hears it
-    /// already, else in the background; a subscription made now (a release
-    /// may have named us before it) counts as news of round `round` unless
-    /// someone waits ahead of us there (`seen`), and where the node will not
-    /// subscribe, `keys` (the slots) are read there instead, as
-    /// [`Waiting::arm`] reads them.
+    /// already (or is being subscribed to it), else in the background.
+    /// A subscription made now counts as news (a release may have named us
+    /// before it took) for the round current when it took, not `round`: an
+    /// attempt made meanwhile found the channel being subscribed to and
+    /// armed nothing there of its own. (The sleep counts it unless that
+    /// round's attempt found someone waiting ahead of us there.) Where the
+    /// node will not subscribe, `keys` (the slots) are read there instead,
+    /// as [`Waiting::arm`] reads them, for round `round`.
     pub(crate) fn hear(
         &self,
         (channel, node): (&str, usize),
         keys: &[String],
         signal: &Arc<Signal>,
-        (round, seen): (u64, Seen),
+        round: u64,
     ) {
         let Some(watch) = self.watches.get(node) else {
             return;
@@ -204,11 +207,7 @@ impl Waiting {
         tokio::spawn(async move {
             match watch.listen(&channel).await {
                 Ok(false) => {}
-                Ok(true) => {
-                    if seen.freed_by_absence() {
-                        signal.armed(round, node, -2);
-                    }
-                }
+                Ok(true) => signal.armed(signal.round(), node, -2),
                 Err(_) => {
                     signal.keys_heard(Keys::Always);
                     for key in keys {

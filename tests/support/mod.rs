@@ -1003,17 +1003,24 @@ pub enum ProxyMode {
     Blackhole,
     /// Close every new connection at once (as a node that is down).
     Refuse,
+    /// Hold the connections accepted from now on: what they send waits
+    /// (either way) until the mode changes, then goes on; connections
+    /// made before pass as they are.
+    HoldNew,
 }
 
 /// [`ProxyMode::Refuse`], encoded.
 const REFUSE: u64 = u64::MAX;
+/// [`ProxyMode::HoldNew`], encoded.
+const HOLD_NEW: u64 = u64::MAX - 1;
 
 /// A TCP proxy in front of a node, on its own threads (independent of any
 /// test runtime). Closed on drop.
 pub struct Proxy {
     /// The port clients connect to.
     pub port: u16,
-    /// Encoded mode: 0 pass, 1 blackhole, 2+ms delay.
+    /// Encoded mode: 0 pass, 1 blackhole, 2+ms delay, [`HOLD_NEW`],
+    /// [`REFUSE`].
     mode: Arc<AtomicU64>,
     /// Set on drop to end the accept loop.
     stop: Arc<AtomicBool>,
@@ -1045,6 +1052,7 @@ impl Proxy {
                 }
                 let Ok(client) = client else { continue };
                 count.fetch_add(1, Ordering::SeqCst);
+                let held = m.load(Ordering::SeqCst) == HOLD_NEW;
                 if m.load(Ordering::SeqCst) == REFUSE {
                     drop(client);
                     continue;
@@ -1067,7 +1075,7 @@ impl Proxy {
                     (server, client),
                 ] {
                     let m = m.clone();
-                    std::thread::spawn(move || pump(from, to, m));
+                    std::thread::spawn(move || pump(from, to, m, held));
                 }
             }
         });
@@ -1104,14 +1112,17 @@ impl Proxy {
         let v = match mode {
             ProxyMode::Pass => 0,
             ProxyMode::Blackhole => 1,
-            ProxyMode::Delay(ms) => 2 + ms.min(REFUSE - 3),
+            ProxyMode::Delay(ms) => 2 + ms.min(HOLD_NEW - 3),
             ProxyMode::Refuse => REFUSE,
+            ProxyMode::HoldNew => HOLD_NEW,
         };
         self.mode.store(v, Ordering::SeqCst);
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, mode: Arc<AtomicU64>) {
+/// Forwards `from` to `to` as `mode` says; `held`: the connection was
+/// accepted under [`ProxyMode::HoldNew`].
+fn pump(mut from: TcpStream, mut to: TcpStream, mode: Arc<AtomicU64>, held: bool) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -1120,6 +1131,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mode: Arc<AtomicU64>) {
         };
         match mode.load(Ordering::SeqCst) {
             0 => {}
+            HOLD_NEW => {
+                while held && mode.load(Ordering::SeqCst) == HOLD_NEW {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
             1 => continue, // blackhole: swallow
             d => std::thread::sleep(Duration::from_millis(d - 2)),
         }
