@@ -513,18 +513,7 @@ async fn a_waiter_no_node_can_tell_tries_again_soon() {
         .is_contended());
     let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
     for conn in &mut conns {
-        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
-        let connected = info
-            .lines()
-            .find_map(|l| l.strip_prefix("connected_clients:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxclients")
-            .arg(connected)
-            .query(conn)
-            .unwrap();
+        support::refuse_new_connections(conn);
     }
     let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
     let list = support::internal_key("waiters", "redquorum:semaphore:{unheard}:unheard");

@@ -597,18 +597,7 @@ async fn a_waiter_that_cannot_hear_a_quorum_tries_again_soon() {
     }
     let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
     for conn in &mut conns[..3] {
-        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
-        let connected = info
-            .lines()
-            .find_map(|l| l.strip_prefix("connected_clients:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxclients")
-            .arg(connected)
-            .query(conn)
-            .unwrap();
+        support::refuse_new_connections(conn);
     }
     let held = holder.try_lock("unheard", ms(10_000)).await.unwrap();
     let task = wait_for(&waiter, "unheard");

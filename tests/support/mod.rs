@@ -158,6 +158,24 @@ pub fn free_port() -> u16 {
     free_ports(1)[0]
 }
 
+/// Makes the node `conn` reaches take no new connection: its
+/// `maxclients` becomes the number of connections open now (`conn`'s
+/// included, which stays usable).
+pub fn refuse_new_connections(conn: &mut redis::Connection) {
+    let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+    let connected = info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(connected)
+        .query(conn)
+        .unwrap();
+}
+
 /// `n` different loopback ports that were free a moment ago: each listener
 /// is held until all are bound, so the kernel cannot hand one out twice.
 pub fn free_ports(n: usize) -> Vec<u16> {
