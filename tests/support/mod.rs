@@ -1167,6 +1167,8 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mode: Arc<AtomicU64>, held: bool
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // Ends the waits of held connections (their sockets are shut below).
+        self.mode.store(0, Ordering::SeqCst);
         let _ = TcpStream::connect(("127.0.0.1", self.port));
         for s in self.sockets.lock().expect("sockets").iter() {
             let _ = s.shutdown(Shutdown::Both);
