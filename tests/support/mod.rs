@@ -1019,7 +1019,8 @@ pub enum ProxyMode {
     Delay(u64),
     /// Accept and read, but forward nothing in either direction.
     Blackhole,
-    /// Close every new connection at once (as a node that is down).
+    /// Close every new connection at once, and the others at their next
+    /// traffic (as a node that is down).
     Refuse,
     /// Hold the connections accepted from now on: what they send waits
     /// (either way) until the mode changes, then goes on; connections
@@ -1070,8 +1071,9 @@ impl Proxy {
                 }
                 let Ok(client) = client else { continue };
                 count.fetch_add(1, Ordering::SeqCst);
-                let held = m.load(Ordering::SeqCst) == HOLD_NEW;
-                if m.load(Ordering::SeqCst) == REFUSE {
+                let now = m.load(Ordering::SeqCst);
+                let held = now == HOLD_NEW;
+                if now == REFUSE {
                     drop(client);
                     continue;
                 }
@@ -1154,7 +1156,8 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mode: Arc<AtomicU64>, held: bool
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
-            1 => continue, // blackhole: swallow
+            1 => continue,   // blackhole: swallow
+            REFUSE => break, // a node that is down keeps no connection
             d => std::thread::sleep(Duration::from_millis(d - 2)),
         }
         if to.write_all(&buf[..n]).is_err() {
