@@ -3,17 +3,19 @@
 //! to the same small CPU share by a cgroup (v1) CPU quota, as if each ran
 //! on a small machine of its own; the client runs unrestricted.
 //!
-//! Cells, in one run for every S (each run starts its members anew):
+//! Cells, in one run for every S (each run starts its members anew), in
+//! this order:
+//! - hot: the same tasks as below on one resource (`lock_timeout`,
+//!   waiting): acquisitions/s, which cannot grow with shards (one slot, one
+//!   shard per member);
 //! - spread: `SCALE_TASKS` tasks (default 256) take and release random resources of 10^5
 //!   (`try_lock`, then `release`; a resource another task holds is an
 //!   answer, not a failure): operations/s, p50, p99, node CPU µs per
 //!   operation (all nodes' CPU time over the operations), failed
 //!   operations (errors);
-//! - a shard down (S = 4 only): the same with one shard master of one
-//!   member killed: operations/s and failed operations;
-//! - hot: the same tasks on one resource (`lock_timeout`, waiting):
-//!   acquisitions/s, which cannot grow with shards (one slot, one shard per
-//!   member).
+//! - a shard down (S = 4 only), right after the spread cell it is compared
+//!   with: the same with one shard master of one member killed:
+//!   operations/s and failed operations.
 //!
 //! Run: `cargo bench --features cluster --bench scale` (as root, for the
 //! quota: `/sys/fs/cgroup/cpu` writable; without it the nodes run
@@ -256,11 +258,14 @@ fn main() {
         for &shards in &deployments {
             let mut d = Deployment::start(shards, period);
             let redlock = client(&rt, &d.urls);
-            let mut s = cell(&rt, &redlock, run_cell, spread_op);
             let name = match shards {
                 0 => "plain nodes".to_owned(),
                 s => format!("S={s}"),
             };
+            // The hot cell first, so that a shard goes down right after the
+            // spread cell it is compared with.
+            hot_rows.push((name.clone(), cell(&rt, &redlock, run_cell, hot_op)));
+            let mut s = cell(&rt, &redlock, run_cell, spread_op);
             if shards == 1 {
                 base = Some((s.rate(), s.pct(0.99)));
             }
@@ -269,7 +274,6 @@ fn main() {
                 &mut s,
                 base.filter(|_| shards > 0),
             );
-            hot_rows.push((name.clone(), cell(&rt, &redlock, run_cell, hot_op)));
             if shards == 4 {
                 d.clusters[0].nodes[0].kill();
                 let mut down = cell(&rt, &redlock, run_cell, spread_op);
