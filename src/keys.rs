@@ -54,6 +54,9 @@ pub(crate) enum Kind {
     /// A read-write lock's reader leases (sorted set of values by the
     /// instant each lease ends).
     RwReaders,
+    /// A read-write lock's mark that a writer waits for reads to end: set
+    /// by the writer, deleted by the release that leaves no live lease.
+    RwReading,
     /// An election's leadership record: who leads, with which term.
     Leader,
 }
@@ -75,6 +78,7 @@ impl Kind {
             Kind::Wake => "wake",
             Kind::RwWriter => "rw-writer",
             Kind::RwReaders => "rw-readers",
+            Kind::RwReading => "rw-reading",
             Kind::Election => "election",
             Kind::Leader => "leader",
         }

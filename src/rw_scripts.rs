@@ -20,7 +20,15 @@
 //! and all of them enter together when it leaves. A reader's quorum and a
 //! writer's quorum share a node, whose script admits one of them only.
 //!
-//! KEYS = W, R, Q, L for the attempts; ARGV = value, ttl ms, waiter id
+//! A writer kept out by readers also sets a mark `P`, where there is none,
+//! that lives until the first of their leases ends; a reader's release that
+//! leaves no live lease on the node deletes it. (Set again at every
+//! attempt, it would wake its own writer: a node tells of every write to a
+//! key a notification connection read, ours included.) A waiting writer hears `P` (and `W`), not
+//! `R`: it wakes when the reads end or a lease ends without a release (a
+//! crashed reader), not at each reader's release or extension.
+//!
+//! KEYS = W, R, Q, L, P for the attempts; ARGV = value, ttl ms, waiter id
 //! (empty: a plain attempt), ticket, lease ms. Replies are a waiter's
 //! `{won, pttl, ahead}` (see `QUEUED_SET`): for a writer kept out by
 //! readers, `pttl` is how long the last of their leases has left.
@@ -105,23 +113,30 @@ if held ~= -2 then
 end
 local last = redis.call("ZRANGE", R, -1, -1, "WITHSCORES")
 if last[2] then
+  local first = redis.call("ZRANGE", R, 0, 0, "WITHSCORES")
+  redis.call("SET", KEYS[5], "1", "NX", "PX", math.max(tonumber(first[2]) - now, 1))
   return {0, math.max(tonumber(last[2]) - now, 0), 0}
 end
 redis.call("SET", W, ARGV[1], "PX", ARGV[2])
 return {1, 0, 0}"#
 ));
 
-/// A reader's release: KEYS = R, then lease sets to ask about; ARGV =
-/// value. Drops the lease; returns 0 if it had ended (or was not there),
-/// else 2 if a live waiter is listed in one of the lease sets, else 1.
+/// A reader's release: KEYS = R, P, then lease sets to ask about; ARGV =
+/// value. Drops the lease, and the mark `P` of a waiting writer where no
+/// live lease is left; returns 0 if it had ended (or was not there), else
+/// 2 if a live waiter is listed in one of the lease sets, else 1.
 pub(crate) static READ_RELEASE: Lua = Lua::cleanup(concat!(
     crate::scripts::node_now!(),
     r#"local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[1], ARGV[1])
+if redis.call("EXISTS", KEYS[2]) == 1
+  and redis.call("ZCOUNT", KEYS[1], "(" .. now, "+inf") == 0 then
+  redis.call("DEL", KEYS[2])
+end
 if not ends or tonumber(ends) <= now then
   return 0
 end
-local first = 2
+local first = 3
 "#,
     crate::scripts::tell_live_waiters!()
 ));
@@ -167,8 +182,8 @@ mod tests {
     fn take(c: &mut redis::Connection, script: &Lua, value: &str, id: &str, ticket: u64) -> Value {
         redis::cmd("EVAL")
             .arg(script.src)
-            .arg(4)
-            .arg(&["w", "r", "q", "l"])
+            .arg(5)
+            .arg(&["w", "r", "q", "l", "p"])
             .arg(&[value, "10000", id, &ticket.to_string(), "5000"])
             .query(c)
             .expect("EVAL")
@@ -194,8 +209,9 @@ mod tests {
         for r in ["r1", "r2"] {
             let got: i64 = redis::cmd("EVAL")
                 .arg(READ_RELEASE.src)
-                .arg(2)
+                .arg(3)
                 .arg("r")
+                .arg("p")
                 .arg("l")
                 .arg(r)
                 .query(c)
@@ -222,20 +238,64 @@ mod tests {
             .expect("writer leaves");
         assert_eq!(take(c, &READ_TAKE, "r4", "y", 2), arr(&[1, 0, 0]));
         // A reader's lease is its own: extend, check, release.
-        let run = |c: &mut redis::Connection, script: &Lua, args: &[&str]| -> i64 {
+        let run = |c: &mut redis::Connection, script: &Lua, keys: &[&str], args: &[&str]| -> i64 {
             redis::cmd("EVAL")
                 .arg(script.src)
-                .arg(1)
-                .arg("r")
+                .arg(keys.len())
+                .arg(keys)
                 .arg(args)
                 .query(c)
                 .expect("EVAL")
         };
-        assert_eq!(run(c, &READ_EXTEND, &["r4", "20000"]), 1);
-        assert_eq!(run(c, &READ_EXTEND, &["r1", "20000"]), 0, "r1 left");
-        assert_eq!(run(c, &READ_HELD, &["r4"]), 1);
-        assert_eq!(run(c, &READ_RELEASE, &["r4"]), 1);
-        assert_eq!(run(c, &READ_HELD, &["r4"]), 0);
+        assert_eq!(run(c, &READ_EXTEND, &["r"], &["r4", "20000"]), 1);
+        assert_eq!(run(c, &READ_EXTEND, &["r"], &["r1", "20000"]), 0, "r1 left");
+        assert_eq!(run(c, &READ_HELD, &["r"], &["r4"]), 1);
+        assert_eq!(run(c, &READ_RELEASE, &["r", "p"], &["r4"]), 1);
+        assert_eq!(run(c, &READ_HELD, &["r"], &["r4"]), 0);
+    }
+
+    /// A writer kept out by readers marks it, until the first of their
+    /// leases ends; a release that leaves a live lease keeps the mark, the one
+    /// that leaves none deletes it (the waiting writer's wake-up); a
+    /// writer kept out by another writer marks nothing.
+    #[test]
+    fn the_last_reader_to_leave_deletes_the_waiting_writers_mark() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        let exists = |c: &mut redis::Connection| -> i64 {
+            redis::cmd("EXISTS").arg("p").query(c).expect("EXISTS")
+        };
+        let release = |c: &mut redis::Connection, value: &str| -> i64 {
+            redis::cmd("EVAL")
+                .arg(READ_RELEASE.src)
+                .arg(2)
+                .arg(&["r", "p"])
+                .arg(value)
+                .query(c)
+                .expect("release")
+        };
+        assert_eq!(take(c, &READ_TAKE, "r1", "", 0), arr(&[1, 0, 0]));
+        assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
+        assert_eq!(exists(c), 0, "nobody waits: no mark");
+        let Value::Array(w) = take(c, &WRITE_TAKE, "w1", "x:w", 1) else {
+            panic!()
+        };
+        assert_eq!(w[0], Value::Int(0), "readers hold");
+        let pttl: i64 = redis::cmd("PTTL").arg("p").query(c).expect("PTTL");
+        assert!(
+            pttl > 9_000,
+            "the mark lives as long as the first lease: {pttl}"
+        );
+        assert_eq!(release(c, "r1"), 1);
+        assert_eq!(exists(c), 1, "r2 still reads");
+        assert_eq!(release(c, "r2"), 1);
+        assert_eq!(exists(c), 0, "the reads ended");
+        assert_eq!(take(c, &WRITE_TAKE, "w1", "x:w", 1), arr(&[1, 0, 0]));
+        let Value::Array(w2) = take(c, &WRITE_TAKE, "w2", "y:w", 2) else {
+            panic!()
+        };
+        assert_eq!(w2[0], Value::Int(0), "a writer holds");
+        assert_eq!(exists(c), 0, "kept out by a writer: no mark");
     }
 
     /// Calls of `cmd` the node has run.

@@ -5,8 +5,9 @@
 //! writer enter together when it leaves, a crashed reader (its runtime
 //! gone, nothing released) keeps a writer out only until its own lease
 //! ends, fencing tokens go from writers to readers, a reader waiting for
-//! a writer is not woken by other waiters joining the list, and one behind
-//! a writer that gives up reads at once.
+//! a writer is not woken by other waiters joining the list, one behind a
+//! writer that gives up reads at once, and a writer waiting for reads wakes
+//! when they end, not at each release.
 
 mod support;
 
@@ -268,6 +269,57 @@ async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
         .await
         .unwrap();
     held.release().await.unwrap();
+}
+
+/// A writer waiting for four reads (each taken by a client that never saw
+/// the lock contended, so released without asking about waiters) is not
+/// woken while a read remains, and is woken by the nodes (not its retry
+/// cap, not a lease's end) when the last one is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_writer_wakes_when_the_reads_end_not_at_each_release() {
+    let c = Cluster::start(3);
+    let rw = c.redlock().rw_lock("rw10").unwrap();
+    let mut reads = Vec::new();
+    for _ in 0..4 {
+        reads.push(rw.try_read(ms(60_000)).await.expect("read"));
+    }
+    let writer = internal_key("rw-writer", "rw10");
+    let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let writing = {
+        let lock = waiting_writer.rw_lock("rw10").unwrap();
+        tokio::spawn(async move { lock.write_timeout(ms(10_000), ms(30_000)).await })
+    };
+    assert!(
+        wait_until(ms(5_000), || c.waiting_on(&writer) == 3
+            && c.nodes.iter().all(|n| n.tracked_keys() >= 2))
+        .await,
+        "the writer is listed on every node, and every node tracks its keys"
+    );
+    let before = wake_ups(&waiting_writer);
+    let last = reads.pop().expect("four reads");
+    for read in reads {
+        read.release().await.expect("release");
+        // A wake-up follows a release within a round trip or two.
+        let woken = wait_until(ms(500), || wake_ups(&waiting_writer) > before).await;
+        assert!(
+            !woken,
+            "the writer woke while reads remained: {} wake-ups, {before} before",
+            wake_ups(&waiting_writer)
+        );
+    }
+    last.release().await.expect("release");
+    let w = writing
+        .await
+        .expect("writer")
+        .expect("write, once the reads ended");
+    let s = waiting_writer.stats();
+    assert_eq!(
+        (s.woken_by_cap, s.woken_by_ttl),
+        (0, 0),
+        "woken by the nodes: {s:?}"
+    );
+    assert!(s.woken_by_notification > 0, "{s:?}");
+    w.release().await.unwrap();
 }
 
 /// A client with a 10 s retry cap, and a task of it that waits up to

@@ -32,7 +32,9 @@ pub(crate) struct RwAttempt<'a> {
     /// Which side.
     side: Side,
     /// The keys whose change may let it in: the writer's key; for a
-    /// writer, the readers' leases too.
+    /// writer, the mark it sets while readers keep it out, which the
+    /// release that leaves no reader's lease live deletes (not the leases
+    /// themselves: their every change would wake it).
     watched: Vec<String>,
     /// What its line hears: those keys and the waiting list, which a
     /// waiter kept out by one listed ahead of it reads where the keys are
@@ -62,7 +64,7 @@ impl<'a> RwAttempt<'a> {
             ),
             Side::Write => (
                 Arc::new(WriteKey(Arc::clone(keys))),
-                vec![keys.writer.clone(), keys.readers.clone()],
+                vec![keys.writer.clone(), keys.reading.clone()],
             ),
         };
         let mut heard = watched.clone();

@@ -1,6 +1,7 @@
 //! A read-write lock's keys on the nodes (the writer's key, the readers'
-//! leases, the waiting list), and how a reader's lease and a writer's key
-//! are taken and kept ([`Held`]), by the scripts in `rw_scripts.rs`.
+//! leases, the mark of a writer waiting for reads to end, the waiting
+//! list), and how a reader's lease and a writer's key are taken and kept
+//! ([`Held`]), by the scripts in `rw_scripts.rs`.
 
 use std::sync::Arc;
 
@@ -18,6 +19,11 @@ pub(crate) struct RwKeys {
     pub(crate) writer: String,
     /// The readers' leases: values by the node-clock instant each ends.
     pub(crate) readers: String,
+    /// The mark a writer kept out by readers sets, which lives until the
+    /// first of their leases ends and goes with the release that leaves
+    /// none live: what a waiting writer hears instead of every reader's
+    /// release.
+    pub(crate) reading: String,
     /// The waiting list of readers and writers.
     pub(crate) waits: WaitKeys,
 }
@@ -29,6 +35,7 @@ impl RwKeys {
         let writer = keys::internal(prefix, Kind::RwWriter, anchor);
         Self {
             readers: keys::internal(prefix, Kind::RwReaders, anchor),
+            reading: keys::internal(prefix, Kind::RwReading, anchor),
             waits: WaitKeys::of(prefix, &writer),
             writer,
         }
@@ -44,11 +51,12 @@ impl RwKeys {
     ) -> Arc<Request> {
         let (id, ticket, lease_ms) = waiter.unwrap_or(("", 0, 0));
         Request::script(script, |cmd| {
-            cmd.arg(4)
+            cmd.arg(5)
                 .arg(&self.writer)
                 .arg(&self.readers)
                 .arg(&self.waits.queue)
                 .arg(&self.waits.leases)
+                .arg(&self.reading)
                 .arg(value)
                 .arg(ttl_ms)
                 .arg(id)
@@ -75,7 +83,9 @@ impl Held for ReadLease {
     fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
         let keys = &self.0;
         Request::script(&rw_scripts::READ_RELEASE, |cmd| {
-            cmd.arg(1 + usize::from(telling)).arg(&keys.readers);
+            cmd.arg(2 + usize::from(telling))
+                .arg(&keys.readers)
+                .arg(&keys.reading);
             if telling {
                 cmd.arg(&keys.waits.leases);
             }

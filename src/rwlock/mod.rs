@@ -10,7 +10,8 @@
 //! the lock does; a reader's quorum and a writer's share a node, whose
 //! script admits only one of them. Waiting is the lock's: one list per
 //! lock on every node, ordered by when each waiter started waiting, woken
-//! by the nodes when the writer's key or the readers' leases change.
+//! by the nodes when the writer's key changes or, for a writer kept out by
+//! readers, when the last of their leases on a node is released.
 
 pub(crate) mod attempt;
 pub(crate) mod keys;
