@@ -24,9 +24,10 @@
 //! that lives until the first of their leases ends; a reader's release that
 //! leaves no live lease on the node deletes it. (Set again at every
 //! attempt, it would wake its own writer: a node tells of every write to a
-//! key a notification connection read, ours included.) A waiting writer hears `P` (and `W`), not
-//! `R`: it wakes when the reads end or a lease ends without a release (a
-//! crashed reader), not at each reader's release or extension.
+//! key a notification connection read, ours included.) A waiting writer
+//! hears `P` (and `W`), not `R`: it wakes when the reads end or a lease ends
+//! without a release (a crashed reader), not at each reader's release or
+//! extension.
 //!
 //! KEYS = W, R, Q, L, P for the attempts; ARGV = value, ttl ms, waiter id
 //! (empty: a plain attempt), ticket, lease ms. Replies are a waiter's
