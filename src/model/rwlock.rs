@@ -604,8 +604,8 @@ mod tests {
                                 };
                                 let reply: Vec<i64> = redis::cmd("EVAL")
                                     .arg(script.src)
-                                    .arg(4)
-                                    .arg(&["w", "r", "q", "l"])
+                                    .arg(5)
+                                    .arg(&["w", "r", "q", "l", "p"])
                                     .arg(format!("v{who}"))
                                     .arg(10_000)
                                     .arg(if plain { String::new() } else { id(who) })
