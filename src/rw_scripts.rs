@@ -190,6 +190,17 @@ mod tests {
             .expect("EVAL")
     }
 
+    /// `script` with `keys` and `args`, for an integer reply.
+    fn run(c: &mut redis::Connection, script: &Lua, keys: &[&str], args: &[&str]) -> i64 {
+        redis::cmd("EVAL")
+            .arg(script.src)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .query(c)
+            .expect("EVAL")
+    }
+
     /// Readers share; a writer waits for them and, once waiting, keeps
     /// new readers out; readers behind it enter when it leaves.
     #[test]
@@ -239,15 +250,6 @@ mod tests {
             .expect("writer leaves");
         assert_eq!(take(c, &READ_TAKE, "r4", "y", 2), arr(&[1, 0, 0]));
         // A reader's lease is its own: extend, check, release.
-        let run = |c: &mut redis::Connection, script: &Lua, keys: &[&str], args: &[&str]| -> i64 {
-            redis::cmd("EVAL")
-                .arg(script.src)
-                .arg(keys.len())
-                .arg(keys)
-                .arg(args)
-                .query(c)
-                .expect("EVAL")
-        };
         assert_eq!(run(c, &READ_EXTEND, &["r"], &["r4", "20000"]), 1);
         assert_eq!(run(c, &READ_EXTEND, &["r"], &["r1", "20000"]), 0, "r1 left");
         assert_eq!(run(c, &READ_HELD, &["r"], &["r4"]), 1);
@@ -267,13 +269,7 @@ mod tests {
             redis::cmd("EXISTS").arg("p").query(c).expect("EXISTS")
         };
         let release = |c: &mut redis::Connection, value: &str| -> i64 {
-            redis::cmd("EVAL")
-                .arg(READ_RELEASE.src)
-                .arg(2)
-                .arg(&["r", "p"])
-                .arg(value)
-                .query(c)
-                .expect("release")
+            run(c, &READ_RELEASE, &["r", "p"], &[value])
         };
         assert_eq!(take(c, &READ_TAKE, "r1", "", 0), arr(&[1, 0, 0]));
         assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
