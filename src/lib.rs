@@ -163,11 +163,17 @@
 //                       marker), read when a connection is made.
 //   node/amnesia.rs     The table that decides from it whether a node may
 //                       have lost writes, and the quarantine that follows.
+//   node/trust.rs       What a client knows of a node's trust (quarantine,
+//                       suspicion, when a loss was found); the check that
+//                       fills it in.
 //   node/clockrate.rs   A node clock's rate against ours, from two agreeing
 //                       spans of readings, with its bound.
 //   node/clockwatch.rs  A node's clock from the TIME behind each request:
 //                       a jump ahead keeps it out of lock quorums and cuts
 //                       its holders' validity; a rate is counted.
+//   node/vigil.rs       What is read of a node while connected: its
+//                       evictions in the round that asks for a vote, the
+//                       connection's check made again each second.
 //   node/wire.rs        Hands a request or a pipeline to a redis-rs connection.
 //   node/queue.rs       A link's state and the requests queued in it.
 //   node/open.rs        Opens one connection to a node and checks it for

@@ -198,8 +198,17 @@ impl Shared {
     /// node whose yes counted (a clock that started running faster after
     /// the keys were set: its early readings are jumps, the later ones, once
     /// its new rate is accepted, are not).
+    ///
+    /// And where nodes among `held` were found to have lost data after the
+    /// round started (a restart, an eviction, a flush: `node/vigil.rs`), so
+    /// that those left are fewer than a quorum, the keys may be gone from a
+    /// quorum already: the validity ends at the round's start (it is over).
     pub(crate) fn clock_bound(&self, basis: &Basis) -> Instant {
         let nodes = self.redlock.nodes();
+        let lost = nodes.lost_since(basis.held, basis.start);
+        if lost != 0 && ((basis.held & !lost).count_ones() as usize) < nodes.needed() {
+            return basis.start;
+        }
         let at_rate = basis
             .ttl
             .checked_sub(self.redlock.drift_on(basis.ttl, basis.held))
@@ -218,13 +227,15 @@ impl Shared {
         warn!(
             resource = %self.resource,
             cut_ms = by.as_millis().min(u128::from(u64::MAX)) as u64,
-            "a node this lock's quorum needed ran its clock ahead: its key there may expire \
-             early, so the lock's validity is cut by as much"
+            "a node this lock's quorum needed ran its clock ahead, or lost data (keys evicted, \
+             a flush, a restart): its key there may be gone early, so the lock's validity is \
+             cut by as much"
         );
     }
 
-    /// A node's clock ran ahead, or was measured running faster: cuts the
-    /// validity where the lock's keys were on it (see [`Basis`]).
+    /// A node's clock ran ahead, or was measured running faster, or a node
+    /// was found to have lost data: cuts the validity where the lock's keys
+    /// were on it (see [`Basis`]).
     pub(crate) fn clock_jumped(&self) {
         let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
         let bound = self.clock_bound(&basis);

@@ -56,6 +56,8 @@ pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u6
         promoted: false,
         replid: "h".into(),
         durable: Some(kind != Restart::Empty),
+        evicted: Some(0),
+        evicts: false,
         slots: None,
         marker,
     };

@@ -146,6 +146,8 @@ impl ShardsModel {
             promoted,
             replid: "h".into(),
             durable: Some(true),
+            evicted: Some(0),
+            evicts: false,
             slots,
             marker,
         };

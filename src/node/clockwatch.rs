@@ -44,8 +44,9 @@ use redis::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::node::amnesia::{AmnesiaCheck, Trust};
+use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockrate::{Rate, RateTrack, Reading};
+use crate::node::trust::Trust;
 use crate::telemetry::metrics;
 
 /// What two readings of a node's clock may differ by beyond the rate

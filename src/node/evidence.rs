@@ -30,6 +30,11 @@
 //! * `CONFIG GET appendonly` and `appendfsync`: what the node *would* keep
 //!   across a crash. Reported, never trusted: a new disk, a recreated
 //!   container or an old backup break it silently.
+//! * `CONFIG GET maxmemory-policy` and `maxmemory`: whether the node can
+//!   evict our keys at any moment while we stay connected (any policy but
+//!   `noeviction`, with a memory limit; either unreadable counts as can).
+//!   Such a node's evictions are read in every round that asks it for a
+//!   vote (see `vigil.rs`).
 //! * Our marker, a hash with no TTL at [`MARKER_KEY`] (one per node, shared
 //!   by every key prefix): `run`, the process it was written for; `loss`,
 //!   the uptime second from which that process may lack writes (`-`: none);
@@ -100,6 +105,12 @@ pub(crate) struct Probe {
     /// `appendonly yes` with `appendfsync always`; `None` if `CONFIG GET`
     /// was refused. For reports only.
     pub(crate) durable: Option<bool>,
+    /// Keys evicted in this process (`INFO stats`); `None` where it could
+    /// not be read.
+    pub(crate) evicted: Option<u64>,
+    /// Whether the node can evict keys of ours: a `maxmemory-policy` other
+    /// than `noeviction` with a `maxmemory` limit, or either unreadable.
+    pub(crate) evicts: bool,
     /// The slots a cluster's shard serves ([`slotset`](super::slotset)'s
     /// text form); `None` for a node that is not a shard.
     pub(crate) slots: Option<String>,
@@ -130,11 +141,13 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
         .arg(&["run", "loss", "seen", "repl", "slots"]);
     pipe.cmd("CLUSTER").arg("INFO");
     pipe.cmd("CLUSTER").arg("NODES");
+    pipe.cmd("CONFIG").arg("GET").arg("maxmemory-policy");
+    pipe.cmd("CONFIG").arg("GET").arg("maxmemory");
     pipe
 }
 
 /// How many replies [`probe_pipeline`] gets.
-pub(crate) const PROBE_REPLIES: usize = 9;
+pub(crate) const PROBE_REPLIES: usize = 11;
 
 /// Reads the probe's replies.
 pub(crate) fn read_probe(replies: &[Value]) -> Probe {
@@ -166,6 +179,8 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
     };
     let marker = replies.get(6).and_then(parse_marker);
     let slots = own_slots(&text(8));
+    let policy = replies.get(9).and_then(config_value);
+    let limit = replies.get(10).and_then(config_value);
     Probe {
         run_id,
         uptime,
@@ -174,9 +189,24 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         promoted,
         replid,
         durable,
+        evicted: evicted_keys(&stats),
+        evicts: can_evict(policy.as_deref(), limit.as_deref()),
         slots,
         marker,
     }
+}
+
+/// Keys evicted in the process, from an `INFO stats` reply.
+pub(crate) fn evicted_keys(stats: &str) -> Option<u64> {
+    info_field(stats, "evicted_keys")?.parse().ok()
+}
+
+/// Whether a node with `maxmemory-policy` `policy` and `maxmemory` `limit`
+/// (each `None` where unreadable) can evict keys: with no limit (`0`) or
+/// under `noeviction` it never does. Every key of ours but the marker has a
+/// TTL, so `volatile-*` policies evict exactly ours.
+pub(crate) fn can_evict(policy: Option<&str>, limit: Option<&str>) -> bool {
+    !(policy == Some("noeviction") || limit == Some("0"))
 }
 
 /// Evicted keys plus the calls that drop or swap whole databases or take
@@ -184,8 +214,7 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
 /// read. A command never called has no
 /// line in `INFO commandstats`.
 fn damage(stats: &str, commands: &str) -> Option<u64> {
-    let evicted: u64 = info_field(stats, "evicted_keys")?.parse().ok()?;
-    let mut total = evicted;
+    let mut total = evicted_keys(stats)?;
     for cmd in ["flushall", "flushdb", "swapdb", "restore-asking"] {
         let Some(line) = info_field(commands, &format!("cmdstat_{cmd}")) else {
             continue;
@@ -376,6 +405,8 @@ mod tests {
                 promoted: false,
                 replid: "1234".into(),
                 durable: Some(true),
+                evicted: Some(2),
+                evicts: true,
                 slots: None,
                 marker: Some(found),
             }

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use redis::{RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
-use crate::node::amnesia::{AmnesiaCheck, Trust};
+use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockwatch::{ClockNews, ClockWatch};
 use crate::node::queue::{fail_all, send_batch, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
 use crate::node::slot::Slot;
+use crate::node::trust::Trust;
+use crate::node::vigil::Vigil;
 use crate::node::wire::{hand_over, link_broken, BatchFuture, SendFuture};
 
 mod connect;
@@ -59,6 +61,9 @@ pub(crate) struct Link {
     pub(crate) trust: Arc<Trust>,
     /// The node's clock, read from the `TIME` behind every request.
     pub(crate) clock: Arc<ClockWatch>,
+    /// What is read of the node while connected: its clock, its evictions,
+    /// the check made again (`vigil.rs`).
+    pub(crate) vigil: Arc<Vigil>,
     /// Where our marker lives on a shard of a member that is a Redis
     /// Cluster (`None`: a member that is one node).
     shard_marker: Option<String>,
@@ -126,10 +131,19 @@ impl Link {
         amnesia: Option<AmnesiaCheck>,
         (allowance, news): (f64, &ClockNews),
     ) -> Self {
-        let trust = Arc::<Trust>::default();
-        let clock = ClockWatch::new(index, allowance, amnesia.as_ref(), &trust, news);
+        let trust = Arc::new(Trust::telling(news));
+        let clock = Arc::new(ClockWatch::new(
+            index,
+            allowance,
+            amnesia.as_ref(),
+            &trust,
+            news,
+        ));
+        let marker = crate::node::evidence::MARKER_KEY;
+        let vigil = Vigil::new(index, Arc::clone(&clock), &trust, amnesia.clone(), marker);
         Self {
-            clock: Arc::new(clock),
+            vigil: Arc::new(vigil),
+            clock,
             amnesia,
             trust,
             index,
@@ -153,6 +167,14 @@ impl Link {
         marker: String,
         trouble: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
+        let vigil = Vigil::new(
+            self.index,
+            Arc::clone(&self.clock),
+            &self.trust,
+            self.amnesia.clone(),
+            &marker,
+        );
+        self.vigil = Arc::new(vigil);
         self.shard_marker = Some(marker);
         self.trouble = Some(trouble);
         self
@@ -169,6 +191,15 @@ impl Link {
         self.shard_marker
             .as_deref()
             .unwrap_or(crate::node::evidence::MARKER_KEY)
+    }
+
+    /// Runs the connection's check again on `conn` if it is due (see
+    /// `vigil.rs`).
+    fn recheck_if_due(&self, conn: &redis::aio::MultiplexedConnection) {
+        if self.vigil.due() {
+            let addr = self.client.get_connection_info().addr().to_string();
+            self.vigil.recheck(conn, &addr, self.connect_timeout);
+        }
     }
 
     /// Tells a shard's member of trouble on a request (see `trouble`).
@@ -233,7 +264,8 @@ impl Link {
                 let id = *id;
                 let slot = Slot::new();
                 let (req2, waker) = (Arc::clone(req), slot.waker());
-                match hand_over(conn.clone(), req2, scripts, &waker, &self.clock) {
+                self.recheck_if_due(conn);
+                match hand_over(conn.clone(), req2, scripts, &waker, &self.vigil) {
                     Ok(reply) => {
                         *outstanding += 1;
                         Pending::Sent {
@@ -284,7 +316,8 @@ impl Link {
                     if queue.is_empty() {
                         None
                     } else {
-                        match send_batch(conn, std::mem::take(queue), scripts, &self.clock) {
+                        self.recheck_if_due(conn);
+                        match send_batch(conn, std::mem::take(queue), scripts, &self.vigil) {
                             Ok(batch) => {
                                 *outstanding += 1;
                                 Some(batch)

@@ -28,6 +28,8 @@ pub(crate) mod shard_rules;
 pub(crate) mod shards;
 pub(crate) mod slot;
 pub(crate) mod slotset;
+pub(crate) mod trust;
+pub(crate) mod vigil;
 pub(crate) mod watch;
 pub(crate) mod watches;
 pub(crate) mod wire;
@@ -37,12 +39,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::node::amnesia::{AmnesiaCheck, Cause, TrustState};
+use crate::node::amnesia::{AmnesiaCheck, Cause};
 use crate::node::call::Call;
 use crate::node::clockwatch::ClockNews;
 use crate::node::link::Link;
 use crate::node::request::Request;
 use crate::node::shard_rules::{judges, Judges};
+use crate::node::trust::TrustState;
 
 /// `(host, port)` as an address with the settings of `like` (TLS or not):
 /// a shard or seed of a member that is a Redis Cluster.
@@ -285,7 +288,7 @@ impl Node {
     }
 
     /// An operator declared the node whose marker is at `marker` new (see
-    /// [`amnesia::Trust::declared_new`]).
+    /// [`trust::Trust::declared_new`]).
     pub(crate) fn declared_new_at(&self, marker: &str, run_id: &str) {
         self.with_links(|ls| {
             for l in ls.iter().filter(|l| l.marker() == marker) {
@@ -313,6 +316,16 @@ impl Node {
                 .map(|l| l.clock.ran_ahead_since(since))
                 .max()
                 .unwrap_or_default()
+        })
+    }
+
+    /// Whether a loss that may have taken keys set on the node before was
+    /// found after `since` (on any shard: see `vigil.rs` and
+    /// [`trust::TrustState::lost_at`]).
+    pub(crate) fn lost_since(&self, since: tokio::time::Instant) -> bool {
+        self.with_links(|ls| {
+            ls.iter()
+                .any(|l| l.trust.lost_at().is_some_and(|at| at > since))
         })
     }
 
@@ -358,7 +371,7 @@ impl Node {
     }
 
     /// The process of the node that may have lost writes (see
-    /// [`amnesia::Trust::suspect_run_id`]) that a reply over `via` came
+    /// [`trust::Trust::suspect_run_id`]) that a reply over `via` came
     /// from (see [`judges`]); `None` if it is trusted.
     pub(crate) fn suspect_run_id_via(&self, via: Option<&Arc<Link>>) -> Option<String> {
         match judges(via) {

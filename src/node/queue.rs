@@ -9,9 +9,9 @@ use redis::{RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 use tokio::task::Unconstrained;
 
-use crate::node::clockwatch::ClockWatch;
 use crate::node::request::Request;
 use crate::node::scriptcache::ScriptCache;
+use crate::node::vigil::Vigil;
 use crate::node::wire::{hand_pipeline, not_sent, BatchFuture};
 
 /// Requests that may wait in one connection's queue (and in redis-rs's
@@ -140,9 +140,9 @@ pub(crate) fn send_batch(
     conn: &MultiplexedConnection,
     batch: Vec<Waiting>,
     scripts: &mut ScriptCache,
-    clock: &Arc<ClockWatch>,
+    vigil: &Arc<Vigil>,
 ) -> Result<(BatchFuture, Vec<Waiting>), Vec<Waiting>> {
-    match hand_pipeline(conn, batch.iter().map(|w| &*w.req), scripts, clock) {
+    match hand_pipeline(conn, batch.iter().map(|w| &*w.req), scripts, vigil) {
         Some(sent) => Ok((sent, batch)),
         None => Err(batch),
     }

@@ -7,8 +7,11 @@
 //!
 //! Every request but a cleanup (a release) goes out with a `TIME` right
 //! behind it, in the same write (a batch, with one at its end): its reply
-//! is read by the node's [`ClockWatch`] (before the request's own reply is
-//! passed on) and never reaches the caller.
+//! is read by the node's
+//! [`ClockWatch`](crate::node::clockwatch::ClockWatch) (before the request's own reply is
+//! passed on) and never reaches the caller. What the node's [`Vigil`]
+//! reads of it while connected (its evictions; our marker) follows the
+//! `TIME` where it asks, read the same way.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,9 +22,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::clock;
-use crate::node::clockwatch::ClockWatch;
 use crate::node::request::Request;
 use crate::node::scriptcache::{self, ScriptCache};
+use crate::node::vigil::{Extras, Vigil};
 
 /// One request's send, boxed so it can be polled once where it is made and
 /// then moved into the round.
@@ -40,9 +43,9 @@ pub(crate) fn hand_over(
     req: Arc<Request>,
     cache: &mut ScriptCache,
     waker: &Waker,
-    watch: &Arc<ClockWatch>,
+    vigil: &Arc<Vigil>,
 ) -> RedisResult<SendFuture> {
-    let watch = Arc::clone(watch);
+    let vigil = Arc::clone(vigil);
     let short = cache.short(req.script);
     let lost = cache.lost();
     let sent = clock::now();
@@ -52,7 +55,7 @@ pub(crate) fn hand_over(
     // test with two nodes hung; none since.)
     let mut fut: SendFuture = Box::pin(tokio::task::unconstrained(async move {
         let mut conn = conn;
-        let reply = send(&mut conn, &req, short, &watch, sent).await;
+        let reply = send(&mut conn, &req, short, &vigil, sent).await;
         if let Err(e) = &reply {
             scriptcache::check(&lost, e.code());
         }
@@ -72,7 +75,7 @@ pub(crate) fn hand_pipeline<'a>(
     conn: &MultiplexedConnection,
     reqs: impl ExactSizeIterator<Item = &'a Request>,
     cache: &mut ScriptCache,
-    watch: &Arc<ClockWatch>,
+    vigil: &Arc<Vigil>,
 ) -> Option<BatchFuture> {
     let n = reqs.len();
     let mut pipe = redis::Pipeline::with_capacity(n + 1);
@@ -83,21 +86,26 @@ pub(crate) fn hand_pipeline<'a>(
         timed |= with_time.is_some();
     }
     let lost = cache.lost();
-    if timed {
+    let extras = if timed {
         pipe.add_command(redis::cmd("TIME"));
-    }
+        vigil.extras()
+    } else {
+        Extras::default()
+    };
+    let extra = usize::from(timed) + vigil.add(&mut pipe, extras);
     let mut conn = conn.clone();
-    let watch = Arc::clone(watch);
+    let vigil = Arc::clone(vigil);
     let at = clock::now();
     // Unconstrained for the same reason as in `hand_over`.
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
-        let mut values = conn
-            .send_packed_commands(&pipe, 0, n + usize::from(timed))
-            .await?;
+        let mut values = conn.send_packed_commands(&pipe, 0, n + extra).await?;
         let recv = clock::now();
+        if !vigil.read(&mut values, extras, std::time::Instant::now()) {
+            return Err(wrong_count());
+        }
         if timed {
             match values.pop() {
-                Some(time) if values.len() == n => watch.reading(at, recv, &time),
+                Some(time) if values.len() == n => vigil.clock.reading(at, recv, &time),
                 _ => return Err(wrong_count()),
             }
         }
@@ -116,13 +124,14 @@ pub(crate) fn hand_pipeline<'a>(
     }
 }
 
-/// Sends one request, sent at `sent`, with a `TIME` for `watch`.
-/// `short`: a script goes as its digest.
+/// Sends one request, sent at `sent`, with a `TIME` for `vigil`'s clock
+/// (and its evictions where the node can evict). `short`: a script goes as
+/// its digest.
 async fn send(
     conn: &mut MultiplexedConnection,
     req: &Request,
     short: bool,
-    watch: &ClockWatch,
+    vigil: &Vigil,
     sent: tokio::time::Instant,
 ) -> RedisResult<Value> {
     let (cmd, timed) = req.form(short);
@@ -132,12 +141,26 @@ async fn send(
             .await
             .and_then(Value::extract_error);
     };
-    let mut values = conn.send_packed_commands(timed, 0, 2).await?;
+    let extras = vigil.extras();
+    let mut values = if extras == Extras::default() {
+        conn.send_packed_commands(timed, 0, 2).await?
+    } else {
+        // Rare (a node that can evict, or evidence a second old): the
+        // shared form gains the reads here.
+        let mut pipe = timed.clone();
+        let extra = vigil.add(&mut pipe, extras);
+        let mut values = conn.send_packed_commands(&pipe, 0, 2 + extra).await?;
+        if values.len() != 2 + extra || !vigil.read(&mut values, extras, std::time::Instant::now())
+        {
+            return Err(wrong_count());
+        }
+        values
+    };
     let recv = clock::now();
     let (Some(time), Some(reply), None) = (values.pop(), values.pop(), values.pop()) else {
         return Err(wrong_count());
     };
-    watch.reading(sent, recv, &time);
+    vigil.clock.reading(sent, recv, &time);
     // Server errors arrive as `Value::ServerError`; `extract_error` turns
     // them (also nested in arrays) into `Err`.
     reply.extract_error()

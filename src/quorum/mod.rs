@@ -191,6 +191,15 @@ impl Quorum {
             .unwrap_or_default()
     }
 
+    /// The nodes among `held` where a loss that may have taken keys set
+    /// before was found after `since`.
+    pub(crate) fn lost_since(&self, held: NodeSet, since: tokio::time::Instant) -> NodeSet {
+        self.nodes
+            .iter()
+            .filter(|n| held & node_bit(n.index) != 0 && n.lost_since(since))
+            .fold(0, |set, n| set | node_bit(n.index))
+    }
+
     /// Nodes whose last request was answered in time.
     pub(crate) fn nodes_up(&self) -> usize {
         self.nodes.iter().filter(|n| n.is_healthy()).count()

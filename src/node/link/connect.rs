@@ -68,6 +68,7 @@ impl Link {
         match result {
             Ok((conn, evalsha)) => {
                 tracing::debug!(node = self.index, "connected");
+                self.vigil.checked();
                 let mut scripts = ScriptCache::new(evalsha);
                 let now = nanos_since_epoch(Instant::now());
                 self.connected_at.store(now, Ordering::Relaxed);
@@ -78,7 +79,7 @@ impl Link {
                 let batch = if waiting.is_empty() {
                     None
                 } else {
-                    match send_batch(&conn, waiting, &mut scripts, &self.clock) {
+                    match send_batch(&conn, waiting, &mut scripts, &self.vigil) {
                         Ok(batch) => Some(batch),
                         Err(batch) => {
                             // Closed as soon as it opened: back off.

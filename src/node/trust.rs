@@ -1,0 +1,451 @@
+//! What a client knows of one node's trust: the quarantine that keeps it
+//! out of lock quorums, whether it is suspect for counters, when a loss
+//! was last found there; and the connection's check that fills it in, from
+//! the table in [`amnesia`](super::amnesia).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::{RedisError, RedisResult, Value};
+
+use crate::node::amnesia::{assess, AmnesiaCheck, Assessment, Cause, Memory};
+use crate::node::evidence::{self, Probe};
+
+/// What a client knows of a node's trust, from its latest connection.
+#[derive(Debug, Default)]
+pub(crate) struct Trust {
+    /// Whether a quarantine may be on: read on every lock vote, so the
+    /// common case takes no lock.
+    active: AtomicBool,
+    /// Whether the node may have lost writes in its current process: read
+    /// on every counter acceptance, so kept apart from the rest too.
+    suspect: AtomicBool,
+    /// The rest, changed when a connection is made.
+    state: Mutex<TrustState>,
+    /// Whether the node can evict keys of ours, by the last check: read on
+    /// every request (see `vigil.rs`).
+    evicts: AtomicBool,
+    /// Its `evicted_keys` as last read ([`NOT_READ`]: not read, or
+    /// unreadable).
+    evicted: AtomicU64,
+    /// Told when a loss is found that may have taken keys this client set
+    /// there: its held locks look (the clock watch's news: `clockwatch.rs`).
+    news: Option<Arc<tokio::sync::watch::Sender<u64>>>,
+}
+
+/// [`Trust::evicted`]'s value while no count is known.
+const NOT_READ: u64 = u64::MAX;
+
+/// The part of [`Trust`] read off the hot path.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TrustState {
+    /// Whether a probe ever completed.
+    pub(crate) probed: bool,
+    /// The node's process, as of the last probe.
+    pub(crate) run_id: String,
+    /// Whether our marker named that process after the last probe: what
+    /// this client will remember if the marker is gone next time.
+    pub(crate) marked: bool,
+    /// The last probe, for declaring a new node ([`Trust::declared_new`]).
+    pub(crate) last: Option<Probe>,
+    /// Why the node may lack writes, if it may.
+    pub(crate) cause: Option<Cause>,
+    /// The end of its quarantine (also after it passed).
+    pub(crate) until: Option<Instant>,
+    /// Whether its end was logged.
+    left_logged: bool,
+    /// Whether the quarantine on now is (also) for a clock that ran ahead.
+    pub(crate) clock_ahead: bool,
+    /// Whether the process took slots over from another shard (see
+    /// [`Trust::slots_received`]).
+    pub(crate) received: bool,
+    /// The loss second the last check found (see [`Assessment::loss`]).
+    pub(crate) loss: Option<u64>,
+    /// When (our clock) a loss was last found that may have taken keys
+    /// this client set on the node before: a restart, a drop, a flush, a
+    /// marker gone, found by a check or while connected. A held lock whose
+    /// quorum needed the node's yes from before then is cut.
+    pub(crate) lost_at: Option<tokio::time::Instant>,
+}
+
+impl Trust {
+    /// A node's trust that tells `news` of each loss found (see
+    /// [`TrustState::lost_at`]).
+    pub(crate) fn telling(news: &Arc<tokio::sync::watch::Sender<u64>>) -> Self {
+        Self {
+            news: Some(Arc::clone(news)),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the node can evict keys of ours (by the last check; until
+    /// one, no request is sent).
+    pub(crate) fn evicts(&self) -> bool {
+        self.evicts.load(Ordering::Relaxed)
+    }
+
+    /// The node's `evicted_keys` as last read (`None`: not known).
+    pub(crate) fn evicted(&self) -> Option<u64> {
+        Some(self.evicted.load(Ordering::Relaxed)).filter(|&n| n != NOT_READ)
+    }
+
+    /// The node's `evicted_keys` now reads `read`.
+    pub(crate) fn evicted_read(&self, read: Option<u64>) {
+        self.evicted.store(
+            read.unwrap_or(NOT_READ).min(NOT_READ - 1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Keys were dropped while this client stayed connected (`cause`:
+    /// evicted, or our marker gone), as a request answered at `at` found:
+    /// out of lock quorums for `quarantine` from then, suspect for
+    /// counters, and this client's held locks told. Whether this starts a
+    /// quarantine that was not on.
+    pub(crate) fn dropped_while_connected(
+        &self,
+        at: Instant,
+        quarantine: Duration,
+        cause: Cause,
+    ) -> bool {
+        let until = at.checked_add(quarantine);
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = st.until.is_none_or(|u| u < at);
+        if until.is_some() && st.until < until {
+            st.until = until;
+            st.left_logged = false;
+        }
+        st.cause = Some(cause);
+        self.active.store(true, Ordering::Release);
+        self.suspect.store(true, Ordering::Release);
+        self.lost(&mut st);
+        new
+    }
+
+    /// Records that a loss was found now and tells the held locks.
+    fn lost(&self, st: &mut TrustState) {
+        st.lost_at = Some(crate::clock::now());
+        if let Some(news) = &self.news {
+            news.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// When a loss that may have taken keys this client set was last
+    /// found (see [`TrustState::lost_at`]).
+    pub(crate) fn lost_at(&self) -> Option<tokio::time::Instant> {
+        if !self.suspect.load(Ordering::Acquire) {
+            return None;
+        }
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .lost_at
+    }
+
+    /// Whether our marker names the node's process, as this client saw.
+    pub(crate) fn marked(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .marked
+    }
+
+    /// What this client remembers of the node, for the next probe.
+    pub(crate) fn memory(&self) -> Memory {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Memory {
+            run_id: st.run_id.clone(),
+            marked: st.marked,
+        }
+    }
+
+    /// Takes in what a new connection's probe found (`marked`: whether our
+    /// marker now names the process). Returns the quarantine it starts, if
+    /// it starts one (for the caller to log once).
+    pub(crate) fn record(
+        &self,
+        probe: &Probe,
+        verdict: &Assessment,
+        at: Instant,
+        marked: bool,
+    ) -> Option<(Duration, Cause)> {
+        let until = (verdict.remaining > 0)
+            .then(|| at.checked_add(Duration::from_secs(verdict.remaining)))
+            .flatten();
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = until.is_some() && (st.until.is_none_or(|u| u < at) || st.run_id != probe.run_id);
+        // A loss this check found that the last one had not: keys this
+        // client set there since may be gone (not at the first check: no
+        // key of ours went out before it).
+        let fresh = st.probed
+            && verdict.cause.is_some()
+            && (st.run_id != probe.run_id || st.loss != verdict.loss || st.cause.is_none());
+        // A quarantine for a clock that ran ahead outlasts a reconnection,
+        // as one for slots taken over does while the process is the same
+        // (or was not known yet: no connection had been made). A check of
+        // the same process never shortens one on now (a drop found while
+        // connected, before the check that records it in our marker).
+        let same = st.run_id.is_empty() || st.run_id == probe.run_id;
+        st.received &= same;
+        let clock = st.until.filter(|u| {
+            (st.clock_ahead || st.received || (same && st.probed && st.cause.is_some())) && *u > at
+        });
+        st.clock_ahead &= clock.is_some();
+        let until_all = until.max(clock);
+        st.probed = true;
+        st.run_id.clone_from(&probe.run_id);
+        st.marked = marked;
+        st.last = Some(probe.clone());
+        st.cause = verdict.cause.or(st.received.then_some(Cause::Received));
+        st.loss = verdict.loss;
+        self.evicts.store(probe.evicts, Ordering::Relaxed);
+        self.evicted_read(probe.evicted);
+        if fresh {
+            self.lost(&mut st);
+        }
+        if until_all.is_some() {
+            st.until = until_all;
+            st.left_logged = false;
+        }
+        self.active.store(until_all.is_some(), Ordering::Release);
+        self.suspect.store(st.cause.is_some(), Ordering::Release);
+        drop(st);
+        match (new, until, verdict.cause) {
+            (true, Some(u), Some(cause)) => Some((u - at, cause)),
+            _ => None,
+        }
+    }
+
+    /// Our marker now names `run_id`, if that is still the process this
+    /// client knows there.
+    pub(crate) fn marker_written(&self, run_id: &str) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.run_id == run_id {
+            st.marked = true;
+        }
+    }
+
+    /// An operator declared the node new and our marker now names
+    /// `run_id` with no loss: trusted from now, if that is still the
+    /// process this client knows there.
+    pub(crate) fn declared_new(&self, run_id: &str) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.run_id != run_id {
+            return;
+        }
+        st.marked = true;
+        st.cause = None;
+        st.received = false;
+        st.until = None;
+        self.active.store(false, Ordering::Release);
+        self.suspect.store(false, Ordering::Release);
+    }
+
+    /// The quarantine's end if it is still on at `now`; and whether this
+    /// call found it just over (true once, for the caller to log).
+    pub(crate) fn quarantined(&self, now: Instant) -> (Option<Instant>, bool) {
+        if !self.active.load(Ordering::Acquire) {
+            return (None, false);
+        }
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match st.until {
+            Some(u) if u > now => (Some(u), false),
+            _ => {
+                self.active.store(false, Ordering::Release);
+                st.clock_ahead = false;
+                let first = !st.left_logged;
+                st.left_logged = true;
+                (None, first)
+            }
+        }
+    }
+
+    /// The node's clock ran ahead of ours beyond the allowance (see
+    /// `clockwatch.rs`): out of lock quorums until `until` at least. Not a
+    /// reason to distrust its counter records.
+    pub(crate) fn clock_ran_ahead(&self, until: Instant) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.until.is_none_or(|u| u < until) {
+            st.until = Some(until);
+            st.left_logged = false;
+        }
+        st.clock_ahead = true;
+        self.active.store(true, Ordering::Release);
+    }
+
+    /// The shard took slots over from another (see `shard_rules.rs`): out
+    /// of lock quorums until `until` at least, and suspect for counters
+    /// while its process lives (or until declared new). Whether this
+    /// starts a quarantine that was not on.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn slots_received(&self, until: Instant) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let new = st.until.is_none_or(|u| u < Instant::now());
+        if st.until.is_none_or(|u| u < until) {
+            st.until = Some(until);
+            st.left_logged = false;
+        }
+        st.received = true;
+        st.cause = st.cause.or(Some(Cause::Received));
+        self.active.store(true, Ordering::Release);
+        self.suspect.store(true, Ordering::Release);
+        new
+    }
+
+    /// The process of a node that may have lost writes (empty if `INFO`
+    /// was refused); `None` for a trusted node, without taking the lock.
+    pub(crate) fn suspect_run_id(&self) -> Option<String> {
+        if !self.suspect.load(Ordering::Acquire) {
+            return None;
+        }
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.cause.map(|_| st.run_id.clone())
+    }
+
+    /// A copy of what is known.
+    pub(crate) fn snapshot(&self) -> TrustState {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Probes a new connection and takes in what it found; logs a quarantine
+/// it starts, once, and brings our marker (at key `marker`) up to date. An
+/// error if the node did not answer.
+pub(crate) async fn check(
+    conn: &mut MultiplexedConnection,
+    check: &AmnesiaCheck,
+    trust: &Arc<Trust>,
+    (index, addr): (usize, &str),
+    timeout: Duration,
+    marker: &str,
+) -> RedisResult<()> {
+    let Some((probe, verdict, at)) = probe(
+        conn,
+        &trust.memory(),
+        check.quarantine_secs,
+        timeout,
+        marker,
+    )
+    .await
+    else {
+        return Err(RedisError::from((
+            redis::ErrorKind::Io,
+            "no reply to the connection's check (INFO, CONFIG GET)",
+        )));
+    };
+    let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
+    if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
+        tracing::warn!(
+            node = index,
+            "node {index} ({addr}) {}: it does not count toward a lock quorum for {}s, \
+             until no lock it may have forgotten can still be valid",
+            cause.describe(),
+            remaining.as_secs()
+        );
+    }
+    if !probe.run_id.is_empty() && !marked {
+        // Not waited for: the verdict is ours already, and the first
+        // requests need not wait another round trip. Written only over the
+        // marker as found (another client or an operator may have written
+        // one meanwhile). The client remembers the process as marked once
+        // the node said so, so that a marker that vanishes later is
+        // evidence.
+        let why = verdict.cause.map_or("kept", Cause::tag);
+        let set = evidence::marker_update(&probe, verdict.loss, why, marker);
+        let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
+        tokio::spawn(async move {
+            let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+            if matches!(wrote, Ok(Ok(Value::Int(1)))) {
+                trust.marker_written(&probe.run_id);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Probes a freshly made connection: the probe, its assessment and when
+/// it was taken; `None` if the node did not answer (the connection is then
+/// of no use anyway). Our marker is read at key `marker`.
+pub(crate) async fn probe(
+    conn: &mut MultiplexedConnection,
+    seen: &Memory,
+    quarantine: u64,
+    timeout: Duration,
+    marker: &str,
+) -> Option<(Probe, Assessment, Instant)> {
+    let pipe = evidence::probe_pipeline(marker);
+    // Errors (a renamed or forbidden command) come back as values.
+    let replies: Vec<Value> = tokio::time::timeout(
+        timeout,
+        conn.send_packed_commands(&pipe, 0, evidence::PROBE_REPLIES),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let at = Instant::now();
+    let probe = evidence::read_probe(&replies);
+    let verdict = assess(&probe, seen, quarantine);
+    Some((probe, verdict, at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::evidence::Marker;
+
+    /// A probe of process `run_id` at `uptime` s, with nothing dropped,
+    /// finding our marker naming it.
+    fn probe(run_id: &str, uptime: u64) -> Probe {
+        Probe {
+            run_id: run_id.into(),
+            uptime,
+            damage: Some(0),
+            epoch: 0,
+            promoted: false,
+            replid: "h".into(),
+            durable: Some(true),
+            evicted: Some(0),
+            evicts: false,
+            slots: None,
+            marker: Some(Marker::Found {
+                run: run_id.into(),
+                loss: None,
+                seen: Some(0),
+                repl: Some("h".into()),
+                slots: None,
+            }),
+        }
+    }
+
+    /// A client that saw process `run` marked.
+    fn saw(run: &str) -> Memory {
+        Memory {
+            run_id: run.into(),
+            marked: true,
+        }
+    }
+
+    #[test]
+    fn a_clock_quarantine_outlasts_a_reconnection_that_finds_no_loss() {
+        let trust = Trust::default();
+        let at = Instant::now();
+        let p = probe("r1", 500);
+        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
+        assert_eq!(trust.quarantined(at).0, None, "trusted");
+        let until = at + Duration::from_secs(60);
+        trust.clock_ran_ahead(until);
+        assert_eq!(trust.quarantined(at).0, Some(until));
+        // The connection breaks and a new probe finds nothing lost.
+        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
+        assert_eq!(trust.quarantined(at).0, Some(until), "still out");
+        assert!(trust.snapshot().clock_ahead);
+        // Once over, it is over.
+        assert_eq!(trust.quarantined(until).0, None);
+        assert!(!trust.snapshot().clock_ahead);
+    }
+}

@@ -1,0 +1,263 @@
+//! Evidence read while a connection stays open.
+//!
+//! A connection's check (`amnesia.rs`) reads what a node shows of its
+//! history when the connection is made. A node can also drop our keys while
+//! our connections to it stay open, and then nothing else looks:
+//!
+//! * **Eviction**, on a node whose `maxmemory-policy` can evict (any but
+//!   `noeviction`, with a memory limit; see `evidence.rs`), at any moment.
+//!   Every key we write has a TTL, so `volatile-*` policies evict exactly
+//!   ours. On such a node every request that asks for a vote carries an
+//!   `INFO stats` behind its `TIME`, in the same write, and its
+//!   `evicted_keys` is read before the vote is counted: a count above the
+//!   last one this client read ([`dropped`]) means a key may have gone
+//!   before the request ran, so the node is quarantined from now, as after
+//!   a restart, and that very vote does not count. The key an attempt found
+//!   free was evicted before the attempt's command ran, and the `INFO` ran
+//!   after it on the same connection, so the count it reads includes that
+//!   eviction.
+//! * **Everything the connection's check reads** (a flush, our marker
+//!   deleted, a promotion, slots taken over, and the policy and memory
+//!   limit, which `CONFIG SET` changes at run time): the whole check runs
+//!   again on the open connection, behind the first request made at least
+//!   [`RECHECK`] after the last check, which does not wait for it. So a
+//!   node whose policy is changed to one that evicts has its evictions read
+//!   in every round from at most [`RECHECK`] (plus a round trip) after the
+//!   change on: an eviction within that first second is found by the next
+//!   check, not by the round it happened before.
+//! * **Another process behind the address** (a name that now leads
+//!   elsewhere, a virtual IP, a proxy) always comes with a new connection,
+//!   which is checked when made.
+//!
+//! A loss found either way quarantines the node (`Trust`), and tells this
+//! client's held locks: one whose quorum needed that node's yes is cut (see
+//! `Shared::clock_bound` in `lock/shared.rs`).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::Value;
+
+use crate::node::amnesia::{AmnesiaCheck, Cause};
+use crate::node::clockwatch::ClockWatch;
+use crate::node::evidence::evicted_keys;
+use crate::node::trust::{self, Trust};
+
+/// How long after a connection's check (or the last re-check) the check
+/// runs again on the open connection, behind the next request.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
+/// The rule, pure: whether an `evicted_keys` count `read` behind a request
+/// shows keys evicted since the count `before` this client last read
+/// (`None`: not read or unreadable, and then it may have). A count that
+/// went down was reset (`CONFIG RESETSTAT`), which may hide evictions.
+pub(crate) fn dropped(before: Option<u64>, read: Option<u64>) -> bool {
+    match (before, read) {
+        (Some(b), Some(r)) => r != b,
+        _ => true,
+    }
+}
+
+/// What a request reads of its node beside its `TIME` (see
+/// [`Vigil::extras`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Extras {
+    /// `INFO stats`, for `evicted_keys`: on a node that can evict, or
+    /// whose evidence is stale.
+    pub(crate) stats: bool,
+    /// `EXISTS` of our marker, where this client saw it name the process:
+    /// a flush or a delete takes it (evidence stale only).
+    pub(crate) marker: bool,
+}
+
+/// What a link watches on its node while connected: the node's clock
+/// (`clockwatch.rs`) and its evictions, and when its check runs again.
+#[derive(Debug)]
+pub(crate) struct Vigil {
+    /// The node, for logs.
+    index: usize,
+    /// The node's clock, read from the `TIME` behind every request.
+    pub(crate) clock: Arc<ClockWatch>,
+    /// What the checks found, and where a loss is recorded.
+    trust: Arc<Trust>,
+    /// How a check is made (`None`: never; nothing is watched then).
+    check: Option<AmnesiaCheck>,
+    /// Where our marker lives on the node.
+    marker: String,
+    /// When this vigil was made: the zero of `due`.
+    born: Instant,
+    /// When the next re-check is due, in ns after `born`.
+    due: AtomicU64,
+    /// A re-check is in flight.
+    rechecking: AtomicBool,
+}
+
+impl Vigil {
+    /// Watches node `index` with `clock`, recording in `trust`, checking
+    /// as `check` says, our marker at `marker`.
+    pub(crate) fn new(
+        index: usize,
+        clock: Arc<ClockWatch>,
+        trust: &Arc<Trust>,
+        check: Option<AmnesiaCheck>,
+        marker: &str,
+    ) -> Self {
+        Self {
+            index,
+            clock,
+            trust: Arc::clone(trust),
+            check,
+            marker: marker.to_owned(),
+            born: Instant::now(),
+            due: AtomicU64::new(0),
+            rechecking: AtomicBool::new(false),
+        }
+    }
+
+    /// What a request that asks for a vote reads of the node in the same
+    /// round, beside its `TIME`: nothing, on a node that cannot evict and
+    /// was checked less than [`RECHECK`] ago (the usual case).
+    pub(crate) fn extras(&self) -> Extras {
+        if self.check.is_none() {
+            return Extras::default();
+        }
+        let stale = self.due();
+        Extras {
+            stats: stale || self.trust.evicts(),
+            marker: stale && self.trust.marked(),
+        }
+    }
+
+    /// Adds the commands `extras` asks for to `pipe`; how many.
+    pub(crate) fn add(&self, pipe: &mut redis::Pipeline, extras: Extras) -> usize {
+        if extras.stats {
+            pipe.cmd("INFO").arg("stats");
+        }
+        if extras.marker {
+            pipe.cmd("EXISTS").arg(&self.marker);
+        }
+        usize::from(extras.stats) + usize::from(extras.marker)
+    }
+
+    /// Takes in the replies to `extras` from the end of `values` (a
+    /// request answered at `at`), and removes them. Runs before the
+    /// request's own reply is passed on, so a vote that comes with a loss
+    /// is not counted. `false` if `values` is too short.
+    pub(crate) fn read(&self, values: &mut Vec<Value>, extras: Extras, at: Instant) -> bool {
+        let Some(check) = &self.check else {
+            return true;
+        };
+        let quarantine = Duration::from_secs(check.quarantine_secs.saturating_add(1));
+        if extras.marker {
+            let Some(found) = values.pop() else {
+                return false;
+            };
+            if !matches!(found, Value::Int(1)) {
+                self.lost(at, quarantine, Cause::MarkerGone);
+            }
+        }
+        if extras.stats {
+            let Some(stats) = values.pop() else {
+                return false;
+            };
+            let read = redis::from_redis_value_ref::<String>(&stats)
+                .ok()
+                .and_then(|s| evicted_keys(&s));
+            if dropped(self.trust.evicted(), read) {
+                self.lost(at, quarantine, Cause::Dropped);
+            }
+            self.trust.evicted_read(read);
+        }
+        true
+    }
+
+    /// A loss found while connected: the node out of lock quorums for
+    /// `quarantine` from `at`, logged once, and the full check next.
+    fn lost(&self, at: Instant, quarantine: Duration, cause: Cause) {
+        if self.trust.dropped_while_connected(at, quarantine, cause) {
+            tracing::warn!(
+                node = self.index,
+                "node {} {} while we were connected: it does not count toward a lock quorum \
+                 for {}s, until no lock it may have lost can still be valid",
+                self.index,
+                cause.describe(),
+                quarantine.as_secs()
+            );
+        }
+        // The full check behind the next request: it brings our marker up
+        // to date with what was found.
+        self.due.store(0, Ordering::Relaxed);
+    }
+
+    /// A connection was just made and checked.
+    pub(crate) fn checked(&self) {
+        self.schedule();
+    }
+
+    /// Whether the connection's check is due again (see [`RECHECK`]).
+    pub(crate) fn due(&self) -> bool {
+        self.check.is_some() && self.nanos(Instant::now()) >= self.due.load(Ordering::Relaxed)
+    }
+
+    /// Runs the connection's check again on `conn`, in the background,
+    /// unless one is in flight; `addr` as for the check when the connection
+    /// was made, each reply bounded by `timeout`.
+    pub(crate) fn recheck(
+        self: &Arc<Self>,
+        conn: &MultiplexedConnection,
+        addr: &str,
+        timeout: Duration,
+    ) {
+        if self.rechecking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.rechecking.store(false, Ordering::Release);
+            return;
+        };
+        let (vigil, mut conn) = (Arc::clone(self), conn.clone());
+        let addr = addr.to_owned();
+        runtime.spawn(async move {
+            if let Some(check) = &vigil.check {
+                let node = (vigil.index, addr.as_str());
+                let marker = &vigil.marker;
+                let checked =
+                    trust::check(&mut conn, check, &vigil.trust, node, timeout, marker).await;
+                if let Err(e) = checked {
+                    tracing::debug!(node = vigil.index, error = %e, "re-check not answered");
+                }
+            }
+            vigil.schedule();
+            vigil.rechecking.store(false, Ordering::Release);
+        });
+    }
+
+    /// The next re-check is due [`RECHECK`] from now.
+    fn schedule(&self) {
+        let next = self.nanos(Instant::now() + RECHECK);
+        self.due.store(next, Ordering::Relaxed);
+    }
+
+    /// `at` in ns after `born`.
+    fn nanos(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.born)
+            .as_nanos()
+            .min(u128::from(u64::MAX)) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_eviction_since_the_last_count_or_an_unread_count_is_a_loss() {
+        assert!(!dropped(Some(5), Some(5)));
+        assert!(dropped(Some(5), Some(6)));
+        assert!(dropped(None, Some(0)), "no count to compare with");
+        assert!(dropped(Some(5), None), "INFO stats refused or unreadable");
+        assert!(dropped(Some(5), Some(0)), "statistics reset");
+    }
+}

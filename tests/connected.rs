@@ -1,0 +1,149 @@
+//! Evidence read while connected, on real nodes: a node that drops our
+//! keys while a client stays connected to it (evicted under `maxmemory`, a
+//! flush) lets no second holder in, for the lock, the read-write lock's
+//! leases and the semaphore's slots; and the holder whose quorum needed
+//! that node is told (its lock is lost).
+
+mod support;
+
+use std::time::Duration;
+
+use redquorum::Redlock;
+use support::{Cluster, RedisNode};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A client that tries once, connected and checked before anything else
+/// happens.
+async fn client(c: &Cluster) -> Redlock {
+    let r = c.builder().retry_count(0).build().unwrap();
+    support::connected(&r).await;
+    r
+}
+
+/// The keys of ours on `node` that have a TTL (what a `volatile-*` policy
+/// evicts: every key a lock, lease or permit stands on), not the fill's.
+fn ours(node: &RedisNode) -> Vec<String> {
+    let mut conn = node.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.into_iter()
+        .filter(|k| !k.starts_with("fill:"))
+        .filter(|k| redis::cmd("PTTL").arg(k).query::<i64>(&mut conn).unwrap() > 0)
+        .collect()
+}
+
+/// Makes `node` evict under `policy` until none of our keys is left on it
+/// (bounded: 400 batches of 200 keys of 1 KB, each with a TTL), then lifts
+/// the memory limit. Returns the keys evicted.
+fn evict_ours(node: &RedisNode, policy: &str) -> u64 {
+    let mut conn = node.conn();
+    let config = |conn: &mut redis::Connection, name: &str, value: &str| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(conn)
+            .unwrap();
+    };
+    let info = |conn: &mut redis::Connection, section: &str, field: &str| -> u64 {
+        let text: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    assert!(!ours(node).is_empty(), "nothing of ours to evict");
+    let before = info(&mut conn, "stats", "evicted_keys");
+    let used = info(&mut conn, "memory", "used_memory");
+    config(&mut conn, "maxmemory-policy", policy);
+    config(&mut conn, "maxmemory", &(used + 1_000_000).to_string());
+    let value = "x".repeat(1000);
+    let mut batch = 0;
+    while !ours(node).is_empty() {
+        assert!(batch < 400, "our keys were never evicted: {:?}", ours(node));
+        let mut pipe = redis::pipe();
+        for i in 0..200 {
+            pipe.cmd("SET")
+                .arg(format!("fill:{batch}:{i}"))
+                .arg(&value)
+                .arg("PX")
+                .arg(600_000)
+                .ignore();
+        }
+        // Under noeviction-like refusals (OOM) the fill stops counting;
+        // errors are fine, the loop is bounded.
+        let _: redis::RedisResult<()> = pipe.query(&mut conn);
+        batch += 1;
+    }
+    config(&mut conn, "maxmemory", "0");
+    info(&mut conn, "stats", "evicted_keys") - before
+}
+
+/// A second client gets nothing (`second`) where the first one's lock
+/// (`first`) lost its keys on two of three nodes while both were
+/// connected: to evictions under `policy`, or (`None`) to a `FLUSHALL`.
+/// The first is then told: its lock is lost.
+async fn nobody_else_after_a_loss<F, G, T, U>(policy: Option<&str>, first: F, second: G)
+where
+    F: FnOnce(Redlock) -> T,
+    G: FnOnce(Redlock) -> U,
+    T: std::future::Future<Output = redquorum::Result<redquorum::Lock>>,
+    U: std::future::Future<Output = redquorum::Result<redquorum::Lock>>,
+{
+    let c = Cluster::start(3);
+    let (a, b) = (client(&c).await, client(&c).await);
+    let lock = first(a.clone()).await.unwrap();
+    // Past one second since b checked its nodes: whatever b learnt of them
+    // then is stale (a lower bound: more may pass).
+    tokio::time::sleep(ms(1_100)).await;
+    for node in &c.nodes[..2] {
+        match policy {
+            Some(p) => assert!(evict_ours(node, p) > 0),
+            None => {
+                let _: () = redis::cmd("FLUSHALL").query(&mut node.conn()).unwrap();
+            }
+        }
+    }
+    assert!(ours(&c.nodes[0]).is_empty() && ours(&c.nodes[1]).is_empty());
+    let taken = second(b.clone()).await;
+    assert!(
+        taken.is_err(),
+        "{policy:?}: a second holder while the first has {:?} left\n{}",
+        lock.validity(),
+        c.logs()
+    );
+    // The first holder's client reads its nodes at least once a second
+    // while it holds a lock: it finds the loss and cuts the lock.
+    let told = tokio::time::timeout(ms(10_000), lock.lost()).await;
+    assert!(told.is_ok(), "{policy:?}: the holder was never told");
+    assert_eq!(lock.validity(), Duration::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_evicted_or_flushed_while_connected_is_not_given_away() {
+    for policy in [Some("volatile-lru"), Some("allkeys-lru"), None] {
+        let take = |r: Redlock| async move { r.try_lock("evicted-lock", ms(20_000)).await };
+        nobody_else_after_a_loss(policy, take, take).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_lease_evicted_while_connected_lets_no_writer_in() {
+    nobody_else_after_a_loss(
+        Some("volatile-lru"),
+        |r| async move { r.rw_lock("evicted-rw")?.try_read(ms(20_000)).await },
+        |r| async move { r.rw_lock("evicted-rw")?.try_write(ms(20_000)).await },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_evicted_while_connected_is_not_given_away() {
+    let take = |r: Redlock| async move {
+        let permits = r.semaphore("evicted-permits", 1)?;
+        Ok(permits.try_acquire(ms(20_000)).await?.into_lock())
+    };
+    nobody_else_after_a_loss(Some("volatile-lru"), take, take).await;
+}
