@@ -43,6 +43,7 @@ async fn a_node_restarted_empty_cannot_give_a_held_lock_away() {
     let mut c = Cluster::start(3);
     let a = client(&c, ms(3_000));
     let lock = holder_on_nodes_0_and_1(&mut c, &a).await;
+    let valid_until = lock.valid_until();
     c.nodes[0].restart(Persistence::None);
     let b = client(&c, ms(3_000));
     // Node 0 forgot A's key, but its yes does not count: no quorum, and
@@ -67,15 +68,16 @@ async fn a_node_restarted_empty_cannot_give_a_held_lock_away() {
         .await
         .unwrap();
     let at = tokio::time::Instant::now();
-    assert!(
-        at >= lock.valid_until(),
-        "B took the lock while A's was valid"
-    );
-    let late = at - lock.valid_until();
+    assert!(at >= valid_until, "B took the lock while A's was valid");
+    let late = at - valid_until;
     assert!(
         late < ms(1_500),
         "B took it {late:?} after A's lock expired"
     );
+    // A's client, which reads its nodes while it holds a lock, found the
+    // restart: a lock whose quorum needed node 0 is over.
+    assert_eq!(lock.validity(), Duration::ZERO);
+    assert!(lock.valid_until() < valid_until, "A was never told");
     got.release().await.unwrap();
 }
 

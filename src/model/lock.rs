@@ -20,7 +20,11 @@
 //! with or without persistence, and restart at once or after a delay. A
 //! node that restarted empty is quarantined by the first connection check
 //! that reaches it, for what the uptime it reports (in whole grains, like
-//! Redis's seconds) says is left of one maximum TTL, plus one grain.
+//! Redis's seconds) says is left of one maximum TTL, plus one grain. A
+//! node may also evict the key it holds while every client stays connected
+//! (no connection check runs then): each reply to a request that asks for
+//! a vote carries the node's eviction count, judged by the crate's rule
+//! (`node/vigil.rs`).
 //!
 //! Properties: no two clients hold a valid lock at the same real instant;
 //! a release or an extension (failed or not) never deletes another holder's
@@ -35,11 +39,11 @@ use crate::error::NodeErrorKind;
 use crate::lock::redlock::validity;
 use crate::model::detection::{restart_seen_as_loss, trusts_durable_settings, Detect, Restart};
 use crate::model::lock_state::{
-    representative_for, send, Action, ClockRules, Ext, Kind, Mint, Node, Phase, State, JUMP,
+    representative_for, send, Action, Ext, Kind, Mint, Node, Phase, State, JUMP,
 };
 use crate::model::{check, check_symmetric, insert_sorted, take_one};
 use crate::node::amnesia::assess;
-use crate::quorum::tally::{quorum, quorum_tolerating, NodeSet, Vote};
+use crate::quorum::tally::{quorum, quorum_tolerating, Vote};
 
 /// The fencing property's name.
 pub(crate) const FENCING: &str = "fenced locks returned carry tokens in acquisition order";
@@ -141,6 +145,16 @@ pub(crate) struct LockModel {
     /// counts them valid no longer than they live at that rate (as shipped:
     /// `lock/shared.rs`, `Shared::clock_bound`).
     pub(crate) rebound: bool,
+    /// Evictions: a node drops the key it holds while every client stays
+    /// connected (clients were connected before any; the connection's
+    /// check never runs again).
+    pub(crate) evictions: u8,
+    /// Rule: a reply to a request that asks for a vote carries the node's
+    /// eviction count, and keys dropped since the client's last reading
+    /// keep the node's yes from counting for one TTL (as shipped:
+    /// `node/vigil.rs`). Off: the rule before, evidence read only when a
+    /// connection is made.
+    pub(crate) connected_reads: bool,
 }
 
 impl LockModel {
@@ -182,20 +196,9 @@ impl LockModel {
             rate_counted: true,
             grows: false,
             rebound: true,
+            evictions: 0,
+            connected_reads: true,
         }
-    }
-
-    /// The connection check on a node that restarted empty, at `now`: its
-    /// quarantine from the uptime it reports (see `uptime_grain`).
-    fn probe(&self, node: &mut Node, now: u8) {
-        let Some(start) = node.unprobed_since.take() else {
-            return;
-        };
-        let g = self.uptime_grain;
-        let uptime = (now / g - start / g) * g;
-        let margin = if self.grain_margin { g } else { 0 };
-        let left = (self.real_ttl(self.ttl) + margin).saturating_sub(uptime);
-        node.quarantined_until = now.saturating_add(left);
     }
 }
 
@@ -211,6 +214,7 @@ impl Model for LockModel {
             quarantined_until: 0,
             unprobed_since: None,
             jumped: 0,
+            evicted: 0,
         };
         vec![State {
             now: 0,
@@ -224,6 +228,7 @@ impl Model for LockModel {
                 self.extends,
                 self.steps,
                 self.probes,
+                self.evictions,
             ],
             foreign_delete: false,
             counter: 0,
@@ -231,6 +236,7 @@ impl Model for LockModel {
             premint: vec![0; self.clients],
             readings: vec![vec![0; self.nodes]; self.clients],
             clock_q: vec![vec![0; self.nodes]; self.clients],
+            evictions_read: vec![vec![0; self.nodes]; self.clients],
             grown: false,
         }]
     }
@@ -300,6 +306,9 @@ impl Model for LockModel {
             if s.faults[4] > 0 {
                 actions.push(Action::Step(n as u8));
             }
+            if node.up && node.key.is_some() && s.faults[6] > 0 {
+                actions.push(Action::Evict(n as u8));
+            }
         }
         if self.grows && !s.grown {
             actions.push(Action::Grow);
@@ -346,6 +355,9 @@ impl Model for LockModel {
                 self.probe(&mut s.nodes[m.node as usize], s.now);
                 let done = self.apply(&mut s, &m);
                 let clock_ok = self.steps == 0 || s.read_clock((m.client, m.node), self.clock());
+                let q = self.real_ttl(self.ttl);
+                let kept_ok = !self.connected_reads || s.read_evictions((m.client, m.node), q);
+                let clock_ok = clock_ok && kept_ok;
                 let vote = match done {
                     // A quarantined node's yes to a SET or an extension
                     // does not count (it still applied it).
@@ -428,6 +440,7 @@ impl Model for LockModel {
                 send(&mut s.net, c, self.all(), Kind::Release);
             }
             Action::Step(n) => s.step_clock(n, JUMP),
+            Action::Evict(n) => s.evict(n),
             Action::Grow => self.grow(&mut s),
             Action::Probe(c, n) => {
                 s.faults[5] -= 1;
@@ -463,23 +476,6 @@ impl Model for LockModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         Self::checked()
-    }
-}
-
-impl LockModel {
-    /// Every node.
-    pub(crate) fn all(&self) -> NodeSet {
-        (1 << self.nodes) - 1
-    }
-
-    /// The clock rules a client judges a reading by.
-    fn clock(&self) -> ClockRules {
-        ClockRules {
-            allowance: self.drift_factor,
-            quarantine: self.ttl,
-            check: self.clock_check,
-            cut: self.holder_cut,
-        }
     }
 }
 
@@ -578,6 +574,36 @@ mod tests {
             ..LockModel::shipped()
         };
         safe("lock: a node restarts empty at once, quarantined", m);
+    }
+
+    /// A node evicts a holder's key while every client stays connected
+    /// (no connection check runs): one eviction, one timeout.
+    fn evicting() -> LockModel {
+        LockModel {
+            evictions: 1,
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_lock_safe_when_a_node_evicts_while_connected() {
+        safe(
+            "lock: a node evicts a held key while connected, read in the round",
+            evicting(),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_evictions_are_read_only_at_connection() {
+        let m = LockModel {
+            connected_reads: false,
+            ..evicting()
+        };
+        unsafe_(
+            "lock, weakened: evictions read only when a connection is made",
+            m,
+            EXCLUSION,
+        );
     }
 
     #[test]

@@ -9,11 +9,39 @@ use stateright::Property;
 use crate::lock::config::Config;
 use crate::model::lock::{LockModel, FENCING};
 use crate::model::lock_state::send;
-use crate::model::lock_state::{Hold, Kind, Mint, Msg, Phase, State};
+use crate::model::lock_state::{ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, NodeSet, Vote};
 
 impl LockModel {
+    /// Every node.
+    pub(crate) fn all(&self) -> NodeSet {
+        (1 << self.nodes) - 1
+    }
+
+    /// The clock rules a client judges a reading by.
+    pub(crate) fn clock(&self) -> ClockRules {
+        ClockRules {
+            allowance: self.drift_factor,
+            quarantine: self.ttl,
+            check: self.clock_check,
+            cut: self.holder_cut,
+        }
+    }
+
+    /// The connection check on a node that restarted empty, at `now`: its
+    /// quarantine from the uptime it reports (see `uptime_grain`).
+    pub(crate) fn probe(&self, node: &mut Node, now: u8) {
+        let Some(start) = node.unprobed_since.take() else {
+            return;
+        };
+        let g = self.uptime_grain;
+        let uptime = (now / g - start / g) * g;
+        let margin = if self.grain_margin { g } else { 0 };
+        let left = (self.real_ttl(self.ttl) + margin).saturating_sub(uptime);
+        node.quarantined_until = now.saturating_add(left);
+    }
+
     /// Validity left by a round of `ttl` that decided `elapsed` ms after it
     /// started, counted on the yes of the nodes in `held`: the crate's
     /// rule, in whole ms (rounded down: the client's view); zero when

@@ -5,6 +5,7 @@
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
 use crate::node::clockrate::Reading;
 use crate::node::clockwatch::{judge, Verdict};
+use crate::node::vigil::dropped;
 use crate::quorum::tally::{node_bit, NodeSet};
 
 /// How far a node's clock jumps in one step, ms: beyond the allowance's
@@ -28,6 +29,8 @@ pub(crate) struct Node {
     pub(crate) unprobed_since: Option<u8>,
     /// How far (ms) its clock has jumped ahead in all.
     pub(crate) jumped: u8,
+    /// Keys it evicted while up (its `evicted_keys`).
+    pub(crate) evicted: u8,
 }
 
 /// Where a client is.
@@ -151,8 +154,8 @@ pub(crate) struct State {
     /// Messages in flight, sorted.
     pub(crate) net: Vec<Msg>,
     /// Faults left: drops, timeouts, crashes; extensions left; clock
-    /// steps; holders' clock probes.
-    pub(crate) faults: [u8; 6],
+    /// steps; holders' clock probes; evictions.
+    pub(crate) faults: [u8; 7],
     /// A release or an extension deleted a key another client held.
     pub(crate) foreign_delete: bool,
     /// The fencing counter (linearizable: the counter model checks that).
@@ -166,8 +169,11 @@ pub(crate) struct State {
     /// client's last reading of it (with the last reply).
     pub(crate) readings: Vec<Vec<u8>>,
     /// Per client and node, until when (real ms) the client does not count
-    /// the node's yes: it saw the node's clock run ahead.
+    /// the node's yes: it saw the node's clock run ahead, or keys evicted.
     pub(crate) clock_q: Vec<Vec<u8>>,
+    /// Per client and node, the node's eviction count at the client's last
+    /// reading of it.
+    pub(crate) evictions_read: Vec<Vec<u8>>,
     /// The fast node's clock runs at its rate (see `LockModel::grows`).
     pub(crate) grown: bool,
 }
@@ -202,6 +208,8 @@ pub(crate) enum Action {
     Step(u8),
     /// A holder's client reads a node's clock (an idle node's probe).
     Probe(u8, u8),
+    /// A node evicts the key it holds.
+    Evict(u8),
     /// The fast node's clock starts running at its rate.
     Grow,
 }
@@ -277,6 +285,7 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
         for (n, reading) in s.readings[c].iter().enumerate() {
             r.readings[clients[c]][nodes[n]] = *reading;
             r.clock_q[clients[c]][nodes[n]] = s.clock_q[c][n];
+            r.evictions_read[clients[c]][nodes[n]] = s.evictions_read[c][n];
         }
     }
     r.net = s
@@ -319,6 +328,31 @@ impl State {
             .key
             .map(|(c, expires)| (c, expires.saturating_sub(jump)))
             .filter(|(_, expires)| *expires > now);
+    }
+
+    /// Node `n` evicts the key it holds while every client stays
+    /// connected (one eviction fault).
+    pub(crate) fn evict(&mut self, n: u8) {
+        self.faults[6] -= 1;
+        let node = &mut self.nodes[n as usize];
+        node.key = None;
+        node.evicted += 1;
+    }
+
+    /// Client `c` reads node `n`'s eviction count with a reply (where the
+    /// node can evict, every reply to a request that asks for a vote
+    /// carries it, read after the request ran): the crate's rule
+    /// ([`dropped`]) against the client's last reading; keys dropped since
+    /// keep the node's yes from counting for `quarantine` ms. Returns
+    /// whether the yes counts.
+    pub(crate) fn read_evictions(&mut self, (c, n): (u8, u8), quarantine: u8) -> bool {
+        let (c, n) = (c as usize, n as usize);
+        let read = self.nodes[n].evicted;
+        let before = std::mem::replace(&mut self.evictions_read[c][n], read);
+        if dropped(Some(before.into()), Some(read.into())) {
+            self.clock_q[c][n] = self.now.saturating_add(quarantine);
+        }
+        self.now >= self.clock_q[c][n]
     }
 
     /// Client `c` reads node `n`'s clock with a reply: the crate's rule
