@@ -18,7 +18,9 @@
 //! If we die without ending the group (SIGKILL, a crash), the group dies
 //! with us: its first process by the kernel's parent-death signal, and the
 //! whole group by the guard (`guard.rs`), which stands down only once we saw
-//! the group empty.
+//! the group empty. If we stop or stall instead, the guard kills the group
+//! at the deadline we last told it (the lock's validity, or the kill time
+//! once we end the group), which we tell it before the command starts.
 
 use std::io;
 use std::os::unix::process::CommandExt as _;
@@ -28,7 +30,8 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::guard::Guard;
+use crate::deadline::Deadline;
+use crate::guard::{self, Guard};
 
 /// How often the group is checked for members while we wait for it to
 /// empty (only while ending it).
@@ -54,8 +57,9 @@ pub struct Group {
 
 impl Group {
     /// Starts `argv` with the extra environment `env` in a new process
-    /// group, in the terminal's foreground if we are.
-    pub fn spawn(argv: &[String], env: &[(String, String)]) -> io::Result<Self> {
+    /// group, in the terminal's foreground if we are, guarded until `until`
+    /// (see [`Group::guard_until`]).
+    pub fn spawn(argv: &[String], env: &[(String, String)], until: Deadline) -> io::Result<Self> {
         // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) only sets a flag on this
         // process.
         unsafe {
@@ -65,12 +69,19 @@ impl Group {
         let parent = std::process::id() as libc::pid_t;
         // The guard exists before the command does, and learns its group
         // from the command itself before the command runs anything.
-        let guard = Guard::spawn().map_err(|e| {
+        let cannot = |e: io::Error| {
             io::Error::new(
                 e.kind(),
                 format!("cannot start the guard that ends the command if redquorum dies: {e}"),
             )
-        })?;
+        };
+        let mut guard = Guard::spawn().map_err(cannot)?;
+        // The deadline before the command: from its first instruction it
+        // cannot outlive the lock, whatever becomes of us.
+        if let Err(e) = guard.until(until) {
+            guard.stand_down();
+            return Err(cannot(e));
+        }
         let announce = guard.announce_fd();
         let mut cmd = std::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]).envs(env.iter().map(|(k, v)| (k, v)));
@@ -90,9 +101,10 @@ impl Group {
                     return Err(io::Error::last_os_error());
                 }
                 // Our group is our pid: the guard kills it if redquorum dies
-                // from here on. Unguarded, nothing runs.
-                let pgid = libc::getpid().to_ne_bytes();
-                if libc::write(announce, pgid.as_ptr().cast(), pgid.len()) != 4 {
+                // or misses the deadline from here on. Unguarded, nothing
+                // runs.
+                let msg = guard::announcement(libc::getpid());
+                if libc::write(announce, msg.as_ptr().cast(), msg.len()) != msg.len() as isize {
                     return Err(io::Error::last_os_error());
                 }
                 if terminal {
@@ -129,6 +141,31 @@ impl Group {
         })
     }
 
+    /// Tells the guard to kill the group by `until` unless told again first
+    /// (a renewal moved the lock's validity). A guard that is gone is not
+    /// told: it left only after killing the group.
+    pub fn guard_until(&mut self, until: Deadline) {
+        if let Some(guard) = &mut self.guard {
+            let _ = guard.until(until);
+        }
+    }
+
+    /// Whether the guard's kill time for the deadline last told has come:
+    /// the group got its SIGKILL from the guard, not from the command's
+    /// own doing or ours.
+    pub fn guard_fired(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::fired)
+    }
+
+    /// Tells the guard our own kill time, `kill_at`: from here we end the
+    /// group, by then, and the renewals no longer move its deadline.
+    fn guard_until_instant(&mut self, kill_at: Instant) {
+        let left = || kill_at.saturating_duration_since(Instant::now());
+        if let Ok(until) = Deadline::after(left) {
+            self.guard_until(until);
+        }
+    }
+
     /// Sends `sig` to every process of the group.
     pub fn signal(&self, sig: libc::c_int) {
         if self.pgid > 0 {
@@ -157,6 +194,7 @@ impl Group {
     /// whatever is left at `kill_at`, and returns once it is empty (or
     /// [`AFTER_KILL`] after the SIGKILL) with the first process's status.
     pub async fn end(&mut self, kill_at: Instant) -> io::Result<ExitStatus> {
+        self.guard_until_instant(kill_at);
         if Instant::now() >= kill_at {
             // No time left: SIGKILL at once, and no SIGCONT that would let a
             // stopped command run on for a moment without the lock.
@@ -180,6 +218,7 @@ impl Group {
     /// After the first process exited: ends what is left of the group (the
     /// command's background jobs) as [`Group::end`] does.
     pub async fn end_rest(&mut self, kill_at: Instant) {
+        self.guard_until_instant(kill_at);
         if self.reap_and_count() {
             self.terminate();
             self.drain(kill_at).await;

@@ -1,22 +1,32 @@
 //! Running a command under a held lock (a lock, a semaphore's permit, a
 //! leadership), shared by `lock` and `elect`: forward signals to the
 //! command's process group; end the whole group if the lock is lost, no
-//! later than the lock's validity; release when the command is done.
+//! later than the lock's validity; keep the guard's deadline on the lock's
+//! validity (so that the group dies with the lock also while we are stopped);
+//! release when the command is done.
 
 use std::future::Future;
-use std::process::ExitCode;
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
 use redquorum::{Lock, Redlock};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
+use crate::deadline::Deadline;
 use crate::exit;
 use crate::group::Group;
 
 /// How often a job sent to the background (`bg`) checks whether `fg`
 /// brought it back, to hand the terminal to the command.
 const FOREGROUND_CHECK: Duration = Duration::from_millis(100);
+/// The shortest and longest time between two looks at the lock's validity,
+/// to tell the guard a renewal's new deadline. In between, a tenth of the
+/// first validity: a renewal starts a third of the TTL after the one
+/// before and leaves about two thirds of it before the old deadline, so the
+/// guard hears of it long before it would act on the old one.
+const FOLLOW: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 
 /// The signals `lock` and `elect` forward to its command. Installed before the first
 /// request, so that from then on none of them can kill us with the default
@@ -102,7 +112,14 @@ pub async fn run_under(
     ending: Ending,
 ) -> ExitCode {
     lock.auto_extend();
-    let mut group = match Group::spawn(command, env) {
+    // What the guard is told, read before it is told: a renewal landing
+    // meanwhile is told at the next look. The validity is read after the
+    // clock (see `Deadline::after`): the guard's deadline is never later
+    // than the lock's.
+    let mut told = lock.valid_until();
+    let spawned =
+        Deadline::after(|| lock.validity()).and_then(|until| Group::spawn(command, env, until));
+    let mut group = match spawned {
         Ok(g) => g,
         Err(e) => {
             eprintln!("redquorum: cannot run {:?}: {e}", command[0]);
@@ -120,10 +137,33 @@ pub async fn run_under(
     // `fg` on the job running in the background (after `bg`) gives our
     // group the terminal and sends nothing: while backgrounded, we look.
     let mut look = tokio::time::interval(FOREGROUND_CHECK);
+    // The library renews the lock in the background and says nothing when a
+    // renewal lands: we look at its validity's end, and tell the guard when
+    // it moved.
+    let mut follow = tokio::time::interval((lock.validity() / 10).clamp(FOLLOW.0, FOLLOW.1));
+    follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let status = loop {
         tokio::select! {
-            status = group.wait() => break Some(status),
+            status = group.wait() => {
+                // SIGKILL from the guard at the deadline: we were too late to
+                // renew (stopped, stalled), and the lock ended under the
+                // command as a loss does.
+                if killed(&status) && group.guard_fired() {
+                    break None;
+                }
+                break Some(status);
+            }
             () = &mut lost => break None,
+            _ = follow.tick() => {
+                let until = lock.valid_until();
+                // A lock already lost is left to the loss's own kill time.
+                if until != told && lock.is_valid() {
+                    if let Ok(deadline) = Deadline::after(|| lock.validity()) {
+                        group.guard_until(deadline);
+                        told = until;
+                    }
+                }
+            }
             sig = signals.recv() => {
                 // A stopped command gets it too.
                 group.signal(sig);
@@ -163,11 +203,18 @@ pub async fn run_under(
             }
         }
         None => {
-            let at = kill_at(&lock, ending);
-            let cause = lock
-                .lost_reason()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
+            // After the guard's SIGKILL nothing is left to give a grace to.
+            let at = if group.guard_fired() {
+                Instant::now()
+            } else {
+                kill_at(&lock, ending)
+            };
+            let cause = match lock.lost_reason() {
+                Some(e) => format!(": {e}"),
+                // A moment before the library counts it lost.
+                None if group.guard_fired() => ": its validity ended before a renewal".to_owned(),
+                None => String::new(),
+            };
             let left = at.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 eprintln!(
@@ -186,6 +233,13 @@ pub async fn run_under(
             exit::code(exit::LOCK_LOST)
         }
     }
+}
+
+/// Whether the command's first process died of SIGKILL.
+fn killed(status: &std::io::Result<ExitStatus>) -> bool {
+    status
+        .as_ref()
+        .is_ok_and(|s| s.signal() == Some(libc::SIGKILL))
 }
 
 /// The next SIGCHLD, or never without a handler.

@@ -3,8 +3,9 @@
 //!
 //! Layout, bottom to top: `exit.rs` (the exit-code table and error
 //! reports), `log.rs` (the library's log lines as ours), `args.rs` (the command line), `client.rs` (the library client
-//! from `--nodes`), `guard.rs` (the process that ends the command if we
-//! die), `group.rs` (the wrapped command's process group),
+//! from `--nodes`), `deadline.rs` (a lock's deadline on the clock we share
+//! with the guard), `guard.rs` (the process that ends the command if we
+//! die, or stop past the lock's deadline), `group.rs` (the wrapped command's process group),
 //! `hold.rs` (running that command under a held lock, a permit or a
 //! leadership), `keep.rs` (a lock held with no command), `clockrate.rs`
 //! (a node clock's rate from three readings, for `status`), `nodecheck.rs`
@@ -17,6 +18,7 @@
 mod args;
 mod client;
 mod clockrate;
+mod deadline;
 mod elect;
 mod exit;
 mod group;
