@@ -150,6 +150,37 @@ async fn sigkill_comes_when_validity_ends_not_after_the_grace() {
     assert!(err.contains("SIGKILL"), "{err}");
 }
 
+/// Nodes that stop answering while a renewal waits for them (a long
+/// `--node-timeout`): the validity runs out with the renewal in flight. The
+/// guard's SIGKILL, a moment before the deadline, races our own count of
+/// the loss; either way redquorum says the lock was lost and exits 76, not
+/// with the killed command's 137.
+#[tokio::test]
+async fn the_guards_kill_at_the_deadline_counts_as_the_lock_lost() {
+    let mut c = Cluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let child = cli(&c)
+        .args(["--node-timeout", "20s", "lock", "grp_late", "--ttl", "1s"])
+        .args(["--grace", "30s", "--"])
+        .args(two_sleeps(&pids))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || both_sleeping(&pids)).await);
+    for i in 0..3 {
+        c.nodes[i].pause();
+    }
+    let out = wait_output(child).await;
+    c.resume_all();
+    assert_eq!(code(&out), 76, "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lost while the command ran"), "{err}");
+    for pid in pids_in(&pids) {
+        assert!(!sleep_alive(pid), "sleep {pid} outlived the lock: {out:?}");
+    }
+}
+
 #[tokio::test]
 async fn nothing_of_the_command_survives_a_sigterm_to_redquorum() {
     let c = Cluster::start(3);
