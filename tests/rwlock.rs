@@ -337,3 +337,25 @@ fn waiting_reader(
     });
     (client, task)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_read_whose_lease_ended_while_its_token_was_read_is_not_returned() {
+    // 150 ms each way, connections made first: a read lease of 500 ms is
+    // taken in one round trip of at least 300 ms, so with at most 193 ms of
+    // validity left (less the drift), and the token's read takes another
+    // 300 ms at least: the lease has always ended by the time the token is
+    // in (lower bounds: the proxies delay every write by that much).
+    let c = Cluster::start(3);
+    let (_proxies, builder) = c.far_builder(150);
+    let reader = builder.build().unwrap();
+    support::connected(&reader).await;
+    let rw = reader.rw_lock("fenced-read-expired").unwrap();
+    match rw.read_fenced_timeout(ms(500), ms(1_500)).await {
+        Ok(lock) => panic!(
+            "a fenced read returned with {:?} of validity (token {:?})",
+            lock.validity(),
+            lock.fencing_token()
+        ),
+        Err(e) => assert!(e.is_expired() || e.is_timeout(), "{e}"),
+    }
+}

@@ -173,15 +173,27 @@ impl RwLock {
         self.fenced_read(ttl, Patience::within(wait)).await
     }
 
-    /// A read within `patience`, with the last writer's token.
+    /// A read within `patience`, with the last writer's token. Returned
+    /// only if the read lease is still valid once the token was read, as a
+    /// fenced write is once its token was minted: a reader paused between
+    /// its lease and the token's read could otherwise carry the token a
+    /// writer that took the lock meanwhile also got.
     async fn fenced_read(&self, ttl: Duration, patience: Patience) -> Result<Lock> {
         let what = self.attempt(Side::Read, ttl)?;
-        let lock = self.redlock.wait_for(&what, patience).await?;
-        match self.last_write_token().await {
-            Ok(token) => Ok(lock.with_fencing_token(token)),
-            Err(e) => {
-                let _ = lock.release().await;
-                Err(e)
+        loop {
+            let lock = self.redlock.wait_for(&what, patience).await?;
+            // Valid now means valid when the token was read, which was
+            // earlier.
+            let error = match self.last_write_token().await {
+                Ok(token) if lock.is_valid() => return Ok(lock.with_fencing_token(token)),
+                Ok(_) => Error::Expired {
+                    resource: self.name.clone(),
+                },
+                Err(e) => e,
+            };
+            let _ = lock.release().await;
+            if !error.is_expired() || patience.run_out() {
+                return Err(error);
             }
         }
     }
