@@ -145,14 +145,19 @@ pub async fn check_client(client: &redis::Client, timeout: Duration) -> NodeRepo
                     "appendfsync {fsync}: a crash can lose acknowledged writes (use appendfsync always)"
                 ));
             }
+            // Clients read an evicting node's evictions behind every
+            // request that asks for a vote, and keep it out of lock
+            // quorums after any: say what that costs, and the cure.
+            let cost = "clients read its evictions with every lock request and keep it out of \
+                        lock quorums for a quarantine after any eviction (use noeviction)";
             if let Some(p) = policy.get(1) {
                 if p != "noeviction" && p != "volatile-ttl" && p.starts_with("allkeys") {
                     r.warnings.push(format!(
-                        "maxmemory-policy {p} can evict lock and counter keys"
+                        "maxmemory-policy {p} can evict lock and counter keys: {cost}"
                     ));
                 } else if p.starts_with("volatile") {
                     r.warnings
-                        .push(format!("maxmemory-policy {p} can evict lock keys"));
+                        .push(format!("maxmemory-policy {p} can evict lock keys: {cost}"));
                 }
             }
         }

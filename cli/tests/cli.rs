@@ -347,6 +347,12 @@ fn serial_next_takes_a_key_prefix() {
 #[test]
 fn status_reports_nodes_and_quorum() {
     let mut c = Cluster::start_undeclared(3, Persistence::None);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("volatile-lru")
+        .query(&mut c.nodes[2].conn())
+        .unwrap();
     let o = run(cli(&c).arg("status"));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(out.contains("quorum: OK (3 of 3 reachable"), "{out}");
@@ -366,6 +372,15 @@ fn status_reports_nodes_and_quorum() {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(err.matches("no AOF").count(), 1, "{err}");
     assert!(err.contains("warning: nodes 0, 1, 2: no AOF"), "{err}");
+    // A node that can evict our keys: what it costs, and the cure.
+    assert!(
+        err.contains(
+            "node 2: maxmemory-policy volatile-lru can evict lock keys: clients read its \
+             evictions with every lock request and keep it out of lock quorums for a \
+             quarantine after any eviction (use noeviction)"
+        ),
+        "{err}"
+    );
     assert!(!out.contains("warning"), "{out}");
     c.nodes[0].kill();
     c.nodes[1].kill();
