@@ -93,7 +93,12 @@
 //!   60 s, also the longest TTL accepted) from that moment, and its counter
 //!   records count only once repaired; see [`NodeTrust`]. Nodes just
 //!   started empty are quarantined too, unless declared new once with
-//!   [`Redlock::init_new_nodes`] (`redquorum init`).
+//!   [`Redlock::init_new_nodes`] (`redquorum init`). The evidence is read
+//!   while connected too: a node that can evict keys (`maxmemory-policy`)
+//!   has its evictions read in every round that asks for its vote, every
+//!   node is checked again about once a second, and a held lock whose
+//!   quorum needed a node found to have lost data is cut ([`Lock::lost`]
+//!   resolves).
 //! * **Independence.** Point it at independent masters, not at one
 //!   replicated deployment; for members that fail over, see
 //!   [`amnesia_tolerance`](RedlockBuilder::amnesia_tolerance).
