@@ -81,11 +81,24 @@ fn evict_ours(node: &RedisNode, policy: &str) -> u64 {
     info(&mut conn, "stats", "evicted_keys") - before
 }
 
+/// How the nodes lose the first holder's keys.
+#[derive(Clone, Copy, Debug)]
+enum Loss {
+    /// Evicted under this `maxmemory-policy`.
+    Evicted(&'static str),
+    /// Evicted, then `CONFIG RESETSTAT`: the eviction count reads as
+    /// before.
+    EvictedThenReset,
+    /// `FLUSHALL`.
+    Flushed,
+    /// `FLUSHALL`, then a new client connects and writes our marker again.
+    FlushedThenMarked,
+}
+
 /// A second client gets nothing (`second`) where the first one's lock
 /// (`first`) lost its keys on two of three nodes while both were
-/// connected: to evictions under `policy`, or (`None`) to a `FLUSHALL`.
-/// The first is then told: its lock is lost.
-async fn nobody_else_after_a_loss<F, G, T, U>(policy: Option<&str>, first: F, second: G)
+/// connected, as `loss` says. The first is then told: its lock is lost.
+async fn nobody_else_after_a_loss<F, G, T, U>(loss: Loss, first: F, second: G)
 where
     F: FnOnce(Redlock) -> T,
     G: FnOnce(Redlock) -> U,
@@ -99,40 +112,66 @@ where
     // then is stale (a lower bound: more may pass).
     tokio::time::sleep(ms(1_100)).await;
     for node in &c.nodes[..2] {
-        match policy {
-            Some(p) => assert!(evict_ours(node, p) > 0),
-            None => {
+        match loss {
+            Loss::Evicted(p) => assert!(evict_ours(node, p) > 0),
+            Loss::EvictedThenReset => {
+                assert!(evict_ours(node, "volatile-lru") > 0);
+                let _: () = redis::cmd("CONFIG")
+                    .arg("RESETSTAT")
+                    .query(&mut node.conn())
+                    .unwrap();
+            }
+            Loss::Flushed | Loss::FlushedThenMarked => {
                 let _: () = redis::cmd("FLUSHALL").query(&mut node.conn()).unwrap();
             }
         }
+    }
+    if let Loss::FlushedThenMarked = loss {
+        // Its check writes our marker again (not waited for by it).
+        let _e = client(&c).await;
+        let marked = |n: &RedisNode| {
+            redis::cmd("EXISTS")
+                .arg(n.marker_key())
+                .query::<i64>(&mut n.conn())
+                .unwrap()
+                == 1
+        };
+        let again = support::wait_until(ms(5_000), || c.nodes[..2].iter().all(marked)).await;
+        assert!(again, "the new client never marked the flushed nodes");
     }
     assert!(ours(&c.nodes[0]).is_empty() && ours(&c.nodes[1]).is_empty());
     let taken = second(b.clone()).await;
     assert!(
         taken.is_err(),
-        "{policy:?}: a second holder while the first has {:?} left\n{}",
+        "{loss:?}: a second holder while the first has {:?} left\n{}",
         lock.validity(),
         c.logs()
     );
     // The first holder's client reads its nodes at least once a second
     // while it holds a lock: it finds the loss and cuts the lock.
     let told = tokio::time::timeout(ms(10_000), lock.lost()).await;
-    assert!(told.is_ok(), "{policy:?}: the holder was never told");
+    assert!(told.is_ok(), "{loss:?}: the holder was never told");
     assert_eq!(lock.validity(), Duration::ZERO);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_evicted_or_flushed_while_connected_is_not_given_away() {
-    for policy in [Some("volatile-lru"), Some("allkeys-lru"), None] {
+    for loss in [
+        Loss::Evicted("volatile-lru"),
+        Loss::Evicted("allkeys-lru"),
+        Loss::EvictedThenReset,
+        Loss::Flushed,
+        Loss::FlushedThenMarked,
+    ] {
         let take = |r: Redlock| async move { r.try_lock("evicted-lock", ms(20_000)).await };
-        nobody_else_after_a_loss(policy, take, take).await;
+        nobody_else_after_a_loss(loss, take, take).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_lease_evicted_while_connected_lets_no_writer_in() {
     nobody_else_after_a_loss(
-        Some("volatile-lru"),
+        Loss::Evicted("volatile-lru"),
         |r| async move { r.rw_lock("evicted-rw")?.try_read(ms(20_000)).await },
         |r| async move { r.rw_lock("evicted-rw")?.try_write(ms(20_000)).await },
     )
@@ -145,5 +184,5 @@ async fn a_permit_evicted_while_connected_is_not_given_away() {
         let permits = r.semaphore("evicted-permits", 1)?;
         Ok(permits.try_acquire(ms(20_000)).await?.into_lock())
     };
-    nobody_else_after_a_loss(Some("volatile-lru"), take, take).await;
+    nobody_else_after_a_loss(Loss::Evicted("volatile-lru"), take, take).await;
 }

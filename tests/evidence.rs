@@ -38,10 +38,18 @@ enum Loss {
 }
 
 /// A holds `res` on all three nodes; then nodes 0 and 1 lose it as `loss`
-/// says and come back with the same (durable) settings. Returns A's lock.
-async fn held_then_lost(c: &mut Cluster, a: &Redlock, res: &str, loss: Loss) -> redquorum::Lock {
+/// says and come back with the same (durable) settings. Returns A's lock
+/// and the end of its validity before the loss (A's client cuts it once it
+/// finds the loss: its quorum needed those nodes).
+async fn held_then_lost(
+    c: &mut Cluster,
+    a: &Redlock,
+    res: &str,
+    loss: Loss,
+) -> (redquorum::Lock, tokio::time::Instant) {
     let backups = [c.nodes[0].backup(), c.nodes[1].backup()];
     let lock = a.try_lock(res, ms(20_000)).await.unwrap();
+    let until = lock.valid_until();
     assert!(wait_until(ms(2_000), || c.set_on(res) == 3).await);
     for (n, backup) in backups.iter().enumerate() {
         match loss {
@@ -50,7 +58,7 @@ async fn held_then_lost(c: &mut Cluster, a: &Redlock, res: &str, loss: Loss) -> 
         }
     }
     assert_eq!(c.set_on(res), 1, "the lock survives on node 2 only");
-    lock
+    (lock, until)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,10 +67,13 @@ async fn a_wiped_or_restored_durable_node_gives_no_held_lock_away() {
         let mut c = Cluster::start(3);
         let a = client(&c);
         let res = format!("ev_lock_{loss:?}");
-        let lock = held_then_lost(&mut c, &a, &res, loss).await;
+        let (_lock, until) = held_then_lost(&mut c, &a, &res, loss).await;
         let b = client(&c);
         let err = b.try_lock(&res, ms(5_000)).await.unwrap_err();
-        assert!(lock.is_valid(), "{loss:?}");
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{loss:?}: A's TTL ran out"
+        );
         assert!(!err.is_contended(), "{loss:?}: {err}");
         let t = b.node_trust().await;
         let cause = match loss {
@@ -82,6 +93,7 @@ async fn a_wiped_durable_node_makes_no_second_leader() {
     let a = client(&c);
     let leader = a.election("ev_lead", ms(20_000)).unwrap();
     let first = leader.campaign("a").await.unwrap();
+    let until = first.valid_until();
     // The leadership's keys reach the third node too.
     let keys = |n: &support::RedisNode| redis::cmd("DBSIZE").query::<usize>(&mut n.conn()).unwrap();
     let full = keys(&c.nodes[0]);
@@ -95,7 +107,9 @@ async fn a_wiped_durable_node_makes_no_second_leader() {
         .campaign_timeout("b", ms(1_500))
         .await;
     assert!(second.is_err(), "a second leader: {second:?}");
-    assert!(first.is_valid());
+    // Refused while the first leadership's TTL had not run out (its own
+    // client may have cut it already: its quorum needed the wiped nodes).
+    assert!(tokio::time::Instant::now() < until);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

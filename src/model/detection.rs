@@ -57,6 +57,7 @@ pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u6
         replid: "h".into(),
         durable: Some(kind != Restart::Empty),
         evicted: Some(0),
+        commands: None,
         evicts: false,
         slots: None,
         marker,

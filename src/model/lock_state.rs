@@ -5,7 +5,7 @@
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
 use crate::node::clockrate::Reading;
 use crate::node::clockwatch::{judge, Verdict};
-use crate::node::vigil::dropped;
+use crate::node::trust::dropped;
 use crate::quorum::tally::{node_bit, NodeSet};
 
 /// How far a node's clock jumps in one step, ms: beyond the allowance's

@@ -147,6 +147,7 @@ impl ShardsModel {
             replid: "h".into(),
             durable: Some(true),
             evicted: Some(0),
+            commands: None,
             evicts: false,
             slots,
             marker,

@@ -241,6 +241,7 @@ mod tests {
             replid: "h".into(),
             durable: Some(true),
             evicted: Some(0),
+            commands: None,
             evicts: false,
             slots: None,
             marker: marker.map(|(run, loss)| Marker::Found {

@@ -108,6 +108,10 @@ pub(crate) struct Probe {
     /// Keys evicted in this process (`INFO stats`); `None` where it could
     /// not be read.
     pub(crate) evicted: Option<u64>,
+    /// Commands the process ran (`total_commands_processed`): it only
+    /// grows, unless the statistics were reset (`CONFIG RESETSTAT`), which
+    /// may hide evictions and flushes.
+    pub(crate) commands: Option<u64>,
     /// Whether the node can evict keys of ours: a `maxmemory-policy` other
     /// than `noeviction` with a `maxmemory` limit, or either unreadable.
     pub(crate) evicts: bool,
@@ -190,10 +194,16 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         replid,
         durable,
         evicted: evicted_keys(&stats),
+        commands: commands_processed(&stats),
         evicts: can_evict(policy.as_deref(), limit.as_deref()),
         slots,
         marker,
     }
+}
+
+/// Commands the process ran, from an `INFO stats` reply.
+pub(crate) fn commands_processed(stats: &str) -> Option<u64> {
+    info_field(stats, "total_commands_processed")?.parse().ok()
 }
 
 /// Keys evicted in the process, from an `INFO stats` reply.
@@ -213,7 +223,7 @@ pub(crate) fn can_evict(policy: Option<&str>, limit: Option<&str>) -> bool {
 /// keys in from another shard, or `None` if `INFO stats` could not be
 /// read. A command never called has no
 /// line in `INFO commandstats`.
-fn damage(stats: &str, commands: &str) -> Option<u64> {
+pub(crate) fn damage(stats: &str, commands: &str) -> Option<u64> {
     let mut total = evicted_keys(stats)?;
     for cmd in ["flushall", "flushdb", "swapdb", "restore-asking"] {
         let Some(line) = info_field(commands, &format!("cmdstat_{cmd}")) else {
@@ -406,6 +416,7 @@ mod tests {
                 replid: "1234".into(),
                 durable: Some(true),
                 evicted: Some(2),
+                commands: None,
                 evicts: true,
                 slots: None,
                 marker: Some(found),

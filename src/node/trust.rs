@@ -30,13 +30,45 @@ pub(crate) struct Trust {
     /// Its `evicted_keys` as last read ([`NOT_READ`]: not read, or
     /// unreadable).
     evicted: AtomicU64,
+    /// Its damage count (`evidence::damage`) as last read, the same way.
+    damage: AtomicU64,
+    /// Its `total_commands_processed` as last read, the same way: a count
+    /// below it means the statistics were reset.
+    commands: AtomicU64,
     /// Told when a loss is found that may have taken keys this client set
     /// there: its held locks look (the clock watch's news: `clockwatch.rs`).
     news: Option<Arc<tokio::sync::watch::Sender<u64>>>,
 }
 
-/// [`Trust::evicted`]'s value while no count is known.
+/// A count's value while none is known.
 const NOT_READ: u64 = u64::MAX;
+
+/// Stores count `read` in `at` ([`NOT_READ`] for none).
+fn store(at: &AtomicU64, read: Option<u64>) {
+    at.store(
+        read.unwrap_or(NOT_READ).min(NOT_READ - 1),
+        Ordering::Relaxed,
+    );
+}
+
+/// The rule, pure: whether a count that only changes when keys are
+/// dropped (evictions, flushes) reads `read` where the client last read
+/// `before` (`None`: not read or unreadable, and then it may have). A
+/// count that went down was reset (`CONFIG RESETSTAT`), which may hide
+/// drops.
+pub(crate) fn dropped(before: Option<u64>, read: Option<u64>) -> bool {
+    match (before, read) {
+        (Some(b), Some(r)) => r != b,
+        _ => true,
+    }
+}
+
+/// The rule, pure: whether a count that only grows (commands run) went
+/// down from `before` to `read`: the statistics were reset, which may
+/// hide evictions and flushes before it. Nothing to tell without both.
+pub(crate) fn reset(before: Option<u64>, read: Option<u64>) -> bool {
+    matches!((before, read), (Some(b), Some(r)) if r < b)
+}
 
 /// The part of [`Trust`] read off the hot path.
 #[derive(Clone, Debug, Default)]
@@ -86,17 +118,39 @@ impl Trust {
         self.evicts.load(Ordering::Relaxed)
     }
 
-    /// The node's `evicted_keys` as last read (`None`: not known).
-    pub(crate) fn evicted(&self) -> Option<u64> {
-        Some(self.evicted.load(Ordering::Relaxed)).filter(|&n| n != NOT_READ)
+    /// Takes in counts read of the node (each `None` where not read or
+    /// unreadable; `damage` `None` where not asked): whether they show
+    /// keys dropped since the last reading ([`dropped`]: evictions, or
+    /// flushes where the damage count was read) or statistics reset
+    /// ([`reset`]).
+    pub(crate) fn counts_read(
+        &self,
+        evicted: Option<u64>,
+        damage: Option<Option<u64>>,
+        commands: Option<u64>,
+    ) -> bool {
+        let known = |a: &AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&n| n != NOT_READ);
+        let mut lost =
+            dropped(known(&self.evicted), evicted) || reset(known(&self.commands), commands);
+        store(&self.evicted, evicted);
+        store(&self.commands, commands);
+        if let Some(damage) = damage {
+            lost |= dropped(known(&self.damage), damage);
+            store(&self.damage, damage);
+        }
+        lost
     }
 
-    /// The node's `evicted_keys` now reads `read`.
-    pub(crate) fn evicted_read(&self, read: Option<u64>) {
-        self.evicted.store(
-            read.unwrap_or(NOT_READ).min(NOT_READ - 1),
-            Ordering::Relaxed,
-        );
+    /// Whether `probe`, of the process this client saw last, shows counts
+    /// that moved since its last reading (see [`Trust::counts_read`]);
+    /// takes them in either way.
+    pub(crate) fn counts_moved(&self, probe: &Probe) -> bool {
+        let same = {
+            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            !st.run_id.is_empty() && st.run_id == probe.run_id
+        };
+        let moved = self.counts_read(probe.evicted, Some(probe.damage), probe.commands);
+        same && moved
     }
 
     /// Keys were dropped while this client stayed connected (`cause`:
@@ -201,7 +255,6 @@ impl Trust {
         st.cause = verdict.cause.or(st.received.then_some(Cause::Received));
         st.loss = verdict.loss;
         self.evicts.store(probe.evicts, Ordering::Relaxed);
-        self.evicted_read(probe.evicted);
         if fresh {
             self.lost(&mut st);
         }
@@ -338,6 +391,19 @@ pub(crate) async fn check(
             "no reply to the connection's check (INFO, CONFIG GET)",
         )));
     };
+    // Counts this client read of the same process that moved since
+    // (evictions or flushes since its last look, statistics reset): keys
+    // dropped from now, whatever the marker says (another client may have
+    // recorded the drop already, or an operator reset the counts after it).
+    let verdict = if trust.counts_moved(&probe) && verdict.loss != Some(probe.uptime) {
+        Assessment {
+            loss: Some(probe.uptime),
+            cause: Some(Cause::Dropped),
+            remaining: check.quarantine_secs.saturating_add(1),
+        }
+    } else {
+        verdict
+    };
     let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
     if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
@@ -410,6 +476,7 @@ mod tests {
             replid: "h".into(),
             durable: Some(true),
             evicted: Some(0),
+            commands: None,
             evicts: false,
             slots: None,
             marker: Some(Marker::Found {
@@ -428,6 +495,19 @@ mod tests {
             run_id: run.into(),
             marked: true,
         }
+    }
+
+    #[test]
+    fn any_drop_since_the_last_count_or_an_unread_count_is_a_loss() {
+        assert!(!dropped(Some(5), Some(5)));
+        assert!(dropped(Some(5), Some(6)));
+        assert!(dropped(None, Some(0)), "no count to compare with");
+        assert!(dropped(Some(5), None), "INFO refused or unreadable");
+        assert!(dropped(Some(5), Some(0)), "statistics reset");
+        // Commands only grow, unless the statistics were reset.
+        assert!(!reset(Some(5), Some(9)));
+        assert!(reset(Some(5), Some(1)));
+        assert!(!reset(None, Some(1)) && !reset(Some(5), None));
     }
 
     #[test]

@@ -10,12 +10,18 @@
 //!   ours. On such a node every request that asks for a vote carries an
 //!   `INFO stats` behind its `TIME`, in the same write, and its
 //!   `evicted_keys` is read before the vote is counted: a count above the
-//!   last one this client read ([`dropped`]) means a key may have gone
+//!   last one this client read (`trust::dropped`) means a key may have gone
 //!   before the request ran, so the node is quarantined from now, as after
 //!   a restart, and that very vote does not count. The key an attempt found
 //!   free was evicted before the attempt's command ran, and the `INFO` ran
 //!   after it on the same connection, so the count it reads includes that
 //!   eviction.
+//! * **A look a second old or more**: a request made then carries `INFO
+//!   stats`, `INFO commandstats` and `EXISTS` of our marker the same way,
+//!   read before its vote counts: evictions, flushes (the damage count,
+//!   `evidence.rs`), statistics reset (`total_commands_processed` below
+//!   the last reading: `CONFIG RESETSTAT` could hide either) and our marker
+//!   gone are found in that very round (`trust::dropped`, `trust::reset`).
 //! * **Everything the connection's check reads** (a flush, our marker
 //!   deleted, a promotion, slots taken over, and the policy and memory
 //!   limit, which `CONFIG SET` changes at run time): the whole check runs
@@ -42,31 +48,23 @@ use redis::Value;
 
 use crate::node::amnesia::{AmnesiaCheck, Cause};
 use crate::node::clockwatch::ClockWatch;
-use crate::node::evidence::evicted_keys;
+use crate::node::evidence;
 use crate::node::trust::{self, Trust};
 
 /// How long after a connection's check (or the last re-check) the check
 /// runs again on the open connection, behind the next request.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
-/// The rule, pure: whether an `evicted_keys` count `read` behind a request
-/// shows keys evicted since the count `before` this client last read
-/// (`None`: not read or unreadable, and then it may have). A count that
-/// went down was reset (`CONFIG RESETSTAT`), which may hide evictions.
-pub(crate) fn dropped(before: Option<u64>, read: Option<u64>) -> bool {
-    match (before, read) {
-        (Some(b), Some(r)) => r != b,
-        _ => true,
-    }
-}
-
 /// What a request reads of its node beside its `TIME` (see
 /// [`Vigil::extras`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Extras {
-    /// `INFO stats`, for `evicted_keys`: on a node that can evict, or
-    /// whose evidence is stale.
+    /// `INFO stats`, for `evicted_keys` and `total_commands_processed`:
+    /// on a node that can evict, or whose evidence is stale.
     pub(crate) stats: bool,
+    /// `INFO commandstats`, for the flushes in the damage count (with
+    /// `stats`): where the evidence is stale.
+    pub(crate) damage: bool,
     /// `EXISTS` of our marker, where this client saw it name the process:
     /// a flush or a delete takes it (evidence stale only).
     pub(crate) marker: bool,
@@ -126,6 +124,7 @@ impl Vigil {
         let stale = self.due();
         Extras {
             stats: stale || self.trust.evicts(),
+            damage: stale,
             marker: stale && self.trust.marked(),
         }
     }
@@ -135,10 +134,13 @@ impl Vigil {
         if extras.stats {
             pipe.cmd("INFO").arg("stats");
         }
+        if extras.damage {
+            pipe.cmd("INFO").arg("commandstats");
+        }
         if extras.marker {
             pipe.cmd("EXISTS").arg(&self.marker);
         }
-        usize::from(extras.stats) + usize::from(extras.marker)
+        usize::from(extras.stats) + usize::from(extras.damage) + usize::from(extras.marker)
     }
 
     /// Takes in the replies to `extras` from the end of `values` (a
@@ -158,17 +160,32 @@ impl Vigil {
                 self.lost(at, quarantine, Cause::MarkerGone);
             }
         }
+        let text = |v: Value| redis::from_redis_value::<String>(v).ok();
+        let commands = if extras.damage {
+            let Some(commands) = values.pop() else {
+                return false;
+            };
+            text(commands)
+        } else {
+            None
+        };
         if extras.stats {
             let Some(stats) = values.pop() else {
                 return false;
             };
-            let read = redis::from_redis_value_ref::<String>(&stats)
-                .ok()
-                .and_then(|s| evicted_keys(&s));
-            if dropped(self.trust.evicted(), read) {
+            let stats = text(stats);
+            let stats = stats.as_deref();
+            let damage = extras
+                .damage
+                .then(|| evidence::damage(stats?, commands.as_deref()?));
+            let dropped = self.trust.counts_read(
+                stats.and_then(evidence::evicted_keys),
+                damage,
+                stats.and_then(evidence::commands_processed),
+            );
+            if dropped {
                 self.lost(at, quarantine, Cause::Dropped);
             }
-            self.trust.evicted_read(read);
         }
         true
     }
@@ -245,19 +262,5 @@ impl Vigil {
         at.saturating_duration_since(self.born)
             .as_nanos()
             .min(u128::from(u64::MAX)) as u64
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn any_eviction_since_the_last_count_or_an_unread_count_is_a_loss() {
-        assert!(!dropped(Some(5), Some(5)));
-        assert!(dropped(Some(5), Some(6)));
-        assert!(dropped(None, Some(0)), "no count to compare with");
-        assert!(dropped(Some(5), None), "INFO stats refused or unreadable");
-        assert!(dropped(Some(5), Some(0)), "statistics reset");
     }
 }
