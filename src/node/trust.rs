@@ -32,9 +32,12 @@ pub(crate) struct Trust {
     evicted: AtomicU64,
     /// Its damage count (`evidence::damage`) as last read, the same way.
     damage: AtomicU64,
-    /// Its `total_commands_processed` as last read, the same way: a count
-    /// below it means the statistics were reset.
-    commands: AtomicU64,
+    /// Its `total_commands_processed` as last read, with when that
+    /// reading's reply came in (our clock): a later reading, sent after
+    /// that, below it means the statistics were reset. (Readings in flight
+    /// together are taken in by different tasks in any order: an older one
+    /// may come second, and is not judged.)
+    commands: Mutex<Option<(u64, tokio::time::Instant)>>,
     /// Told when a loss is found that may have taken keys this client set
     /// there: its held locks look (the clock watch's news: `clockwatch.rs`).
     news: Option<Arc<tokio::sync::watch::Sender<u64>>>,
@@ -118,22 +121,31 @@ impl Trust {
         self.evicts.load(Ordering::Relaxed)
     }
 
-    /// Takes in counts read of the node (each `None` where not read or
-    /// unreadable; `damage` `None` where not asked): whether they show
+    /// Takes in counts read of the node by a request sent at `sent` and
+    /// answered at `recv` (our clock), each `None` where not read or
+    /// unreadable (`damage` `None` where not asked): whether they show
     /// keys dropped since the last reading ([`dropped`]: evictions, or
     /// flushes where the damage count was read) or statistics reset
     /// ([`reset`]).
     pub(crate) fn counts_read(
         &self,
+        (sent, recv): (tokio::time::Instant, tokio::time::Instant),
         evicted: Option<u64>,
         damage: Option<Option<u64>>,
         commands: Option<u64>,
     ) -> bool {
         let known = |a: &AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&n| n != NOT_READ);
-        let mut lost =
-            dropped(known(&self.evicted), evicted) || reset(known(&self.commands), commands);
+        let mut lost = dropped(known(&self.evicted), evicted);
         store(&self.evicted, evicted);
-        store(&self.commands, commands);
+        {
+            let mut last = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((before, at)) = *last {
+                lost |= sent > at && reset(Some(before), commands);
+            }
+            if let Some(read) = commands.filter(|_| last.is_none_or(|(_, at)| recv > at)) {
+                *last = Some((read, recv));
+            }
+        }
         if let Some(damage) = damage {
             lost |= dropped(known(&self.damage), damage);
             store(&self.damage, damage);
@@ -144,12 +156,20 @@ impl Trust {
     /// Whether `probe`, of the process this client saw last, shows counts
     /// that moved since its last reading (see [`Trust::counts_read`]);
     /// takes them in either way.
-    pub(crate) fn counts_moved(&self, probe: &Probe) -> bool {
+    pub(crate) fn counts_moved(
+        &self,
+        probe: &Probe,
+        span: (tokio::time::Instant, tokio::time::Instant),
+    ) -> bool {
         let same = {
             let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             !st.run_id.is_empty() && st.run_id == probe.run_id
         };
-        let moved = self.counts_read(probe.evicted, Some(probe.damage), probe.commands);
+        if !same {
+            // Another process: its counts start anew.
+            *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        let moved = self.counts_read(span, probe.evicted, Some(probe.damage), probe.commands);
         same && moved
     }
 
@@ -377,7 +397,7 @@ pub(crate) async fn check(
     timeout: Duration,
     marker: &str,
 ) -> RedisResult<()> {
-    let Some((probe, verdict, at)) = probe(
+    let Some((probe, verdict, at, span)) = probe(
         conn,
         &trust.memory(),
         check.quarantine_secs,
@@ -395,7 +415,7 @@ pub(crate) async fn check(
     // (evictions or flushes since its last look, statistics reset): keys
     // dropped from now, whatever the marker says (another client may have
     // recorded the drop already, or an operator reset the counts after it).
-    let verdict = if trust.counts_moved(&probe) && verdict.loss != Some(probe.uptime) {
+    let verdict = if trust.counts_moved(&probe, span) && verdict.loss != Some(probe.uptime) {
         Assessment {
             loss: Some(probe.uptime),
             cause: Some(Cause::Dropped),
@@ -434,17 +454,24 @@ pub(crate) async fn check(
     Ok(())
 }
 
-/// Probes a freshly made connection: the probe, its assessment and when
-/// it was taken; `None` if the node did not answer (the connection is then
-/// of no use anyway). Our marker is read at key `marker`.
+/// Probes a freshly made connection: the probe, its assessment, when it
+/// was taken, and when it was sent and answered on our clock; `None` if
+/// the node did not answer (the connection is then of no use anyway). Our
+/// marker is read at key `marker`.
 pub(crate) async fn probe(
     conn: &mut MultiplexedConnection,
     seen: &Memory,
     quarantine: u64,
     timeout: Duration,
     marker: &str,
-) -> Option<(Probe, Assessment, Instant)> {
+) -> Option<(
+    Probe,
+    Assessment,
+    Instant,
+    (tokio::time::Instant, tokio::time::Instant),
+)> {
     let pipe = evidence::probe_pipeline(marker);
+    let sent = crate::clock::now();
     // Errors (a renamed or forbidden command) come back as values.
     let replies: Vec<Value> = tokio::time::timeout(
         timeout,
@@ -456,7 +483,7 @@ pub(crate) async fn probe(
     let at = Instant::now();
     let probe = evidence::read_probe(&replies);
     let verdict = assess(&probe, seen, quarantine);
-    Some((probe, verdict, at))
+    Some((probe, verdict, at, (sent, crate::clock::now())))
 }
 
 #[cfg(test)]

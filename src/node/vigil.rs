@@ -144,10 +144,17 @@ impl Vigil {
     }
 
     /// Takes in the replies to `extras` from the end of `values` (a
-    /// request answered at `at`), and removes them. Runs before the
-    /// request's own reply is passed on, so a vote that comes with a loss
-    /// is not counted. `false` if `values` is too short.
-    pub(crate) fn read(&self, values: &mut Vec<Value>, extras: Extras, at: Instant) -> bool {
+    /// request sent at `sent` and answered at `recv`, on our clock), and
+    /// removes them. Runs before the request's own reply is passed on, so
+    /// a vote that comes with a loss is not counted. `false` if `values`
+    /// is too short.
+    pub(crate) fn read(
+        &self,
+        values: &mut Vec<Value>,
+        extras: Extras,
+        (sent, recv): (tokio::time::Instant, tokio::time::Instant),
+    ) -> bool {
+        let at = Instant::now();
         let Some(check) = &self.check else {
             return true;
         };
@@ -179,6 +186,7 @@ impl Vigil {
                 .damage
                 .then(|| evidence::damage(stats?, commands.as_deref()?));
             let dropped = self.trust.counts_read(
+                (sent, recv),
                 stats.and_then(evidence::evicted_keys),
                 damage,
                 stats.and_then(evidence::commands_processed),

@@ -100,7 +100,7 @@ pub(crate) fn hand_pipeline<'a>(
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
         let mut values = conn.send_packed_commands(&pipe, 0, n + extra).await?;
         let recv = clock::now();
-        if !vigil.read(&mut values, extras, std::time::Instant::now()) {
+        if !vigil.read(&mut values, extras, (at, recv)) {
             return Err(wrong_count());
         }
         if timed {
@@ -150,8 +150,7 @@ async fn send(
         let mut pipe = timed.clone();
         let extra = vigil.add(&mut pipe, extras);
         let mut values = conn.send_packed_commands(&pipe, 0, 2 + extra).await?;
-        if values.len() != 2 + extra || !vigil.read(&mut values, extras, std::time::Instant::now())
-        {
+        if values.len() != 2 + extra || !vigil.read(&mut values, extras, (sent, clock::now())) {
             return Err(wrong_count());
         }
         values
