@@ -226,12 +226,12 @@ pub(crate) struct AmnesiaCheck {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     /// A probe of process `run_id` at `uptime` s, with nothing dropped and
     /// replication history `h`, finding `marker` (`run`, `loss`).
-    pub(crate) fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
+    fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
         Probe {
             run_id: run_id.into(),
             uptime,
@@ -336,7 +336,7 @@ pub(crate) mod tests {
     }
 
     /// A client that saw process `run` marked.
-    pub(crate) fn saw(run: &str) -> Memory {
+    fn saw(run: &str) -> Memory {
         Memory {
             run_id: run.into(),
             marked: true,

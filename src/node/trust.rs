@@ -489,7 +489,40 @@ pub(crate) async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::amnesia::tests::{probe, saw};
+    use crate::node::evidence::Marker;
+
+    /// A probe of process `run_id` at `uptime` s, with nothing dropped,
+    /// finding our marker naming it.
+    fn probe(run_id: &str, uptime: u64) -> Probe {
+        Probe {
+            run_id: run_id.into(),
+            uptime,
+            damage: Some(0),
+            epoch: 0,
+            promoted: false,
+            replid: "h".into(),
+            durable: Some(true),
+            evicted: Some(0),
+            commands: None,
+            evicts: false,
+            slots: None,
+            marker: Some(Marker::Found {
+                run: run_id.into(),
+                loss: None,
+                seen: Some(0),
+                repl: Some("h".into()),
+                slots: None,
+            }),
+        }
+    }
+
+    /// A client that saw process `run` marked.
+    fn saw(run: &str) -> Memory {
+        Memory {
+            run_id: run.into(),
+            marked: true,
+        }
+    }
 
     #[test]
     fn any_drop_since_the_last_count_or_an_unread_count_is_a_loss() {
@@ -508,7 +541,7 @@ mod tests {
     fn a_clock_quarantine_outlasts_a_reconnection_that_finds_no_loss() {
         let trust = Trust::default();
         let at = Instant::now();
-        let p = probe("r1", 500, Some(("r1", None)));
+        let p = probe("r1", 500);
         trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
         assert_eq!(trust.quarantined(at).0, None, "trusted");
         let until = at + Duration::from_secs(60);
