@@ -92,17 +92,14 @@ pub(crate) fn hand_pipeline<'a>(
     } else {
         Extras::default()
     };
-    let extra = usize::from(timed) + vigil.add(&mut pipe, extras);
     let mut conn = conn.clone();
     let vigil = Arc::clone(vigil);
     let at = clock::now();
     // Unconstrained for the same reason as in `hand_over`.
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
-        let mut values = conn.send_packed_commands(&pipe, 0, n + extra).await?;
-        let recv = clock::now();
-        if !vigil.read(&mut values, extras, (at, recv)) {
-            return Err(wrong_count());
-        }
+        let (values, recv) =
+            with_extras(&mut conn, &pipe, n + usize::from(timed), &vigil, extras, at).await?;
+        let mut values = values;
         if timed {
             match values.pop() {
                 Some(time) if values.len() == n => vigil.clock.reading(at, recv, &time),
@@ -141,21 +138,7 @@ async fn send(
             .await
             .and_then(Value::extract_error);
     };
-    let extras = vigil.extras();
-    let mut values = if extras == Extras::default() {
-        conn.send_packed_commands(timed, 0, 2).await?
-    } else {
-        // Rare (a node that can evict, or evidence a second old): the
-        // shared form gains the reads here.
-        let mut pipe = timed.clone();
-        let extra = vigil.add(&mut pipe, extras);
-        let mut values = conn.send_packed_commands(&pipe, 0, 2 + extra).await?;
-        if values.len() != 2 + extra || !vigil.read(&mut values, extras, (sent, clock::now())) {
-            return Err(wrong_count());
-        }
-        values
-    };
-    let recv = clock::now();
+    let (mut values, recv) = with_extras(conn, timed, 2, vigil, vigil.extras(), sent).await?;
     let (Some(time), Some(reply), None) = (values.pop(), values.pop(), values.pop()) else {
         return Err(wrong_count());
     };
@@ -163,6 +146,42 @@ async fn send(
     // Server errors arrive as `Value::ServerError`; `extract_error` turns
     // them (also nested in arrays) into `Err`.
     reply.extract_error()
+}
+
+/// Sends `pipe` (`count` replies) on `conn`, and right behind it, on the
+/// same connection, what `extras` asks of the node (rare: a node that can
+/// evict, or evidence a second old), whose replies `vigil` reads before
+/// this returns. Returns `pipe`'s replies and when they came in: a `TIME`
+/// in `pipe` is read against that, not against the extras' (later)
+/// replies, which would widen its bound. Both go out on the first poll, in
+/// that order (the multiplexed connection queues a request when first
+/// polled), so the node runs the reads after `pipe`.
+async fn with_extras(
+    conn: &mut MultiplexedConnection,
+    pipe: &redis::Pipeline,
+    count: usize,
+    vigil: &Vigil,
+    extras: Extras,
+    sent: tokio::time::Instant,
+) -> RedisResult<(Vec<Value>, tokio::time::Instant)> {
+    if extras == Extras::default() {
+        let values = conn.send_packed_commands(pipe, 0, count).await?;
+        return Ok((values, clock::now()));
+    }
+    let mut reads = redis::pipe();
+    let k = vigil.add(&mut reads, extras);
+    let mut other = conn.clone();
+    let main = async {
+        let values = conn.send_packed_commands(pipe, 0, count).await;
+        (values, clock::now())
+    };
+    let ((values, recv), read) =
+        futures::future::join(main, other.send_packed_commands(&reads, 0, k)).await;
+    let (values, mut read) = (values?, read?);
+    if read.len() != k || !vigil.read(&mut read, extras, (sent, clock::now())) {
+        return Err(wrong_count());
+    }
+    Ok((values, recv))
 }
 
 /// The error of a pipeline answered with the wrong number of replies.
