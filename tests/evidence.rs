@@ -80,8 +80,14 @@ async fn a_wiped_or_restored_durable_node_gives_no_held_lock_away() {
             Loss::Wiped => "none of our marks",
             Loss::OldBackup => "restarted",
         };
+        // A's client, which reads its nodes while it holds a lock, may have
+        // found the loss first and recorded it in our marker: B then reads
+        // it from there.
+        let found = "found by another client";
         assert!(
-            t[..2].iter().all(|t| quarantined_because(t, cause)),
+            t[..2]
+                .iter()
+                .all(|t| quarantined_because(t, cause) || quarantined_because(t, found)),
             "{loss:?}: {t:?}"
         );
     }
