@@ -97,9 +97,8 @@ pub(crate) fn hand_pipeline<'a>(
     let at = clock::now();
     // Unconstrained for the same reason as in `hand_over`.
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
-        let (values, recv) =
+        let (mut values, recv) =
             with_extras(&mut conn, &pipe, n + usize::from(timed), &vigil, extras, at).await?;
-        let mut values = values;
         if timed {
             match values.pop() {
                 Some(time) if values.len() == n => vigil.clock.reading(at, recv, &time),
