@@ -169,8 +169,9 @@
 //   node/amnesia.rs     The table that decides from it whether a node may
 //                       have lost writes, and the quarantine that follows.
 //   node/trust.rs       What a client knows of a node's trust (quarantine,
-//                       suspicion, when a loss was found); the check that
-//                       fills it in.
+//                       suspicion, when a loss was found, from when).
+//   node/check.rs       The connection's check that fills it in and keeps
+//                       our marker up to date.
 //   node/clockrate.rs   A node clock's rate against ours, from two agreeing
 //                       spans of readings, with its bound.
 //   node/clockwatch.rs  A node's clock from the TIME behind each request:

@@ -59,7 +59,7 @@ if m[1] then
 end
 if redis.call("DBSIZE") ~= keys then return "not-empty" end
 redis.call("HSET", KEYS[1], "run", ARGV[1], "loss", "-", "seen", ARGV[2], "repl", ARGV[3],
-  "why", "declared new", "slots", ARGV[4])
+  "why", "declared new", "slots", ARGV[4], "served", "-")
 return "new""#,
 );
 

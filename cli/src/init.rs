@@ -21,8 +21,8 @@ pub async fn init(redlock: Redlock) -> ExitCode {
             NodeInit::InUse => "in use already (our marker is there): left as it is",
             NodeInit::NotEmpty => {
                 code = code.max(exit::CONFIG);
-                "holds keys, so it is not new: left as it is (it counts once it has run \
-                 longer than the restart quarantine)"
+                "holds keys, so it is not new: left as it is (it counts once a client \
+                 has watched it for the restart quarantine)"
             }
             _ => {
                 code = code.max(exit::UNAVAILABLE);

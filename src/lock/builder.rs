@@ -221,9 +221,11 @@ impl RedlockBuilder {
     /// seconds, rounded up. Defaults to
     /// [`DEFAULT_RESTART_QUARANTINE`](crate::DEFAULT_RESTART_QUARANTINE).
     ///
-    /// A node is checked each time a connection to it is made (a restart
-    /// always breaks connections), never on a lock's round trips; the
-    /// repository's `docs/how-it-works.md` lists the signals.
+    /// The quarantine counts on this client's monotonic clock from when it
+    /// first saw the evidence, never on the node's uptime. A node is checked
+    /// each time a connection to it is made (a restart always breaks
+    /// connections) and again while connected (see the repository's
+    /// `docs/guarantees.md`, which lists the signals).
     pub fn restart_quarantine(mut self, longest_ttl: Duration) -> Self {
         self.config.restart_quarantine = longest_ttl;
         self

@@ -2,7 +2,7 @@
 //! client's connection check, handed to the crate's own table
 //! ([`assess`]) or, as a mutant, to the rule it replaced.
 
-use crate::node::amnesia::{assess, Assessment, Memory};
+use crate::node::amnesia::{assess, assess_dated, Assessment, Dating, Memory};
 use crate::node::evidence::{Marker, Probe};
 
 /// How a node comes back from a crash, all with the same settings but
@@ -19,6 +19,13 @@ pub(crate) enum Restart {
     /// Durable settings, restored from a backup taken after it was marked
     /// and before the lock was taken: the old process's marker, no key.
     OldBackup,
+    /// Another process answers at the address (a name or a virtual IP now
+    /// leading to a standby, a proxy): one that has run far longer than
+    /// the quarantine, without the lock's key or our marker.
+    Swapped,
+    /// Restarted empty, and its wall clock then stepped ahead, far beyond
+    /// the quarantine, before the first check: its uptime jumped with it.
+    Stepped,
 }
 
 impl Restart {
@@ -31,26 +38,42 @@ impl Restart {
     fn keeps_marker(self) -> bool {
         matches!(self, Restart::Kept | Restart::OldBackup)
     }
+
+    /// What the process's uptime reads beyond the time since the fault,
+    /// in the uptime's grains.
+    pub(crate) fn uptime_offset(self) -> u64 {
+        match self {
+            Restart::Swapped => 200,
+            Restart::Stepped => 60,
+            _ => 0,
+        }
+    }
 }
 
 /// A detection rule: the crate's [`assess`], or a mutant.
 pub(crate) type Detect = fn(&Probe, &Memory, u64) -> Assessment;
 
-/// Whether the connection check after a restart of `kind` finds a loss,
-/// by `detect`, for a client that saw nothing of the node before (the
-/// client that can tell least), `quarantine` ms after nothing: the probe
-/// comes right after the restart.
-pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u64) -> bool {
+/// What the connection check after a restart of `kind` concludes, by
+/// `detect`, for a client that saw nothing of the node before (the client
+/// that can tell least), the process reporting `uptime` (in the uptime's
+/// grains, as `quarantine` is).
+pub(crate) fn check_after(
+    detect: Detect,
+    kind: Restart,
+    uptime: u64,
+    quarantine: u64,
+) -> Assessment {
     let marker = kind.keeps_marker().then(|| Marker::Found {
         run: "before".into(),
         loss: None,
         seen: Some(0),
         repl: Some("h".into()),
         slots: None,
+        served: false,
     });
     let probe = Probe {
         run_id: "after".into(),
-        uptime: 0,
+        uptime,
         damage: Some(0),
         epoch: 0,
         promoted: false,
@@ -63,8 +86,19 @@ pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u6
         marker,
     };
     detect(&probe, &Memory::default(), quarantine)
-        .loss
-        .is_some()
+}
+
+/// Whether the connection check right after a restart of `kind` finds a
+/// loss (see [`check_after`]).
+pub(crate) fn restart_seen_as_loss(detect: Detect, kind: Restart, quarantine: u64) -> bool {
+    check_after(detect, kind, 0, quarantine).loss.is_some()
+}
+
+/// The dating rule before "from our sight" (a mutant): a loss without a
+/// moment dated from the process's start by its uptime, a marker's loss by
+/// the uptime second it records.
+pub(crate) fn dated_by_uptime(probe: &Probe, seen: &Memory, q: u64) -> Assessment {
+    assess_dated(probe, seen, q, Dating::Uptime)
 }
 
 /// The rule before trust from evidence (a mutant): a durable node that

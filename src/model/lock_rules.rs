@@ -7,6 +7,7 @@ use std::time::Duration;
 use stateright::Property;
 
 use crate::lock::config::Config;
+use crate::model::detection::check_after;
 use crate::model::lock::{LockModel, FENCING};
 use crate::model::lock_state::send;
 use crate::model::lock_state::{ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
@@ -29,17 +30,23 @@ impl LockModel {
         }
     }
 
-    /// The connection check on a node that restarted empty, at `now`: its
-    /// quarantine from the uptime it reports (see `uptime_grain`).
+    /// The first connection check on a node that restarted, at `now`: the
+    /// detection step's verdict from the uptime the new process reports
+    /// (see `uptime_grain`, and `Restart::uptime_offset` for a process
+    /// that ran elsewhere or whose clock stepped), its quarantine in
+    /// grains from now.
     pub(crate) fn probe(&self, node: &mut Node, now: u8) {
         let Some(start) = node.unprobed_since.take() else {
             return;
         };
-        let g = self.uptime_grain;
-        let uptime = (now / g - start / g) * g;
-        let margin = if self.grain_margin { g } else { 0 };
-        let left = (self.real_ttl(self.ttl) + margin).saturating_sub(uptime);
-        node.quarantined_until = now.saturating_add(left);
+        let g = self.uptime_grain.max(1);
+        let uptime = u64::from(now / g - start / g) + self.restart.uptime_offset();
+        let q = self.real_ttl(self.ttl).div_ceil(g);
+        let a = check_after(self.detect, self.restart, uptime, q.into());
+        if a.loss.is_some() {
+            let left = a.remaining.saturating_mul(g.into());
+            node.quarantined_until = now.saturating_add(u8::try_from(left).unwrap_or(u8::MAX));
+        }
     }
 
     /// Validity left by a round of `ttl` that decided `elapsed` ms after it

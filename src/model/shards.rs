@@ -135,6 +135,7 @@ impl ShardsModel {
                     seen: Some(0),
                     repl: Some(repl.into()),
                     slots: b.then(|| "1".to_owned()),
+                    served: false,
                 }),
             ),
         };
@@ -589,18 +590,6 @@ mod tests {
             "shards: a shard restarts empty, its slot moves below another's lowest, a fresh client",
             m,
         );
-    }
-
-    #[test]
-    fn model_shards_finds_two_holders_when_a_shard_without_marker_counts_from_its_start() {
-        // As for a node: no marker on a long-running process, its loss
-        // long ago, trusted at once.
-        let name = "shards, weakened: a shard with no marker counts from its start (slot below)";
-        let m = ShardsModel {
-            below: true,
-            ..restarting(|r| r.slots = false)
-        };
-        check(name, m).assert_violates(name, EXCLUSION);
     }
 
     #[test]

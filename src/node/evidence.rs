@@ -37,12 +37,15 @@
 //!   vote (see `vigil.rs`).
 //! * Our marker, a hash with no TTL at [`MARKER_KEY`] (one per node, shared
 //!   by every key prefix): `run`, the process it was written for; `loss`,
-//!   the uptime second from which that process may lack writes (`-`: none);
+//!   the uptime second at which a client found that the process may lack
+//!   writes, which names the loss and never dates it (`-`: none);
 //!   `seen`, the damage count when it was written; `repl`, the node's
 //!   replication history id then (a promotion changes it); `slots`, the
 //!   slots a cluster's shard served then (`-`: not a shard); `why`, what the
 //!   writer concluded, in a word (`unmarked`: nothing but the absence of a
-//!   marker, the one case `redquorum init` may still declare new).
+//!   marker, the one case `redquorum init` may still declare new);
+//!   `served` (`1`), set by a client that watched the loss's whole
+//!   quarantine pass on its own clock (see `amnesia.rs`).
 
 use redis::Value;
 
@@ -63,7 +66,8 @@ pub(crate) enum Marker {
     Found {
         /// The process it names.
         run: String,
-        /// From which uptime second that process may lack writes.
+        /// The uptime second at which a client found that process may lack
+        /// writes: it names the loss, it does not date it.
         loss: Option<u64>,
         /// The damage count when it was written (absent in markers of
         /// earlier versions).
@@ -75,6 +79,10 @@ pub(crate) enum Marker {
         /// ([`slotset`](super::slotset)'s text form); `None` for a node
         /// that is not a shard, and in markers of earlier versions.
         slots: Option<String>,
+        /// Whether a client that saw `loss` in this process, with nothing
+        /// dropped since, watched its whole quarantine pass on its own
+        /// clock: every lock the process may have forgotten has expired.
+        served: bool,
     },
     /// Something is at the key that we cannot read as our marker (a
     /// number out of range, another type): the node's history cannot be
@@ -142,7 +150,7 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
     pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
     pipe.cmd("HMGET")
         .arg(marker)
-        .arg(&["run", "loss", "seen", "repl", "slots"]);
+        .arg(&["run", "loss", "seen", "repl", "slots", "served"]);
     pipe.cmd("CLUSTER").arg("INFO");
     pipe.cmd("CLUSTER").arg("NODES");
     pipe.cmd("CONFIG").arg("GET").arg("maxmemory-policy");
@@ -238,10 +246,11 @@ pub(crate) fn damage(stats: &str, commands: &str) -> Option<u64> {
     Some(total)
 }
 
-/// Reads the marker (`HMGET run loss seen repl slots`): `None` where there
+/// Reads the marker (`HMGET run loss seen repl slots served`): `None` where there
 /// is none, [`Marker::Corrupt`] for anything we cannot read as ours.
 fn parse_marker(v: &Value) -> Option<Marker> {
-    let Ok([run, loss, seen, repl, slots]) = redis::from_redis_value_ref::<[Option<String>; 5]>(v)
+    let Ok([run, loss, seen, repl, slots, served]) =
+        redis::from_redis_value_ref::<[Option<String>; 6]>(v)
     else {
         // A wrong type at our key: someone else's data where our evidence
         // should be.
@@ -270,6 +279,7 @@ fn parse_marker(v: &Value) -> Option<Marker> {
         seen,
         repl,
         slots: slots.filter(|s| s != "-"),
+        served: served.as_deref() == Some("1"),
     })
 }
 
@@ -302,9 +312,41 @@ pub(crate) static MARKER_CAS: Lua = Lua::new(
     r#"local m = redis.call("HMGET", KEYS[1], "run", "loss")
 if (m[1] or "") ~= ARGV[1] or (m[2] or "") ~= ARGV[2] then return 0 end
 redis.call("HSET", KEYS[1], "run", ARGV[3], "loss", ARGV[4], "seen", ARGV[5], "repl", ARGV[6],
-  "why", ARGV[7], "slots", ARGV[8])
+  "why", ARGV[7], "slots", ARGV[8], "served", "-")
 return 1"#,
 );
+
+/// Records that the loss our marker names was served (see `amnesia.rs`),
+/// only if the marker still names that process and loss and the damage
+/// count then. KEYS: marker. ARGV: run, loss, seen. Returns 1 if written.
+pub(crate) static MARKER_SERVED: Lua = Lua::new(
+    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "seen")
+if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return 0 end
+redis.call("HSET", KEYS[1], "served", "1")
+return 1"#,
+);
+
+/// The command that records the loss `probe`'s marker names as served, at
+/// key `marker`; `None` where the marker names no loss.
+pub(crate) fn marker_served(probe: &Probe, marker: &str) -> Option<redis::Cmd> {
+    let Some(Marker::Found {
+        run,
+        loss: Some(loss),
+        seen,
+        ..
+    }) = &probe.marker
+    else {
+        return None;
+    };
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(MARKER_SERVED.src)
+        .arg(1)
+        .arg(marker)
+        .arg(run)
+        .arg(loss)
+        .arg(seen.unwrap_or(0));
+    Some(cmd)
+}
 
 /// The command that replaces the marker `probe` found with the one it
 /// calls for: loss moment `loss`, found for reason `why`, at key `marker`.
@@ -337,7 +379,7 @@ pub(crate) fn marker_update(
 
 /// Whether `found` is already the marker `probe` calls for.
 pub(crate) fn marker_is(found: Option<&Marker>, probe: &Probe, loss: Option<u64>) -> bool {
-    matches!(found, Some(Marker::Found { run, loss: l, seen, repl, slots })
+    matches!(found, Some(Marker::Found { run, loss: l, seen, repl, slots, .. })
         if *run == probe.run_id && *l == loss && *seen == probe.seen()
             && repl.as_deref() == Some(probe.replid.as_str()) && *slots == probe.slots)
 }
@@ -373,6 +415,7 @@ mod tests {
             bulk("4"),
             bulk("1234"),
             bulk("0-99"),
+            Value::Nil,
         ]);
         let mut replies = vec![
             server.clone(),
@@ -404,6 +447,7 @@ mod tests {
             seen: Some(4),
             repl: Some("1234".into()),
             slots: Some("0-99".into()),
+            served: false,
         };
         assert_eq!(
             p,
@@ -446,13 +490,14 @@ mod tests {
             Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
         };
         assert_eq!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, None])),
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, None, None])),
             Some(Marker::Found {
                 run: "id".into(),
                 loss: None,
                 seen: None,
                 repl: None,
                 slots: None,
+                served: false,
             })
         );
         for bad in [
@@ -462,28 +507,38 @@ mod tests {
                 Some("0"),
                 None,
                 None,
+                None,
             ]),
-            arr(&[Some("id"), Some("x"), Some("0"), None, None]),
-            arr(&[Some("id"), None, Some("0"), None, None]),
-            arr(&[Some("id"), Some("-"), Some("-1"), None, None]),
-            arr(&[None, None, Some("0"), None, None]),
-            arr(&[None, None, None, Some("r"), None]),
+            arr(&[Some("id"), Some("x"), Some("0"), None, None, None]),
+            arr(&[Some("id"), None, Some("0"), None, None, None]),
+            arr(&[Some("id"), Some("-"), Some("-1"), None, None, None]),
+            arr(&[None, None, Some("0"), None, None, None]),
+            arr(&[None, None, None, Some("r"), None, None]),
             redis::parse_redis_value(b"-WRONGTYPE Operation against a key\r\n").unwrap(),
         ] {
             assert_eq!(parse_marker(&bad), Some(Marker::Corrupt), "{bad:?}");
         }
-        assert_eq!(parse_marker(&arr(&[None; 5])), None);
+        assert_eq!(parse_marker(&arr(&[None; 6])), None);
         // The slots a shard served; `-` for a node that is not one.
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("0-5")])),
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None])),
             Some(Marker::Found { slots: Some(s), .. }) if s == "0-5"
         ));
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("-")])),
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("-"), None])),
             Some(Marker::Found { slots: None, .. })
         ));
+        // Served only where a client wrote so.
+        assert!(matches!(
+            parse_marker(&arr(&[Some("id"), Some("4"), None, None, None, Some("1")])),
+            Some(Marker::Found { served: true, .. })
+        ));
+        assert!(matches!(
+            parse_marker(&arr(&[Some("id"), Some("4"), None, None, None, Some("-")])),
+            Some(Marker::Found { served: false, .. })
+        ));
         assert_eq!(
-            parse_marker(&arr(&[None, None, None, None, Some("0-5")])),
+            parse_marker(&arr(&[None, None, None, None, Some("0-5"), None])),
             Some(Marker::Corrupt)
         );
     }

@@ -14,6 +14,7 @@
 pub(crate) mod amnesia;
 pub(crate) mod call;
 pub(crate) mod channels;
+pub(crate) mod check;
 pub(crate) mod clockrate;
 pub(crate) mod clockwatch;
 pub(crate) mod evidence;

@@ -10,9 +10,10 @@ use redis::{AsyncConnectionConfig, RedisError, RedisResult, Value};
 
 use crate::lua::Lua;
 use crate::node::amnesia::AmnesiaCheck;
+use crate::node::check;
 use crate::node::evidence::{info_field, MARKER_KEY};
 use crate::node::queue::PIPELINE_BUFFER;
-use crate::node::trust::{self, Trust};
+use crate::node::trust::Trust;
 use crate::node::wire::link_broken;
 
 /// What a connection is opened with.
@@ -56,7 +57,7 @@ impl Opener<'_> {
             let addr = self.client.get_connection_info().addr().to_string();
             let node = (self.index, addr.as_str());
             let marker = self.shard_marker.unwrap_or(MARKER_KEY);
-            trust::check(&mut conn, check, trust, node, self.timeout, marker).await?;
+            check::check(&mut conn, check, trust, node, self.timeout, marker).await?;
         }
         Ok((conn, evalsha))
     }

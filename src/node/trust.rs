@@ -1,17 +1,14 @@
 //! What a client knows of one node's trust: the quarantine that keeps it
 //! out of lock quorums, whether it is suspect for counters, when a loss
-//! was last found there; and the connection's check that fills it in, from
-//! the table in [`amnesia`](super::amnesia).
+//! was last found there and when this client first saw it (see
+//! [`check`](super::check) for what fills it in).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
-use redis::{RedisError, RedisResult, Value};
-
-use crate::node::amnesia::{assess, AmnesiaCheck, Assessment, Cause, Memory};
-use crate::node::evidence::{self, Probe};
+use crate::node::amnesia::{Assessment, Cause, Memory};
+use crate::node::evidence::Probe;
 
 /// What a client knows of a node's trust, from its latest connection.
 #[derive(Debug, Default)]
@@ -103,6 +100,11 @@ pub(crate) struct TrustState {
     /// marker gone, found by a check or while connected. A held lock whose
     /// quorum needed the node's yes from before then is cut.
     pub(crate) lost_at: Option<tokio::time::Instant>,
+    /// The loss a check last found in this process (`loss`), and when this
+    /// client first saw it and when its quarantine for it ends: the
+    /// quarantine counts from that first sight, on our clock, whatever
+    /// later checks find (see `amnesia.rs`).
+    sight: Option<(u64, Instant, Instant)>,
 }
 
 impl Trust {
@@ -232,6 +234,7 @@ impl Trust {
         Memory {
             run_id: st.run_id.clone(),
             marked: st.marked,
+            loss: st.loss,
         }
     }
 
@@ -245,10 +248,23 @@ impl Trust {
         at: Instant,
         marked: bool,
     ) -> Option<(Duration, Cause)> {
-        let until = (verdict.remaining > 0)
-            .then(|| at.checked_add(Duration::from_secs(verdict.remaining)))
-            .flatten();
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        // The quarantine counts from when this client first saw the loss:
+        // a later check of the same process finding the same loss does not
+        // move it.
+        let first = match (st.sight, verdict.loss) {
+            (Some((l, first, _)), Some(loss))
+                if l == loss && !st.run_id.is_empty() && st.run_id == probe.run_id =>
+            {
+                first
+            }
+            _ => at,
+        };
+        let end = first
+            .checked_add(Duration::from_secs(verdict.remaining))
+            .unwrap_or(first);
+        let until = Some(end).filter(|u| *u > at);
+        st.sight = verdict.loss.map(|l| (l, first, end));
         let new = until.is_some() && (st.until.is_none_or(|u| u < at) || st.run_id != probe.run_id);
         // A loss this check found that the last one had not: keys this
         // client set there since may be gone (not at the first check: no
@@ -291,6 +307,15 @@ impl Trust {
         }
     }
 
+    /// Whether this client saw the loss `loss` in process `run_id` and
+    /// watched its whole quarantine pass by `now` (then our marker may say
+    /// it was served: see `amnesia.rs`).
+    pub(crate) fn served(&self, run_id: &str, loss: u64, now: Instant) -> bool {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.run_id == run_id
+            && matches!(st.sight, Some((l, first, until)) if l == loss && until > first && until <= now)
+    }
+
     /// Our marker now names `run_id`, if that is still the process this
     /// client knows there.
     pub(crate) fn marker_written(&self, run_id: &str) {
@@ -310,6 +335,8 @@ impl Trust {
         }
         st.marked = true;
         st.cause = None;
+        st.loss = None;
+        st.sight = None;
         st.received = false;
         st.until = None;
         self.active.store(false, Ordering::Release);
@@ -386,109 +413,10 @@ impl Trust {
     }
 }
 
-/// Probes a new connection and takes in what it found; logs a quarantine
-/// it starts, once, and brings our marker (at key `marker`) up to date. An
-/// error if the node did not answer.
-pub(crate) async fn check(
-    conn: &mut MultiplexedConnection,
-    check: &AmnesiaCheck,
-    trust: &Arc<Trust>,
-    (index, addr): (usize, &str),
-    timeout: Duration,
-    marker: &str,
-) -> RedisResult<()> {
-    let Some((probe, verdict, at, span)) = probe(
-        conn,
-        &trust.memory(),
-        check.quarantine_secs,
-        timeout,
-        marker,
-    )
-    .await
-    else {
-        return Err(RedisError::from((
-            redis::ErrorKind::Io,
-            "no reply to the connection's check (INFO, CONFIG GET)",
-        )));
-    };
-    // Counts this client read of the same process that moved since
-    // (evictions or flushes since its last look, statistics reset): keys
-    // dropped from now, whatever the marker says (another client may have
-    // recorded the drop already, or an operator reset the counts after it).
-    let verdict = if trust.counts_moved(&probe, span) && verdict.loss != Some(probe.uptime) {
-        Assessment {
-            loss: Some(probe.uptime),
-            cause: Some(Cause::Dropped),
-            remaining: check.quarantine_secs.saturating_add(1),
-        }
-    } else {
-        verdict
-    };
-    let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
-    if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
-        tracing::warn!(
-            node = index,
-            "node {index} ({addr}) {}: it does not count toward a lock quorum for {}s, \
-             until no lock it may have forgotten can still be valid",
-            cause.describe(),
-            remaining.as_secs()
-        );
-    }
-    if !probe.run_id.is_empty() && !marked {
-        // Not waited for: the verdict is ours already, and the first
-        // requests need not wait another round trip. Written only over the
-        // marker as found (another client or an operator may have written
-        // one meanwhile). The client remembers the process as marked once
-        // the node said so, so that a marker that vanishes later is
-        // evidence.
-        let why = verdict.cause.map_or("kept", Cause::tag);
-        let set = evidence::marker_update(&probe, verdict.loss, why, marker);
-        let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
-        tokio::spawn(async move {
-            let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
-            if matches!(wrote, Ok(Ok(Value::Int(1)))) {
-                trust.marker_written(&probe.run_id);
-            }
-        });
-    }
-    Ok(())
-}
-
-/// Probes a freshly made connection: the probe, its assessment, when it
-/// was taken, and when it was sent and answered on our clock; `None` if
-/// the node did not answer (the connection is then of no use anyway). Our
-/// marker is read at key `marker`.
-pub(crate) async fn probe(
-    conn: &mut MultiplexedConnection,
-    seen: &Memory,
-    quarantine: u64,
-    timeout: Duration,
-    marker: &str,
-) -> Option<(
-    Probe,
-    Assessment,
-    Instant,
-    (tokio::time::Instant, tokio::time::Instant),
-)> {
-    let pipe = evidence::probe_pipeline(marker);
-    let sent = crate::clock::now();
-    // Errors (a renamed or forbidden command) come back as values.
-    let replies: Vec<Value> = tokio::time::timeout(
-        timeout,
-        conn.send_packed_commands(&pipe, 0, evidence::PROBE_REPLIES),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    let at = Instant::now();
-    let probe = evidence::read_probe(&replies);
-    let verdict = assess(&probe, seen, quarantine);
-    Some((probe, verdict, at, (sent, crate::clock::now())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::amnesia::assess;
     use crate::node::evidence::Marker;
 
     /// A probe of process `run_id` at `uptime` s, with nothing dropped,
@@ -512,6 +440,7 @@ mod tests {
                 seen: Some(0),
                 repl: Some("h".into()),
                 slots: None,
+                served: false,
             }),
         }
     }
@@ -521,6 +450,7 @@ mod tests {
         Memory {
             run_id: run.into(),
             marked: true,
+            loss: None,
         }
     }
 
@@ -554,5 +484,47 @@ mod tests {
         // Once over, it is over.
         assert_eq!(trust.quarantined(until).0, None);
         assert!(!trust.snapshot().clock_ahead);
+    }
+
+    #[test]
+    fn a_quarantine_counts_from_our_first_sight_and_is_served_once_over() {
+        let trust = Trust::default();
+        let t0 = Instant::now();
+        let q = 60;
+        // A process new to our marker, seen at uptime 40: out from t0.
+        let mut p = probe("r1", 40);
+        p.marker = None;
+        let v = assess(&p, &trust.memory(), q);
+        assert_eq!(v.loss, Some(40));
+        trust.record(&p, &v, t0, true);
+        let end = t0 + Duration::from_secs(q);
+        assert_eq!(trust.quarantined(t0).0, Some(end));
+        // Checked again 10 s later (uptime 50), our marker now recording
+        // the loss: the same loss, the same end.
+        let later = t0 + Duration::from_secs(10);
+        let mut p = probe("r1", 50);
+        if let Some(Marker::Found { loss, .. }) = &mut p.marker {
+            *loss = Some(40);
+        }
+        let v = assess(&p, &trust.memory(), q);
+        assert_eq!((v.loss, v.remaining), (Some(40), q));
+        trust.record(&p, &v, later, true);
+        assert_eq!(trust.quarantined(later).0, Some(end));
+        // Served only once the whole quarantine passed on our clock.
+        assert!(!trust.served("r1", 40, end - Duration::from_millis(1)));
+        assert!(trust.served("r1", 40, end));
+        assert!(!trust.served("r2", 40, end), "another process");
+        assert!(!trust.served("r1", 41, end), "another loss");
+        // Another process at the address: a new sight, from its check.
+        let swap = later + Duration::from_secs(5);
+        let mut p = probe("r2", 100_000);
+        p.marker = None;
+        let v = assess(&p, &trust.memory(), q);
+        trust.record(&p, &v, swap, true);
+        assert_eq!(
+            trust.quarantined(swap).0,
+            Some(swap + Duration::from_secs(q))
+        );
+        assert!(!trust.served("r1", 40, end + Duration::from_secs(q)));
     }
 }

@@ -47,9 +47,10 @@ use redis::aio::MultiplexedConnection;
 use redis::Value;
 
 use crate::node::amnesia::{AmnesiaCheck, Cause};
+use crate::node::check;
 use crate::node::clockwatch::ClockWatch;
 use crate::node::evidence;
-use crate::node::trust::{self, Trust};
+use crate::node::trust::Trust;
 
 /// How long after a connection's check (or the last re-check) the check
 /// runs again on the open connection, behind the next request.
@@ -249,7 +250,7 @@ impl Vigil {
                 let node = (vigil.index, addr.as_str());
                 let marker = &vigil.marker;
                 let checked =
-                    trust::check(&mut conn, check, &vigil.trust, node, timeout, marker).await;
+                    check::check(&mut conn, check, &vigil.trust, node, timeout, marker).await;
                 if let Err(e) = checked {
                     tracing::debug!(node = vigil.index, error = %e, "re-check not answered");
                 }

@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1047,6 +1047,8 @@ pub struct Proxy {
     sockets: Arc<Mutex<Vec<TcpStream>>>,
     /// Connections accepted so far.
     accepted: Arc<AtomicU64>,
+    /// The port new connections are forwarded to.
+    target: Arc<AtomicU16>,
 }
 
 impl Proxy {
@@ -1058,11 +1060,13 @@ impl Proxy {
         let stop = Arc::new(AtomicBool::new(false));
         let sockets = Arc::new(Mutex::new(Vec::new()));
         let accepted = Arc::new(AtomicU64::new(0));
-        let (m, st, socks, count) = (
+        let target = Arc::new(AtomicU16::new(target));
+        let (m, st, socks, count, to) = (
             mode.clone(),
             stop.clone(),
             sockets.clone(),
             accepted.clone(),
+            target.clone(),
         );
         std::thread::spawn(move || {
             for client in listener.incoming() {
@@ -1077,7 +1081,8 @@ impl Proxy {
                     drop(client);
                     continue;
                 }
-                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to.load(Ordering::SeqCst)))
+                else {
                     continue;
                 };
                 let _ = client.set_nodelay(true);
@@ -1105,6 +1110,7 @@ impl Proxy {
             stop,
             sockets,
             accepted,
+            target,
         }
     }
 
@@ -1125,6 +1131,14 @@ impl Proxy {
         for s in self.sockets.lock().expect("sockets").drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
+    }
+
+    /// Leads the address elsewhere (a name or a virtual IP moved to
+    /// another server): connections made from now on reach
+    /// `127.0.0.1:port`, and those made so far are broken.
+    pub fn retarget(&self, port: u16) {
+        self.target.store(port, Ordering::SeqCst);
+        self.cut();
     }
 
     /// Changes what the proxy does with traffic from now on.

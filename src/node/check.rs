@@ -1,0 +1,126 @@
+//! The connection's check: probes a node (see
+//! [`evidence`](super::evidence)), decides by the table in
+//! [`amnesia`](super::amnesia), and takes the verdict into the node's
+//! [`Trust`]; then brings our marker up to date.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::{RedisError, RedisResult, Value};
+
+use crate::node::amnesia::{assess, AmnesiaCheck, Assessment, Cause, Memory};
+use crate::node::evidence::{self, Probe};
+use crate::node::trust::Trust;
+
+/// Probes a new connection and takes in what it found; logs a quarantine
+/// it starts, once, and brings our marker (at key `marker`) up to date. An
+/// error if the node did not answer.
+pub(crate) async fn check(
+    conn: &mut MultiplexedConnection,
+    check: &AmnesiaCheck,
+    trust: &Arc<Trust>,
+    (index, addr): (usize, &str),
+    timeout: Duration,
+    marker: &str,
+) -> RedisResult<()> {
+    let Some((probe, verdict, at, span)) = probe(
+        conn,
+        &trust.memory(),
+        check.quarantine_secs,
+        timeout,
+        marker,
+    )
+    .await
+    else {
+        return Err(RedisError::from((
+            redis::ErrorKind::Io,
+            "no reply to the connection's check (INFO, CONFIG GET)",
+        )));
+    };
+    // Counts this client read of the same process that moved since
+    // (evictions or flushes since its last look, statistics reset): keys
+    // dropped from now, whatever the marker says (another client may have
+    // recorded the drop already, or an operator reset the counts after it).
+    let verdict = if trust.counts_moved(&probe, span) && verdict.loss != Some(probe.uptime) {
+        Assessment {
+            loss: Some(probe.uptime),
+            cause: Some(Cause::Dropped),
+            remaining: check.quarantine_secs,
+        }
+    } else {
+        verdict
+    };
+    let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
+    if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
+        tracing::warn!(
+            node = index,
+            "node {index} ({addr}) {}: it does not count toward a lock quorum for {}s, \
+             until no lock it may have forgotten can still be valid",
+            cause.describe(),
+            remaining.as_secs()
+        );
+    }
+    let served = verdict.remaining > 0
+        && verdict
+            .loss
+            .is_some_and(|l| trust.served(&probe.run_id, l, Instant::now()));
+    if let Some(set) = evidence::marker_served(&probe, marker).filter(|_| marked && served) {
+        // This client watched the loss's whole quarantine pass: later
+        // clients may count the node at once. Not waited for.
+        let mut conn = conn.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+        });
+    }
+    if !probe.run_id.is_empty() && !marked {
+        // Not waited for: the verdict is ours already, and the first
+        // requests need not wait another round trip. Written only over the
+        // marker as found (another client or an operator may have written
+        // one meanwhile). The client remembers the process as marked once
+        // the node said so, so that a marker that vanishes later is
+        // evidence.
+        let why = verdict.cause.map_or("kept", Cause::tag);
+        let set = evidence::marker_update(&probe, verdict.loss, why, marker);
+        let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
+        tokio::spawn(async move {
+            let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+            if matches!(wrote, Ok(Ok(Value::Int(1)))) {
+                trust.marker_written(&probe.run_id);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Probes a freshly made connection: the probe, its assessment, when it
+/// was taken, and when it was sent and answered on our clock; `None` if
+/// the node did not answer (the connection is then of no use anyway). Our
+/// marker is read at key `marker`.
+pub(crate) async fn probe(
+    conn: &mut MultiplexedConnection,
+    seen: &Memory,
+    quarantine: u64,
+    timeout: Duration,
+    marker: &str,
+) -> Option<(
+    Probe,
+    Assessment,
+    Instant,
+    (tokio::time::Instant, tokio::time::Instant),
+)> {
+    let pipe = evidence::probe_pipeline(marker);
+    let sent = crate::clock::now();
+    // Errors (a renamed or forbidden command) come back as values.
+    let replies: Vec<Value> = tokio::time::timeout(
+        timeout,
+        conn.send_packed_commands(&pipe, 0, evidence::PROBE_REPLIES),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let at = Instant::now();
+    let probe = evidence::read_probe(&replies);
+    let verdict = assess(&probe, seen, quarantine);
+    Some((probe, verdict, at, (sent, crate::clock::now())))
+}
