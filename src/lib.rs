@@ -226,7 +226,9 @@
 // 5 lock/config.rs      The lock's settings and DEFAULT_* constants.
 //   lock/redlock.rs     Redlock, the client handle: key, release, validity.
 //   lock/shared.rs      What a lock's holders share: the extension round,
-//                       release and loss bookkeeping, the auto-extend loop.
+//                       release and loss bookkeeping.
+//   lock/renewal.rs     The auto-extend loop: a failed renewal is tried
+//                       again while validity is left.
 //   lock/guard.rs       Lock and LockHandle: extend, release, auto-extend.
 //   lock/patience.rs    Patience: how long an acquisition keeps trying.
 //   lock/waiter.rs      A caller's entry in the nodes' waiting lists: id,

@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 pub(crate) struct State {
     /// The lock is ours until this instant (monotonic clock).
     pub(crate) valid_until: Instant,
-    /// An extension failed or validity ran out: the lock must be treated as
-    /// gone.
+    /// The nodes said the lock is gone or someone else's, or its validity
+    /// ran out: it must be treated as gone.
     pub(crate) lost: bool,
     /// Released (or being released); background tasks stop.
     pub(crate) released: bool,

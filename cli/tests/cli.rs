@@ -160,6 +160,33 @@ fn exhausted_serial_numbers_are_65_not_69() {
 }
 
 #[tokio::test]
+async fn a_renewal_that_fails_once_does_not_end_the_command() {
+    // TTL 3 s, renewed every second; three of five nodes paused from 0.8 s
+    // to 1.4 s after the lock is on them: the first renewal fails, the
+    // next one succeeds, and the command runs to its end.
+    let mut c = Cluster::start(5);
+    let child = cli(&c)
+        .args(["lock", "cli_renew", "--ttl", "3s", "--"])
+        .args(["sh", "-c", "sleep 4; echo cmd-finished"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || c.set_on("cli_renew") == 5).await);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for n in &mut c.nodes[..3] {
+        n.pause();
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    c.resume_all();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "cmd-finished\n");
+}
+
+#[tokio::test]
 async fn lock_lost_terminates_the_command_with_76() {
     let mut c = Cluster::start(5);
     let child = cli(&c)

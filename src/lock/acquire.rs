@@ -268,8 +268,8 @@ impl Redlock {
     /// Runs `f` while holding the lock, extending it in the background. `f`
     /// gets a [`LockHandle`] to check validity or read the fencing token.
     ///
-    /// If the lock is lost while `f` runs (an extension failed, or validity ran
-    /// out), `f`'s future is dropped at its next `.await` and
+    /// If the lock is lost while `f` runs (the nodes said it is gone or
+    /// someone else's, or its validity ran out), `f`'s future is dropped at its next `.await` and
     /// [`Error::Expired`] is returned: work that needs the lock stops as soon
     /// as the lock is gone. When `f` finishes, the lock is released.
     ///

@@ -38,9 +38,10 @@ pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 /// we wait when it is needed for the decision.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// Auto-extension renews the lock after this fraction of its TTL has passed,
-/// so two more renewals can fail (each bounded by the node timeout) before the
-/// lock could lapse.
+/// Auto-extension renews the lock after this fraction of its TTL has passed;
+/// a renewal that fails is tried again while validity is left (after an
+/// eighth of what is left, each try bounded by the node timeout), so a
+/// minority of nodes, or a majority for a moment, failing costs nothing.
 pub const DEFAULT_AUTO_EXTEND_FRACTION: f64 = 1.0 / 3.0;
 
 /// Longest a waiter sleeps between attempts while the lock is held and no

@@ -18,7 +18,8 @@ use crate::clock;
 use crate::error::{Error, Result};
 use crate::lock::held::Held;
 use crate::lock::redlock::Redlock;
-use crate::lock::shared::{nanos, watchdog, Basis, Shared};
+use crate::lock::renewal::watchdog;
+use crate::lock::shared::{nanos, Basis, Shared};
 use crate::quorum::background::Background;
 use crate::standing::Standing;
 use crate::telemetry::Holding;
@@ -334,8 +335,11 @@ impl Lock {
     /// `ttl × auto_extend_fraction`, or sooner where the validity left
     /// calls for it (a renewal starts at least twice the latest round's
     /// duration before the validity ends), until it is released or
-    /// dropped. If a
-    /// renewal fails, the lock is marked lost and [`Lock::lost`] resolves.
+    /// dropped. A renewal that fails for want of answers (nodes slow,
+    /// paused or cut off) is tried again, sooner as the validity left
+    /// shrinks; the lock is marked lost, and [`Lock::lost`] resolves, when
+    /// its validity runs out unrenewed or the nodes say it is gone or
+    /// someone else's.
     /// Calling it again starts nothing new.
     pub fn auto_extend(&self) {
         if self.shared.watchdog.swap(true, Ordering::AcqRel) {
@@ -350,8 +354,8 @@ impl Lock {
         self.runtime.spawn(watchdog(weak, rx, interval));
     }
 
-    /// Resolves when the lock is lost: an extension failed, or its validity
-    /// ran out without being extended. Use it in `select!` next to the work
+    /// Resolves when the lock is lost: the nodes said it is gone or someone
+    /// else's, or its validity ran out without being extended. Use it in `select!` next to the work
     /// the lock protects.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         self.shared.lost()

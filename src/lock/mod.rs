@@ -15,6 +15,7 @@ pub(crate) mod mint;
 pub(crate) mod multi;
 pub(crate) mod patience;
 pub(crate) mod redlock;
+pub(crate) mod renewal;
 pub(crate) mod shared;
 pub(crate) mod turns;
 pub(crate) mod urls;

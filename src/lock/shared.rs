@@ -7,13 +7,12 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::Value;
-use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::{debug, error, instrument, warn};
+use tracing::{debug, instrument, warn};
 
 use crate::clock;
 use crate::error::{Error, Result};
@@ -24,7 +23,7 @@ use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
 use crate::scripts;
-use crate::standing::{Standing, State};
+use crate::standing::Standing;
 use crate::telemetry::labels::LostReason;
 use crate::telemetry::Holding;
 use crate::wait::named::SlotKeys;
@@ -361,70 +360,6 @@ impl Shared {
     /// See [`Lock::lost`].
     pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         self.state.lost()
-    }
-}
-
-/// The auto-extend loop. Holds only a `Weak`, so it stops by itself once the
-/// lock is released or every holder dropped it.
-///
-/// A renewal starts `interval` after the previous one (or after the loop
-/// started), or earlier where the validity left demands it: at least twice
-/// the latest round's duration before the validity ends, so that a holder
-/// whose round trip is a large part of its TTL (or whose acquisition took
-/// several rounds, as a campaign's does) renews in time.
-pub(crate) async fn watchdog(
-    weak: Weak<Shared>,
-    mut rx: watch::Receiver<State>,
-    interval: Duration,
-) {
-    let mut last = clock::now();
-    loop {
-        // Wake early if the lock is released, so the task does not linger,
-        // and when its validity moves (another extension), to reschedule.
-        loop {
-            let st = *rx.borrow_and_update();
-            if st.released || st.lost {
-                return;
-            }
-            let Some(shared) = weak.upgrade() else { return };
-            let lead = Duration::from_nanos(shared.round_ns.load(Ordering::Relaxed)) * 2;
-            drop(shared);
-            let at = (last + interval).min(st.valid_until.checked_sub(lead).unwrap_or(last));
-            tokio::select! {
-                () = tokio::time::sleep_until(clock::timer(at)) => break,
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-        last = clock::now();
-        let Some(shared) = weak.upgrade() else { return };
-        let st = shared.state.now();
-        if st.released || st.lost {
-            return;
-        }
-        match shared.extend(shared.ttl).await {
-            Ok(()) => {}
-            Err(e) => {
-                if shared.state.now().released {
-                    return;
-                }
-                error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
-                shared.lose(e, LostReason::ExtendFailed);
-                return;
-            }
-        }
-        let _ = rx.borrow_and_update();
-        if shared.validity().is_zero() {
-            warn!(resource = %shared.resource, "lock validity ran out");
-            let expired = Error::Expired {
-                resource: shared.resource.clone(),
-            };
-            shared.lose(expired, LostReason::ValidityRanOut);
-            return;
-        }
     }
 }
 
