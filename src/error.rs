@@ -416,7 +416,7 @@ fn config_words(config: &str) -> String {
 }
 
 /// A duration for people: `987ms`, `9.9s`, `2m30s`.
-fn rounded(d: Duration) -> String {
+pub(crate) fn rounded(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 10_000 {
         if ms < 1_000 {

@@ -142,6 +142,13 @@ pub async fn run_under(
     // it moved.
     let mut follow = tokio::time::interval((lock.validity() / 10).clamp(FOLLOW.0, FOLLOW.1));
     follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The library tries failed renewals again until the validity runs out;
+    // the command is told (SIGTERM) while it still has time to end inside
+    // the lock: when the validity left falls below the grace, or below a
+    // third of the TTL (a healthy lock renewed every third of its TTL never
+    // does).
+    let notice = ending.grace.min(lock.validity() / 3);
+    let mut unrenewed = false;
     let status = loop {
         tokio::select! {
             status = group.wait() => {
@@ -155,6 +162,10 @@ pub async fn run_under(
             }
             () = &mut lost => break None,
             _ = follow.tick() => {
+                if lock.is_valid() && lock.validity() < notice {
+                    unrenewed = true;
+                    break None;
+                }
                 let until = lock.valid_until();
                 // A lock already lost is left to the loss's own kill time.
                 if until != told && lock.is_valid() {
@@ -213,6 +224,10 @@ pub async fn run_under(
                 Some(e) => format!(": {e}"),
                 // A moment before the library counts it lost.
                 None if group.guard_fired() => ": its validity ended before a renewal".to_owned(),
+                None if unrenewed => format!(
+                    ": no renewal has landed and its validity ends in {}",
+                    rounded(lock.validity())
+                ),
                 None => String::new(),
             };
             let left = at.saturating_duration_since(Instant::now());

@@ -106,7 +106,12 @@ async fn nothing_of_the_command_survives_lock_loss() {
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("lost while").count(), 1, "said once: {err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    // Besides the library's one warning for the first failed renewal.
+    let other = err
+        .lines()
+        .filter(|l| !l.starts_with("redquorum: warning: renewal failed"))
+        .count();
+    assert_eq!(other, 1, "one line: {err}");
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{error, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::clock;
 use crate::error::Error;
@@ -86,7 +86,7 @@ pub(crate) async fn watchdog(
         match shared.extend(shared.ttl).await {
             Ok(()) => {
                 if failures > 0 {
-                    warn!(
+                    info!(
                         resource = %shared.resource,
                         failures,
                         "renewed after {failures} failed renewal(s)"
@@ -107,11 +107,17 @@ pub(crate) async fn watchdog(
                 }
                 failures += 1;
                 let pause = retry_after(left, interval);
-                warn!(
-                    resource = %shared.resource,
-                    error = %e,
-                    "renewal failed; trying again in {pause:?}, {left:?} of validity left"
-                );
+                // Said once a run of failures; the rest at debug level.
+                if failures == 1 {
+                    warn!(
+                        resource = %shared.resource,
+                        error = %e,
+                        "renewal failed; trying again while validity is left ({})",
+                        crate::error::rounded(left)
+                    );
+                } else {
+                    debug!(resource = %shared.resource, error = %e, ?left, "renewal failed again");
+                }
                 retry = Some(pause);
             }
         }
