@@ -61,9 +61,14 @@ impl Redlock {
         let deadline = Instant::now() + limit.min(far);
         let nodes = self.nodes();
         let each = nodes.nodes.iter().map(|node| async move {
-            let reached = tokio::time::timeout_at(deadline, reach(node, deadline))
-                .await
-                .unwrap_or(Err(NodeErrorKind::Timeout(limit)));
+            let mut last = None;
+            let outcome = tokio::time::timeout_at(deadline, reach(node, deadline, &mut last)).await;
+            // Cut short by the limit: a member that refused every try so far
+            // is said to refuse, not to be silent.
+            let reached = outcome.unwrap_or_else(|_| match last {
+                Some(e) if !matches!(e, NodeErrorKind::Timeout(_)) => Err(e),
+                _ => Err(NodeErrorKind::Timeout(limit)),
+            });
             reached.err().map(|kind| NodeError {
                 index: node.index,
                 addr: node.addr.clone(),
@@ -92,14 +97,20 @@ impl Redlock {
 }
 
 /// Reaches `node` (every shard of a cluster member), trying again after
-/// an error until `deadline`; the last error if it never did.
-async fn reach(node: &Node, deadline: Instant) -> std::result::Result<(), NodeErrorKind> {
+/// an error until `deadline`; the last error if it never did (kept in
+/// `last` meanwhile, for a caller that stops waiting first).
+async fn reach(
+    node: &Node,
+    deadline: Instant,
+    last: &mut Option<NodeErrorKind>,
+) -> std::result::Result<(), NodeErrorKind> {
     let ping = Request::plain(redis::cmd("PING"));
     loop {
         match reach_once(node, &ping).await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() + RETRY < deadline => {
                 tracing::debug!(node = node.index, error = %e, "not reached yet");
+                *last = Some(e);
                 tokio::time::sleep(RETRY).await;
             }
             Err(e) => return Err(e),
