@@ -100,11 +100,10 @@ pub(crate) struct TrustState {
     /// marker gone, found by a check or while connected. A held lock whose
     /// quorum needed the node's yes from before then is cut.
     pub(crate) lost_at: Option<tokio::time::Instant>,
-    /// The loss a check last found in this process (`loss`), and when this
-    /// client first saw it and when its quarantine for it ends: the
-    /// quarantine counts from that first sight, on our clock, whatever
-    /// later checks find (see `amnesia.rs`).
-    sight: Option<(u64, Instant, Instant)>,
+    /// When this client first saw the loss `loss` names, and when its
+    /// quarantine for it ends: the quarantine counts from that first
+    /// sight, on our clock, whatever later checks find (see `amnesia.rs`).
+    sight: Option<(Instant, Instant)>,
 }
 
 impl Trust {
@@ -252,9 +251,12 @@ impl Trust {
         // The quarantine counts from when this client first saw the loss:
         // a later check of the same process finding the same loss does not
         // move it.
-        let first = match (st.sight, verdict.loss) {
-            (Some((l, first, _)), Some(loss))
-                if l == loss && !st.run_id.is_empty() && st.run_id == probe.run_id =>
+        let first = match st.sight {
+            Some((first, _))
+                if verdict.loss.is_some()
+                    && st.loss == verdict.loss
+                    && !st.run_id.is_empty()
+                    && st.run_id == probe.run_id =>
             {
                 first
             }
@@ -264,7 +266,7 @@ impl Trust {
             .checked_add(Duration::from_secs(verdict.remaining))
             .unwrap_or(first);
         let until = Some(end).filter(|u| *u > at);
-        st.sight = verdict.loss.map(|l| (l, first, end));
+        st.sight = verdict.loss.map(|_| (first, end));
         let new = until.is_some() && (st.until.is_none_or(|u| u < at) || st.run_id != probe.run_id);
         // A loss this check found that the last one had not: keys this
         // client set there since may be gone (not at the first check: no
@@ -313,7 +315,8 @@ impl Trust {
     pub(crate) fn served(&self, run_id: &str, loss: u64, now: Instant) -> bool {
         let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.run_id == run_id
-            && matches!(st.sight, Some((l, first, until)) if l == loss && until > first && until <= now)
+            && st.loss == Some(loss)
+            && matches!(st.sight, Some((first, until)) if until > first && until <= now)
     }
 
     /// Our marker now names `run_id`, if that is still the process this
