@@ -188,6 +188,8 @@
 //                       requests in order, batches them under load.
 //   node/link/connect.rs How a link (re)connects, and what a new connection
 //                       takes over.
+//   node/tick.rs        A timer kept by a node's clock (WAIT on a connection
+//                       of its own).
 //   node/slotset.rs     The slots a cluster's shard serves, as our marker
 //                       records them; whether it took one over since.
 //   node/slot.rs        A directly sent request's place on its connection,
@@ -208,6 +210,8 @@
 //   quorum/background.rs Rounds that finish later; what settle() waits for.
 //   quorum/fanout.rs    One request to many nodes, decided early, deadline.
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
+//   quorum/probe.rs     While anything is held: the nodes' clocks read, paced by
+//                       ours and by a node's timer (a stalled clock of ours).
 // 4 counter.rs          The quorum compare-and-set counter (serials, fencing,
 //                       terms).
 //   batch.rs            Group commit: a counter's queue of callers, and what
@@ -282,6 +286,8 @@
 //                       model/lock_state.rs, model/lock_rules.rs and
 //                       model/lock.rs (the lock), model/detection.rs (the
 //                       node-loss table as the models' detection step),
+//                       model/served.rs (a loss handed on through our
+//                       marker: `served` only after a whole quarantine),
 //                       model/mint.rs (group-committed mints' order),
 //                       model/multilock.rs (the multi-resource lock's
 //                       exclusion and freedom from wait cycles),
@@ -359,7 +365,7 @@ pub use serial::number::{Serial, MAX_BATCH, MAX_PREFIX_LEN};
 pub use serial::period::ResetPeriod;
 pub use telemetry::stats::{NodeStats, Stats};
 pub use telemetry::ClassFn;
-pub use trust::{NodeInit, NodeTrust};
+pub use trust::{NodeInit, NodeTrust, Serving};
 
 /// Registers the description and unit of every metric this crate records
 /// with the installed `metrics` recorder; call it once, after installing

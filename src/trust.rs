@@ -79,6 +79,22 @@ pub enum NodeInit {
     NotReached,
 }
 
+/// What [`Redlock::serve_quarantines`] did for one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Serving {
+    /// No loss to serve: the node was trusted, declared new, in quarantine
+    /// only for a clock that ran ahead, or not reached.
+    Nothing,
+    /// Its loss's quarantine passed while this client watched, and our
+    /// marker now says so: every client counts the node at once.
+    Served,
+    /// Not served within the limit (its quarantine still on here, or our
+    /// marker could not be written: an ACL without `+hset`, a node that
+    /// stopped answering).
+    NotYet,
+}
+
 /// The worse of two shards' outcomes, for their member.
 fn worse(a: NodeInit, b: NodeInit) -> NodeInit {
     let rank = |o: NodeInit| match o {
@@ -171,6 +187,67 @@ impl Redlock {
             outcome.unwrap_or(NodeInit::NotReached)
         });
         futures::future::join_all(declare).await
+    }
+
+    /// Watches every node whose quarantine is for a loss until that
+    /// quarantine has passed on this client's clock, so that our marker on
+    /// it says the loss was served and every client counts the node at once
+    /// from then (`redquorum init --wait`). A loss that cannot be dated (a
+    /// process restarted without its data, swapped in, or found with our
+    /// marker missing) keeps each client out for a whole quarantine from
+    /// its own first look unless one client watched it pass: a client that
+    /// lives shorter than that (the CLI, a cron job) never counts the node
+    /// otherwise. Reads each such node about once a second until none is
+    /// left to serve, or until `limit` has passed; returns what became of
+    /// each node, in configured order.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> redquorum::Result<()> {
+    /// use std::time::Duration;
+    /// let redlock = redquorum::Redlock::builder()
+    ///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .build()?;
+    /// for (i, s) in redlock.serve_quarantines(Duration::from_secs(120)).await.iter().enumerate() {
+    ///     println!("node {i}: {s:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn serve_quarantines(&self, limit: Duration) -> Vec<Serving> {
+        let end = crate::clock::now() + limit;
+        let nodes = self.nodes();
+        let mut had = vec![false; nodes.nodes.len()];
+        loop {
+            let _ = self.node_trust().await;
+            let unserved: Vec<bool> = nodes
+                .nodes
+                .iter()
+                .map(|node| {
+                    node.markers()
+                        .iter()
+                        .any(|m| node.trust_at(m).is_some_and(|t| t.loss_unserved()))
+                })
+                .collect();
+            for (had, now) in had.iter_mut().zip(&unserved) {
+                *had |= now;
+            }
+            if !unserved.contains(&true) || crate::clock::now() >= end {
+                return had
+                    .iter()
+                    .zip(&unserved)
+                    .map(|(had, now)| match (had, now) {
+                        (false, _) => Serving::Nothing,
+                        (true, false) => Serving::Served,
+                        (true, true) => Serving::NotYet,
+                    })
+                    .collect();
+            }
+            // A node's whole check runs again behind the first request a
+            // second after its last: the one that finds the quarantine over
+            // writes `served`.
+            tokio::time::sleep(crate::node::vigil::RECHECK + Duration::from_millis(100)).await;
+        }
     }
 
     /// [`Redlock::init_new_nodes`] for the node of `member` whose marker

@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use redquorum::Redlock;
-use support::clock::{preload, ClockFile};
+use support::clock::{preload, real_ns, ClockFile};
 use support::Cluster;
 
 /// The slow client's clocks run at this rate.
@@ -28,25 +28,6 @@ const RATE: f64 = 0.95;
 const HAND_OVERS: usize = 3;
 /// The role's environment variable.
 const ROLE: &str = "REDQUORUM_TEST_SLOW_CLIENT";
-
-/// The real monotonic clock, in ns, read past any preload.
-fn real_ns() -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: the system call writes one timespec through the pointer,
-    // which points to a live, writable one.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_clock_gettime,
-            libc::CLOCK_MONOTONIC,
-            &mut ts as *mut libc::timespec,
-        )
-    };
-    assert_eq!(r, 0, "clock_gettime");
-    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
-}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

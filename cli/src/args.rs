@@ -62,7 +62,7 @@ pub enum Command {
     /// Check every node: reachability, latency, version, clock offset,
     /// persistence; warn where a node is unsafe for locks and counters.
     #[command(after_help = status_help())]
-    Status,
+    Status(StatusArgs),
     /// Declare nodes that were just started empty new, once per deployment,
     /// so clients count them at once. Without it a fresh node looks like
     /// one whose data was wiped, and waits out --restart-quarantine. Nodes
@@ -165,9 +165,21 @@ fn init_help() -> String {
 fn status_help() -> String {
     format!(
         "Examples:\n  redquorum status\n  \
-         REDQUORUM_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redquorum status\n\n{}",
+         REDQUORUM_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redquorum status\n  \
+         redquorum status --wait    # after a node restarted without its data\n\n{}",
         exit::status_codes()
     )
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// First wait out, once for every client, the quarantine of nodes that
+    /// lost data (restarted without it, flushed, swapped in), staying
+    /// connected, then report. A client that lives shorter than the
+    /// quarantine (this CLI, a cron job) never counts such a node
+    /// otherwise, unless a long-running client watched its quarantine pass.
+    #[arg(long)]
+    pub wait: bool,
 }
 
 #[derive(Args, Debug)]

@@ -12,8 +12,8 @@
 //! (one node's health, for `status`), `shards.rs` (a member that is a Redis
 //! Cluster: its shards' health, for `status`), then one file per
 //! subcommand: `lock.rs`, `elect.rs`,
-//! `serial.rs`, `status.rs`, `init.rs`, `inspect.rs`, which never import each other; `main.rs`
-//! dispatches.
+//! `serial.rs`, `status.rs` (with `serve.rs`, its `--wait`), `init.rs`,
+//! `inspect.rs`, which never import each other; `main.rs` dispatches.
 
 mod args;
 mod client;
@@ -31,6 +31,7 @@ mod lock;
 mod log;
 mod nodecheck;
 mod serial;
+mod serve;
 mod shards;
 mod status;
 
@@ -112,7 +113,15 @@ async fn run(mut cli: Cli) -> ExitCode {
                 Err(code) => code,
             }
         }
-        Command::Status => status::status(&cli.nodes, times).await,
+        Command::Status(args) => {
+            if args.wait {
+                match build(&cli.nodes, times, "") {
+                    Ok(redlock) => serve::serve(&redlock).await,
+                    Err(code) => return code,
+                }
+            }
+            status::status(&cli.nodes, times).await
+        }
         Command::Init => match build(&cli.nodes, times, "") {
             Ok(redlock) => init::init(redlock).await,
             Err(code) => code,

@@ -542,6 +542,47 @@ fn init_declares_fresh_nodes_new_once_and_leaves_used_ones() {
     );
 }
 
+/// A node in use restarted without its data: each short-lived client
+/// (a `status`, a `lock`) serves the whole quarantine from its own first
+/// look, for ever, until one client watches it pass. `status --wait` is
+/// that client, once for all.
+#[test]
+fn status_wait_serves_a_restarted_nodes_quarantine_for_every_later_client() {
+    let mut c = Cluster::start(3);
+    let quarantined = |c: &Cluster| {
+        let o = run(cli(c)
+            .env("REDQUORUM_RESTART_QUARANTINE", "3s")
+            .arg("status"));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.matches("QUARANTINED for").count()
+    };
+    assert_eq!(quarantined(&c), 0);
+    c.nodes[2].restart_empty_in_place();
+    // One short-lived client after another: each one's own quarantine.
+    assert_eq!(quarantined(&c), 1);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        quarantined(&c),
+        1,
+        "a later client, past the first one's quarantine"
+    );
+    let o = run(cli(&c)
+        .env("REDQUORUM_RESTART_QUARANTINE", "3s")
+        .args(["status", "--wait"]));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 0, "{out}");
+    assert_eq!(out.matches("QUARANTINED for").count(), 0, "{out}");
+    assert!(out.contains("waiting out its quarantine"), "{out}");
+    let served = out
+        .lines()
+        .filter(|l| l.contains("quarantine served"))
+        .collect::<Vec<_>>();
+    assert_eq!(served.len(), 1, "{out}");
+    assert!(served[0].starts_with("node 2 ("), "{out}");
+    // From now on, every client counts it at once.
+    assert_eq!(quarantined(&c), 0);
+}
+
 #[test]
 fn status_names_an_endpoint_that_is_not_redis_in_one_line() {
     let c = Cluster::start(3);

@@ -78,7 +78,7 @@ impl Lock {
     ) -> Self {
         let valid_until = basis.until;
         let probe = Arc::downgrade(&redlock.inner);
-        let clock_probe = redlock.nodes().probe_while_held(probe, |i| &i.quorum);
+        let clock_probe = redlock.nodes().probe_while_held(probe, |i| &i.quorum, ttl);
         let mut lock = Self {
             shared: Arc::new(Shared {
                 redlock,

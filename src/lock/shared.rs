@@ -202,8 +202,16 @@ impl Shared {
     /// round started (a restart, an eviction, a flush: `node/vigil.rs`), so
     /// that those left are fewer than a quorum, the keys may be gone from a
     /// quorum already: the validity ends at the round's start (it is over).
+    ///
+    /// And where a quorum of nodes ran their clocks ahead of ours since
+    /// then, the odd clock is ours (stalled, or slow beyond the allowance):
+    /// nothing it counts can be trusted, so the validity ends at the round's
+    /// start too ([`Shared::our_clock_odd`]).
     pub(crate) fn clock_bound(&self, basis: &Basis) -> Instant {
         let nodes = self.redlock.nodes();
+        if self.our_clock_odd(basis) {
+            return basis.start;
+        }
         let lost = nodes.lost_since(basis.held, basis.start);
         if lost != 0 && ((basis.held & !lost).count_ones() as usize) < nodes.needed() {
             return basis.start;
@@ -221,8 +229,27 @@ impl Shared {
         bound.max(basis.start)
     }
 
+    /// Whether a quorum of nodes ran their clocks ahead of ours since
+    /// `basis`'s round started: each reading compares a node's advance with
+    /// ours, so a quorum of nodes ahead at once says ours fell behind.
+    pub(crate) fn our_clock_odd(&self, basis: &Basis) -> bool {
+        let nodes = self.redlock.nodes();
+        crate::quorum::probe::ours_is_odd(nodes.ran_ahead_after(basis.start), nodes.needed())
+    }
+
     /// Says that a clock that ran ahead cut the validity by `by`.
     pub(crate) fn cut_by_clock(&self, by: Duration) {
+        let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.our_clock_odd(&basis) {
+            warn!(
+                resource = %self.resource,
+                "a quorum of nodes ran their clocks ahead of ours: the odd clock is this \
+                 client's (stalled, or running slow), and no validity is kept on it; the lock \
+                 counts as lost, and the nodes sit out lock quorums here for the restart \
+                 quarantine"
+            );
+            return;
+        }
         warn!(
             resource = %self.resource,
             cut_ms = by.as_millis().min(u128::from(u64::MAX)) as u64,

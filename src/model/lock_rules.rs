@@ -10,7 +10,7 @@ use crate::lock::config::Config;
 use crate::model::detection::check_after;
 use crate::model::lock::{LockModel, FENCING};
 use crate::model::lock_state::send;
-use crate::model::lock_state::{ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
+use crate::model::lock_state::{Action, ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, NodeSet, Vote};
 
@@ -27,6 +27,8 @@ impl LockModel {
             quarantine: self.ttl,
             check: self.clock_check,
             cut: self.holder_cut,
+            odd: self.odd_clock,
+            needed: (self.quorum)(self.nodes),
         }
     }
 
@@ -167,6 +169,7 @@ impl LockModel {
             h.confirmed = seq;
             h.held = e.yes;
             h.basis = (e.start, e.ttl);
+            h.ahead = 0;
             h.exts.retain(|e| e.seq > seq);
             h.until = h.exts.iter().fold(until, |u, e| u.min(e.bound));
         }
@@ -212,6 +215,9 @@ impl LockModel {
                 exts: Vec::new(),
                 held: *yes,
                 basis: (*start, self.ttl),
+                stalled: None,
+                due: 0,
+                ahead: 0,
                 mint: match s.premint[c as usize] {
                     0 if self.fenced => Mint::Asked,
                     0 => Mint::None,
@@ -271,7 +277,7 @@ impl LockModel {
                     let valid = s
                         .clients
                         .iter()
-                        .filter(|p| matches!(p, Phase::Holding(h) if s.now < h.until))
+                        .filter(|p| matches!(p, Phase::Holding(h) if h.valid(s.now)))
                         .count();
                     valid <= 1
                 },
@@ -287,7 +293,9 @@ impl LockModel {
             Property::always(Self::CUT, |_, s: &State| {
                 s.clients.iter().enumerate().all(|(c, p)| {
                     let Phase::Holding(h) = p else { return true };
+                    // A stalled clock's holder: the exclusion property.
                     s.now >= h.until
+                        || h.stalled.is_some()
                         || s.nodes.iter().enumerate().all(|(n, node)| {
                             let read = node.jumped > 0 && s.readings[c][n] == node.jumped;
                             h.held & node_bit(n) == 0
@@ -304,5 +312,68 @@ impl LockModel {
                     && s.net.is_empty()
             }),
         ]
+    }
+}
+
+impl LockModel {
+    /// What a holder `c` whose clock runs may do next.
+    pub(crate) fn holding_actions(&self, s: &State, c: u8, h: &Hold, actions: &mut Vec<Action>) {
+        match h.mint {
+            Mint::Asked => actions.push(Action::Mint(c)),
+            Mint::Minted(_) => actions.push(Action::Minted(c)),
+            Mint::None => {
+                actions.push(Action::Release(c));
+                // The guard refuses to extend an expired lock.
+                if s.faults[3] > 0 && s.now < h.until {
+                    actions.push(Action::Extend(c, self.ttl));
+                    if self.short_ttl != 0 {
+                        actions.push(Action::Extend(c, self.short_ttl));
+                    }
+                }
+                for n in (0..self.nodes as u8).filter(|_| s.faults[5] > 0) {
+                    actions.push(Action::Probe(c, n));
+                }
+                for e in h.exts.iter().filter(|e| !e.decided && s.faults[1] > 0) {
+                    for n in self.unheard(e.yes | e.no | e.failed) {
+                        actions.push(Action::Timeout(c, n, Some(e.seq)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl LockModel {
+    /// Whether a stalled holder's node timer is due: it comes back by then,
+    /// before time moves on.
+    pub(crate) fn fire_due(s: &State) -> bool {
+        s.clients
+            .iter()
+            .any(|p| matches!(p, Phase::Holding(h) if h.stalled.is_some() && s.now >= h.due))
+    }
+
+    /// Holder `c`'s clock stops now; its node timer comes back within one
+    /// period.
+    pub(crate) fn stall(&self, s: &mut State, c: u8) {
+        s.faults[7] -= 1;
+        let (now, tick) = (s.now, self.tick);
+        if let Phase::Holding(h) = &mut s.clients[c as usize] {
+            h.stalled = Some(now);
+            h.due = now.saturating_add(tick);
+        }
+    }
+
+    /// Stalled holder `c`'s node timer came back: it reads every node's
+    /// clock, and waits one more period.
+    pub(crate) fn fire(&self, s: &mut State, c: u8) {
+        for n in 0..self.nodes as u8 {
+            if s.nodes[n as usize].up {
+                s.read_clock((c, n), self.clock());
+            }
+        }
+        let (now, tick) = (s.now, self.tick);
+        if let Phase::Holding(h) = &mut s.clients[c as usize] {
+            h.due = now.saturating_add(tick);
+        }
     }
 }

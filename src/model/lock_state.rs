@@ -6,6 +6,7 @@ use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
 use crate::node::clockrate::Reading;
 use crate::node::clockwatch::{judge, Verdict};
 use crate::node::trust::dropped;
+use crate::quorum::probe::ours_is_odd;
 use crate::quorum::tally::{node_bit, NodeSet};
 
 /// How far a node's clock jumps in one step, ms: beyond the allowance's
@@ -75,6 +76,22 @@ pub(crate) struct Hold {
     pub(crate) held: NodeSet,
     /// When that round started and the TTL it set.
     pub(crate) basis: (u8, u8),
+    /// When its client's clock stopped (`None`: it runs): its timers fire
+    /// no more, and it counts the lock valid while the instant its clock
+    /// shows, this one, is before `until`.
+    pub(crate) stalled: Option<u8>,
+    /// When the timer kept on a node's clock comes back next (while
+    /// stalled): every node's clock is read then.
+    pub(crate) due: u8,
+    /// The nodes its client read running ahead since `basis` began.
+    pub(crate) ahead: NodeSet,
+}
+
+impl Hold {
+    /// Whether its client counts the lock valid at real instant `now`.
+    pub(crate) fn valid(&self, now: u8) -> bool {
+        self.stalled.unwrap_or(now) < self.until
+    }
 }
 
 /// One extension sent by a holder.
@@ -154,8 +171,8 @@ pub(crate) struct State {
     /// Messages in flight, sorted.
     pub(crate) net: Vec<Msg>,
     /// Faults left: drops, timeouts, crashes; extensions left; clock
-    /// steps; holders' clock probes; evictions.
-    pub(crate) faults: [u8; 7],
+    /// steps; holders' clock probes; evictions; clients' clocks that stall.
+    pub(crate) faults: [u8; 8],
     /// A release or an extension deleted a key another client held.
     pub(crate) foreign_delete: bool,
     /// The fencing counter (linearizable: the counter model checks that).
@@ -212,6 +229,11 @@ pub(crate) enum Action {
     Evict(u8),
     /// The fast node's clock starts running at its rate.
     Grow,
+    /// A holder's client's clock stops.
+    Stall(u8),
+    /// A stalled holder's timer on a node's clock comes back: it reads
+    /// every node's clock.
+    Fire(u8),
 }
 
 /// The least of the states equal to `s` but for the names of its nodes
@@ -265,6 +287,7 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
             },
             Phase::Holding(h) => Phase::Holding(Hold {
                 held: set(h.held),
+                ahead: set(h.ahead),
                 exts: h
                     .exts
                     .iter()
@@ -367,13 +390,21 @@ impl State {
     /// the yes counts.
     pub(crate) fn read_clock(&mut self, (c, n): (u8, u8), rules: ClockRules) -> bool {
         let at = tokio::time::Instant::now();
-        let reading = |jumped: u8| Reading {
+        let reading = |offset: u8| Reading {
             sent: at,
             recv: at,
-            node_us: 1_000_000_000 + u64::from(jumped) * 1000,
+            node_us: 1_000_000_000 + u64::from(offset) * 1000,
         };
         let (c, n) = (c as usize, n as usize);
-        let now = self.nodes[n].jumped;
+        // How far the node's clock is ahead of ours: its jumps, and where
+        // our clock stalled, the real time since.
+        let stalled = match &self.clients[c] {
+            Phase::Holding(Hold {
+                stalled: Some(t), ..
+            }) => self.now - t,
+            _ => 0,
+        };
+        let now = self.nodes[n].jumped.saturating_add(stalled);
         let before = std::mem::replace(&mut self.readings[c][n], now);
         let Verdict::Ahead(excess) = judge(&reading(before), &reading(now), rules.allowance) else {
             return self.now >= self.clock_q[c][n];
@@ -382,7 +413,10 @@ impl State {
             self.clock_q[c][n] = self.now.saturating_add(rules.quarantine);
         }
         if let Phase::Holding(h) = &mut self.clients[c] {
-            if rules.cut && h.held & node_bit(n) != 0 {
+            h.ahead |= node_bit(n);
+            if rules.odd && ours_is_odd(h.ahead.count_ones() as usize, rules.needed) {
+                h.until = 0;
+            } else if rules.cut && h.held & node_bit(n) != 0 {
                 let cut = excess.as_millis().min(255) as u8;
                 h.until = h.until.saturating_sub(cut);
             }
@@ -402,4 +436,9 @@ pub(crate) struct ClockRules {
     pub(crate) check: bool,
     /// Whether a holder's validity is cut by the excess (as shipped).
     pub(crate) cut: bool,
+    /// Whether a holder keeps no validity once a quorum of nodes ran ahead
+    /// of its client's clock (as shipped: `quorum/probe.rs`).
+    pub(crate) odd: bool,
+    /// Nodes that make a quorum.
+    pub(crate) needed: usize,
 }

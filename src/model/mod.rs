@@ -22,6 +22,7 @@ mod pin;
 mod rwlock;
 mod semaphore;
 mod semaphore_state;
+mod served;
 mod shards;
 mod shards_rules;
 mod shards_state;

@@ -61,11 +61,11 @@ pub(crate) async fn check(
             remaining.as_secs()
         );
     }
-    let served = verdict.remaining > 0
-        && verdict
-            .loss
-            .is_some_and(|l| trust.served(&probe.run_id, l, Instant::now()));
-    if let Some(set) = evidence::marker_served(&probe, marker).filter(|_| marked && served) {
+    let watched = verdict
+        .loss
+        .is_some_and(|l| trust.served(&probe.run_id, l, Instant::now()));
+    let served = serves(&verdict, marked, watched);
+    if let Some(set) = evidence::marker_served(&probe, marker).filter(|_| served) {
         // This client watched the loss's whole quarantine pass: later
         // clients may count the node at once. Not waited for.
         let mut conn = conn.clone();
@@ -91,6 +91,17 @@ pub(crate) async fn check(
         });
     }
     Ok(())
+}
+
+/// The rule, pure: whether a check whose verdict is `verdict` records in
+/// our marker that its loss was served. Only where the marker names the
+/// process and that loss (`marked`; the write compares them again) and
+/// this client `watched` the loss's whole quarantine pass, counted from its
+/// own first sight of it (`Trust::served`): a loss has no moment, so a
+/// client that wrote it sooner would let the next one count the node before
+/// a lock the node forgot could have expired (`model/served.rs`).
+pub(crate) fn serves(verdict: &Assessment, marked: bool, watched: bool) -> bool {
+    marked && verdict.remaining > 0 && verdict.loss.is_some() && watched
 }
 
 /// Probes a freshly made connection: the probe, its assessment, when it

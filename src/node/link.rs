@@ -186,6 +186,12 @@ impl Link {
         self.client.get_connection_info().addr()
     }
 
+    /// A timer on the node's clock, on a connection of its own (see
+    /// `tick.rs`).
+    pub(crate) fn ticker(&self) -> crate::node::tick::Ticker {
+        crate::node::tick::Ticker::new(self.index, self.client.clone(), self.connect_timeout)
+    }
+
     /// Where our marker lives on the node.
     pub(crate) fn marker(&self) -> &str {
         self.shard_marker

@@ -29,6 +29,7 @@ pub(crate) mod shard_rules;
 pub(crate) mod shards;
 pub(crate) mod slot;
 pub(crate) mod slotset;
+pub(crate) mod tick;
 pub(crate) mod trust;
 pub(crate) mod vigil;
 pub(crate) mod watch;
@@ -203,6 +204,12 @@ impl Node {
     #[cfg(feature = "cluster")]
     pub(crate) fn current_links(&self) -> Vec<Arc<Link>> {
         self.with_current_links(<[Arc<Link>]>::to_vec)
+    }
+
+    /// A timer on the node's clock (for a cluster member, on the first
+    /// shard its slot map names; none before one is known).
+    pub(crate) fn ticker(&self) -> Option<tick::Ticker> {
+        self.with_current_links(|ls| ls.first().map(|l| l.ticker()))
     }
 
     /// Whether the node (every shard the slot map names) answered its last

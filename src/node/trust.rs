@@ -106,6 +106,18 @@ pub(crate) struct TrustState {
     sight: Option<(Instant, Instant)>,
 }
 
+impl TrustState {
+    /// Whether this client knows of a loss in the process there (not a
+    /// clock that ran ahead) that our marker does not say was served.
+    pub(crate) fn loss_unserved(&self) -> bool {
+        let served = matches!(
+            self.last.as_ref().and_then(|p| p.marker.as_ref()),
+            Some(crate::node::evidence::Marker::Found { served: true, .. })
+        );
+        self.loss.is_some() && self.cause.is_some() && !served
+    }
+}
+
 impl Trust {
     /// A node's trust that tells `news` of each loss found (see
     /// [`TrustState::lost_at`]).

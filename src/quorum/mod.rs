@@ -9,6 +9,7 @@
 
 pub(crate) mod background;
 pub(crate) mod fanout;
+pub(crate) mod probe;
 pub(crate) mod tally;
 
 use std::sync::Arc;
@@ -54,17 +55,10 @@ pub(crate) struct Quorum {
     pub(crate) telemetry: Arc<Telemetry>,
     /// Told whenever a node's clock ran ahead (its held locks look).
     clock_news: ClockNews,
-    /// Held by every lock this client holds, while its clocks are read
-    /// even where nothing else is sent ([`Quorum::probe_while_held`]).
-    probing: std::sync::Mutex<std::sync::Weak<()>>,
-    /// Whether the probing task runs.
-    probe_task: std::sync::atomic::AtomicBool,
+    /// While this client holds anything, its clocks are read even where
+    /// nothing else is sent ([`Quorum::probe_while_held`]).
+    probing: probe::Probing,
 }
-
-/// While this client holds a lock, a node it sent nothing to for this long
-/// gets a `PING` (with its `TIME` behind it), so that a clock that runs
-/// ahead is seen, and a holder told, within about this long.
-pub(crate) const CLOCK_PROBE: Duration = Duration::from_secs(1);
 
 impl Quorum {
     /// The set of `nodes` of which `needed` must agree, each request
@@ -85,83 +79,8 @@ impl Quorum {
             background: Arc::default(),
             telemetry,
             clock_news,
-            probing: std::sync::Mutex::default(),
-            probe_task: std::sync::atomic::AtomicBool::new(false),
+            probing: probe::Probing::default(),
         }
-    }
-
-    /// A token a held lock keeps: while any is kept, a task started here
-    /// reads the clock of every node that answers but was sent nothing for
-    /// [`CLOCK_PROBE`], once per [`CLOCK_PROBE`]. `this` is how the task
-    /// reaches the nodes (it stops once the client is gone, or when it
-    /// wakes and no token is kept).
-    pub(crate) fn probe_while_held<T: Send + Sync + 'static>(
-        &self,
-        this: std::sync::Weak<T>,
-        quorum: fn(&T) -> &Quorum,
-    ) -> Arc<()> {
-        let token = {
-            let mut probing = self
-                .probing
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match probing.upgrade() {
-                Some(token) => token,
-                None => {
-                    let token = Arc::new(());
-                    *probing = Arc::downgrade(&token);
-                    token
-                }
-            }
-        };
-        // One task per client, however many locks come and go: a task per
-        // lock (each sleeping a second) cost sequential lock+release about
-        // a tenth of its p50.
-        if !self
-            .probe_task
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(CLOCK_PROBE).await;
-                    let Some(this) = this.upgrade() else { return };
-                    let q = quorum(&this);
-                    if !q.held() {
-                        // A lock taken from here on starts a task of its own.
-                        q.probe_task
-                            .store(false, std::sync::atomic::Ordering::Release);
-                        if !q.held() || q.probe_task.swap(true, std::sync::atomic::Ordering::AcqRel)
-                        {
-                            return;
-                        }
-                    }
-                    q.probe_idle_clocks();
-                }
-            });
-        }
-        token
-    }
-
-    /// Whether some lock holds a probing token.
-    fn held(&self) -> bool {
-        self.probing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .upgrade()
-            .is_some()
-    }
-
-    /// Reads the clock of each answering node that was sent nothing for
-    /// [`CLOCK_PROBE`].
-    fn probe_idle_clocks(&self) {
-        let now = crate::clock::now();
-        let idle = self.nodes.iter().filter(|n| {
-            n.is_healthy()
-                && n.clock_read_at()
-                    .is_none_or(|at| now.saturating_duration_since(at) >= CLOCK_PROBE)
-        });
-        let targets = idle.fold(0, |set, n| set | node_bit(n.index));
-        self.send_quietly(&Request::plain(redis::cmd("PING")), targets);
     }
 
     /// A receiver that changes whenever a node's clock ran ahead.
@@ -189,6 +108,17 @@ impl Quorum {
             .map(|n| n.ran_ahead_since(since))
             .max()
             .unwrap_or_default()
+    }
+
+    /// How many nodes were seen running their clocks ahead of ours after
+    /// `since`. Where a quorum of them did, the odd clock is ours (it
+    /// stalled, or runs slow beyond the allowance): no validity is kept on
+    /// it (`lock/shared.rs`).
+    pub(crate) fn ran_ahead_after(&self, since: tokio::time::Instant) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| !n.ran_ahead_since(since).is_zero())
+            .count()
     }
 
     /// The nodes among `held` where a loss that may have taken keys set

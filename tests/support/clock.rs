@@ -95,3 +95,37 @@ impl ClockFile {
         std::fs::rename(&tmp, &self.path).unwrap();
     }
 }
+
+/// For a process preloaded with the file at `path` (the variable
+/// `REDQUORUM_TEST_CLOCK` names): its own clocks (monotonic, boot-time and
+/// wall) run at `rate` from the real monotonic instant `from_ns` on (a
+/// clock that stalls while the process runs).
+pub fn own_clocks(path: &std::path::Path, rate: f64, from_ns: i128) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, format!("0 {rate} {now} 0 {rate} {from_ns}\n")).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The real monotonic clock, in ns, read past any preload (the system
+/// call itself, which the preload does not change).
+pub fn real_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the system call writes one timespec through the pointer,
+    // which points to a live, writable one.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clock_gettime,
+            libc::CLOCK_MONOTONIC,
+            &mut ts as *mut libc::timespec,
+        )
+    };
+    assert_eq!(r, 0, "clock_gettime");
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}

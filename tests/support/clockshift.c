@@ -8,7 +8,11 @@
  * each; otherwise they are left alone (boot time only shifted).
  *
  * The file holds four numbers: wall offset (ns), wall rate, the wall
- * instant (ns) the rate counts from, boot-time offset (ns). The faked wall
+ * instant (ns) the rate counts from, boot-time offset (ns); and optionally
+ * two more: a monotonic rate and the real monotonic instant (ns) it counts
+ * from (a client whose clock stalls while it runs: the monotonic and
+ * boot-time clocks run at that rate from then on, where the variable above
+ * is not set). The faked wall
  * clock reads real + offset + (real - anchor) * (rate - 1). The file is
  * read again at most every 2 ms.
  *
@@ -23,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static long long loaded_at = -1, wall_offset, anchor, boot_offset;
-static double rate = 1.0;
+static long long loaded_at = -1, wall_offset, anchor, boot_offset, mono_from;
+static double rate = 1.0, file_mono_rate = 1.0;
 
 /* The monotonic rate (0: not read yet) and each scaled clock's first
  * real reading (-1: none yet). */
@@ -42,9 +46,27 @@ static double monotonic_rate(void) {
 
 /* A monotonic or boot-time reading at the monotonic rate, counted from
  * the clock's first reading in this process (`which`: 0 or 1). */
+static int raw(clockid_t id, struct timespec *ts);
+static long long nanos(const struct timespec *ts);
+static void load(void);
+
+/* The monotonic clock as the file's rate makes it, from its instant on. */
+static long long from_file(long long real_mono) {
+    load();
+    if (mono_from <= 0 || real_mono < mono_from) return real_mono;
+    return mono_from + (long long)((double)(real_mono - mono_from) * file_mono_rate);
+}
+
 static long long scaled(int which, long long real) {
     double r = monotonic_rate();
-    if (r == 1.0) return real;
+    if (r == 1.0) {
+        if (which == 0) return from_file(real);
+        /* Boot time: its distance from the monotonic clock kept. */
+        struct timespec m;
+        raw(CLOCK_MONOTONIC, &m);
+        long long mono = nanos(&m);
+        return real - mono + from_file(mono);
+    }
     long long none = -1;
     __atomic_compare_exchange_n(&anchors[which], &none, real, 0, __ATOMIC_SEQ_CST,
                                 __ATOMIC_SEQ_CST);
@@ -85,6 +107,10 @@ static void load(void) {
     double r = strtod(p, &p);
     long long a = strtoll(p, &p, 10);
     long long b = strtoll(p, &p, 10);
+    double mr = strtod(p, &p);
+    long long mf = strtoll(p, &p, 10);
+    file_mono_rate = mr > 0 ? mr : 1.0;
+    mono_from = mf;
     wall_offset = o;
     rate = r > 0 ? r : 1.0;
     anchor = a;
