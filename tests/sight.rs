@@ -3,13 +3,15 @@
 //! (a name or virtual IP moved, a proxy leading elsewhere), and a node
 //! restarted empty whose uptime then jumps with its wall clock, let no
 //! second holder in while the first holder's lock is valid, whether the
-//! client saw the process before or not; and the holder is told.
+//! client saw the process before or not; and the holder is told. For the
+//! lock, the read-write lock (a reader's lease, a writer after it) and the
+//! semaphore's slots.
 
 mod support;
 
 use std::time::Duration;
 
-use redquorum::{NodeTrust, Redlock};
+use redquorum::{Lock, NodeTrust, Redlock};
 use support::{clock::ClockFile, Cluster, Persistence, Proxy, RedisNode};
 
 fn ms(n: u64) -> Duration {
@@ -44,37 +46,84 @@ fn uptime(node: &RedisNode) -> u64 {
         .unwrap()
 }
 
-/// A lock on nodes 0 and 1 of `c` only, by `a`: its key on node 2 is
-/// deleted behind every client's back (as if its SET had never arrived),
-/// so node 2 is free and trusted.
-async fn held_on_0_and_1(c: &Cluster, a: &Redlock, resource: &str) -> redquorum::Lock {
-    let lock = a.try_lock(resource, QUARANTINE).await.unwrap();
-    assert!(support::wait_until(ms(2_000), || c.set_on(resource) == 3).await);
-    let _: i64 = redis::cmd("DEL")
-        .arg(resource)
-        .query(&mut c.nodes[2].conn())
-        .unwrap();
+/// What is held, and what the others try.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// A lock; others try the lock.
+    Lock,
+    /// A read lease; others try to write.
+    Read,
+    /// The one permit of a semaphore; others try for one.
+    Permit,
+}
+
+impl Kind {
+    /// `r`'s one attempt at `resource`: the first holder's (`first`), or
+    /// the others'.
+    async fn take(self, r: &Redlock, resource: &str, first: bool) -> redquorum::Result<Lock> {
+        match self {
+            Kind::Lock => r.try_lock(resource, QUARANTINE).await,
+            Kind::Read if first => r.rw_lock(resource)?.try_read(QUARANTINE).await,
+            Kind::Read => r.rw_lock(resource)?.try_write(QUARANTINE).await,
+            Kind::Permit => Ok(r
+                .semaphore(resource, 1)?
+                .try_acquire(QUARANTINE)
+                .await?
+                .into_lock()),
+        }
+    }
+}
+
+/// The keys of ours on `node` with a TTL (what a lock, a lease or a
+/// permit stands on; our marker has none).
+fn ours(node: &RedisNode) -> Vec<String> {
+    let mut conn = node.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.into_iter()
+        .filter(|k| redis::cmd("PTTL").arg(k).query::<i64>(&mut conn).unwrap() > 0)
+        .collect()
+}
+
+/// `kind` held on nodes 0 and 1 of `c` only, by `a`: its keys on node 2
+/// are deleted behind every client's back (as if its writes had never
+/// arrived), so node 2 is free and trusted.
+async fn held_on_0_and_1(c: &Cluster, a: &Redlock, kind: Kind, resource: &str) -> Lock {
+    let lock = kind.take(a, resource, true).await.unwrap();
+    let on_all =
+        support::wait_until(ms(2_000), || c.nodes.iter().all(|n| !ours(n).is_empty())).await;
+    assert!(on_all, "{kind:?}: not on every node");
+    let mut conn = c.nodes[2].conn();
+    for key in ours(&c.nodes[2]) {
+        let _: i64 = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();
+    }
     lock
 }
 
-/// Neither `clients` gets `resource` while `lock` is valid, and `lock`'s
+/// None of `clients` gets `resource` while `lock` is valid, and `lock`'s
 /// holder is told its lock is lost (its quorum needed the node that lost
 /// it).
-async fn nobody_else(lock: &redquorum::Lock, clients: &[&Redlock], resource: &str) {
+async fn nobody_else(lock: &Lock, clients: &[&Redlock], kind: Kind, resource: &str) {
     for (i, r) in clients.iter().enumerate() {
-        let got = r.try_lock(resource, QUARANTINE).await;
+        let got = kind.take(r, resource, false).await;
         assert!(
             got.is_err(),
-            "client {i}: a second holder while the first has {:?} left",
+            "{kind:?}, client {i}: a second holder while the first has {:?} left",
             lock.validity()
         );
     }
     let told = tokio::time::timeout(ms(10_000), lock.lost()).await;
-    assert!(told.is_ok(), "the holder was never told");
+    assert!(told.is_ok(), "{kind:?}: the holder was never told");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_running_process_behind_an_address_gives_no_lock_away() {
+    for kind in [Kind::Lock, Kind::Read, Kind::Permit] {
+        swapped(kind).await;
+    }
+}
+
+/// The swap, with `kind` held.
+async fn swapped(kind: Kind) {
     let c = Cluster::start(3);
     // The standby has run longer than the quarantine: its uptime says
     // nothing of when it appeared at the address.
@@ -85,12 +134,12 @@ async fn a_long_running_process_behind_an_address_gives_no_lock_away() {
         support::wait_until(ms(20_000), || uptime(&standby) > QUARANTINE.as_secs() + 1).await;
     assert!(past, "the standby never ran past the quarantine");
     let (a, seen) = (client(urls.clone()).await, client(urls.clone()).await);
-    let lock = held_on_0_and_1(&c, &a, "swapped").await;
+    let lock = held_on_0_and_1(&c, &a, kind, "swapped").await;
     assert!(lock.is_valid(), "the test took too long to set up");
     proxy.retarget(standby.port);
     let first_look = std::time::Instant::now();
     let fresh = client(urls).await;
-    nobody_else(&lock, &[&seen, &fresh], "swapped").await;
+    nobody_else(&lock, &[&seen, &fresh], kind, "swapped").await;
     // Out for the whole quarantine from the fresh client's first look,
     // however long the standby has run.
     match &fresh.node_trust().await[0] {
@@ -103,6 +152,13 @@ async fn a_long_running_process_behind_an_address_gives_no_lock_away() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uptime_that_jumps_with_the_wall_clock_gives_no_lock_away() {
+    for kind in [Kind::Lock, Kind::Read, Kind::Permit] {
+        stepped(kind).await;
+    }
+}
+
+/// The restart and step, with `kind` held.
+async fn stepped(kind: Kind) {
     let clock = ClockFile::new();
     let mut c = Cluster {
         nodes: vec![
@@ -113,7 +169,7 @@ async fn an_uptime_that_jumps_with_the_wall_clock_gives_no_lock_away() {
     };
     c.declare_new();
     let a = client(c.urls()).await;
-    let lock = held_on_0_and_1(&c, &a, "stepped").await;
+    let lock = held_on_0_and_1(&c, &a, kind, "stepped").await;
     // Node 0 restarts without its data, then its wall clock steps 10 s
     // ahead: its uptime reads 10 s more than it has run.
     c.nodes[0].restart(Persistence::None);
@@ -122,5 +178,5 @@ async fn an_uptime_that_jumps_with_the_wall_clock_gives_no_lock_away() {
     assert!(stepped, "the step did not reach the node");
     assert!(lock.is_valid(), "the test took too long to set up");
     let fresh = client(c.urls()).await;
-    nobody_else(&lock, &[&fresh], "stepped").await;
+    nobody_else(&lock, &[&fresh], kind, "stepped").await;
 }

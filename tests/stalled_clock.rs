@@ -2,9 +2,11 @@
 //! boot-time and wall clocks run at a thousandth of real time (a virtual
 //! machine whose clock source stops; the test harness's clock preload,
 //! `tests/support/clockshift.c`), meeting five true nodes for the first
-//! time, takes a lock, a one-permit semaphore or a leadership for 2 s and
-//! never renews it by hand. Two seconds of real time later a client with a
-//! true clock takes it; the stalled one must have counted it lost before.
+//! time, takes a lock, a one-permit semaphore, a read lease (the true
+//! client then writes) or a leadership for 2 s and never renews it by
+//! hand; or meets them and takes it with a true clock, which then stalls.
+//! Two seconds of real time later a client with a true clock takes it; the
+//! stalled one must have counted it lost before.
 //!
 //! No timer of the stalled client fires (its renewal, its validity's end,
 //! its clock probe): what tells it is a timer kept by a node's clock
@@ -50,7 +52,7 @@ async fn a_client_whose_clock_stalls_counts_its_lock_lost_before_anyone_takes_it
     let c = Cluster::start(5);
     let true_client = c.redlock();
     for run in 0..support::clock::runs() {
-        for kind in ["semaphore", "election", "lock"] {
+        for kind in ["semaphore", "read", "election", "lock"] {
             // Stalled from its start, meeting the nodes for the first time:
             // refused where its first readings show the nodes ahead (also
             // right), else it holds and must count it lost in time.
@@ -175,6 +177,10 @@ async fn take(client: &Redlock, kind: &str, name: &str) -> bool {
             let sem = client.semaphore(name, 1).unwrap();
             sem.try_acquire(TTL).await.map(std::mem::forget).is_ok()
         }
+        "read" => {
+            let rw = client.rw_lock(name).unwrap();
+            rw.try_write(TTL).await.map(std::mem::forget).is_ok()
+        }
         "election" => {
             let e = client.election(name, TTL).unwrap();
             e.campaign_timeout("true", ms(1))
@@ -210,6 +216,13 @@ async fn stalled_client(role: &str) {
             sem.try_acquire(TTL).await.map(|p| {
                 let h = p.handle();
                 (Box::new(p) as Box<dyn std::any::Any + Send>, h)
+            })
+        }
+        "read" => {
+            let rw = client.rw_lock(name).unwrap();
+            rw.try_read(TTL).await.map(|l| {
+                let h = l.handle();
+                (Box::new(l) as Box<dyn std::any::Any + Send>, h)
             })
         }
         "election" => {
