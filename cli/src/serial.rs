@@ -30,6 +30,17 @@ pub async fn serial_next(redlock: Redlock, args: SerialArgs) -> ExitCode {
             return exit::code(exit::for_error(&e));
         }
     };
+    // More than the width numbers in a period can never be issued: said
+    // before anything is sent, with the count asked for.
+    let most = serials.max_number();
+    if args.count > most {
+        eprintln!(
+            "redquorum: --count {} is more than --width {} can number in one period ({most}): \
+             widen it, or issue fewer",
+            args.count, args.width
+        );
+        return exit::code(exit::CONFIG);
+    }
     // One call returns its numbers in memory: at most MAX_BATCH at once.
     let batch = args.batch.unwrap_or(args.count.min(redquorum::MAX_BATCH));
     let mut left = args.count;

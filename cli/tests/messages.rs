@@ -76,12 +76,40 @@ fn usage_mistakes_get_a_hint_and_78() {
         !err.contains("tip:"),
         "clap's '-- -1' tip is wrong here: {err}"
     );
-    for empty in ["", "redis://127.0.0.1:1,"] {
-        let (code, _, err) = run(cli(empty).args(["lock", "x", "--", "true"]));
+    let (code, _, err) = run(cli("redis://127.0.0.1:1,").args(["lock", "x", "--", "true"]));
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("empty entry"), "{err}");
+    assert!(!err.contains("did you mean"), "{err}");
+    // No list at all (unset, or set to nothing): what to do, once.
+    let unset = || {
+        let mut cmd = cli("");
+        cmd.env_remove("REDQUORUM_NODES");
+        cmd
+    };
+    for mut cmd in [cli(""), cli(" "), unset()] {
+        let (code, _, err) = run(cmd.args(["lock", "x", "--", "true"]));
         assert_eq!(code, 78, "{err}");
-        assert!(err.contains("empty entry"), "{err}");
-        assert!(!err.contains("did you mean"), "{err}");
+        assert_eq!(
+            err, "redquorum: no nodes: pass --nodes or set REDQUORUM_NODES\n",
+            "{err}"
+        );
     }
+    // A scheme that lost a character gets it back in the hint.
+    let (code, _, err) = run(cli("redis//127.0.0.1:7602").args(["lock", "x", "--", "true"]));
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("did you mean \"redis://127.0.0.1:7602\"?"),
+        "{err}"
+    );
+    // A count no width can number is said with the count and the width
+    // asked for, before any node is asked.
+    let (code, _, err) = run(cli(nodes).args(["serial", "next", "Z", "--count", "5000000"]));
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("--count 5000000 is more than --width 4 can number in one period (9999)"),
+        "{err}"
+    );
+    assert!(!err.contains("1000000"), "{err}");
     let (code, out, _) = run(cli(nodes).args(["help", "--help"]));
     assert_eq!(code, 0);
     assert!(out.contains("Usage"), "{out}");

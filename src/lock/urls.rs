@@ -9,15 +9,20 @@ use crate::error::{Error, Result};
 /// the CLI's `--nodes` take it, into one URL per member: a part with no
 /// scheme (`host:port`) after a `redis+cluster://` URL is one more of that
 /// cluster's seeds. A blank part stays, as an empty entry that building
-/// refuses in words (a doubled or trailing comma is a slip to point out).
+/// refuses in words (a doubled or trailing comma is a slip to point out);
+/// a list with nothing in it (an unset variable) is no member at all.
 ///
 /// ```
 /// assert_eq!(
 ///     redquorum::split_node_list("redis+cluster://a:7000,b:7000, redis://c:6379"),
 ///     ["redis+cluster://a:7000,b:7000", "redis://c:6379"],
 /// );
+/// assert!(redquorum::split_node_list(" ").is_empty());
 /// ```
 pub fn split_node_list(list: &str) -> Vec<String> {
+    if list.trim().is_empty() {
+        return Vec::new();
+    }
     let mut urls: Vec<String> = Vec::new();
     for part in list.split(',').map(str::trim) {
         match urls.last_mut() {
@@ -82,9 +87,28 @@ fn open_client(url: &str) -> Result<redis::Client> {
     }
     redis::Client::open(url).map_err(|source| Error::InvalidUrl {
         url: redact(url),
-        hint: (!url.contains("://")).then(|| format!("redis://{}", redact(url))),
+        hint: hint_for(url),
         source,
     })
+}
+
+/// What a URL that does not parse was likely meant to be: a `host:port`
+/// without a scheme gets `redis://` (`redis:6379` is a host named redis);
+/// a scheme whose `://` lost a character (`redis//h:p`, `redis:/h:p`) gets
+/// it back.
+fn hint_for(url: &str) -> Option<String> {
+    if url.contains("://") {
+        return None;
+    }
+    for scheme in ["rediss", "redis", "unix"] {
+        for slip in [":/", "//"] {
+            if let Some(rest) = url.strip_prefix(&format!("{scheme}{slip}")) {
+                let rest = rest.trim_start_matches('/');
+                return Some(redact(&format!("{scheme}://{rest}")));
+            }
+        }
+    }
+    Some(format!("redis://{}", redact(url)))
 }
 
 /// The mistakes redis-rs reports only as "did not parse": URLs separated by
@@ -242,7 +266,23 @@ mod tests {
             split_node_list("redis+cluster://b:1,,c:1,"),
             ["redis+cluster://b:1", "", "c:1", ""]
         );
-        assert_eq!(split_node_list(""), [""]);
+        // Nothing at all (an unset variable): no member, for the caller
+        // to say "no nodes".
+        assert!(split_node_list("").is_empty());
+        assert_eq!(split_node_list(","), ["", ""]);
+    }
+
+    #[test]
+    fn a_slipped_scheme_gets_its_colon_and_slashes_back() {
+        assert_eq!(
+            hint_for("redis//127.0.0.1:7602").unwrap(),
+            "redis://127.0.0.1:7602"
+        );
+        assert_eq!(hint_for("rediss:/h:1").unwrap(), "rediss://h:1");
+        assert_eq!(hint_for("redis:6379").unwrap(), "redis://redis:6379");
+        assert_eq!(hint_for("u:pw@h:1").unwrap(), "redis://***@h:1");
+        assert_eq!(hint_for("redis//u:pw@h:1").unwrap(), "redis://***@h:1");
+        assert_eq!(hint_for("redis://h:1"), None);
     }
 
     #[test]

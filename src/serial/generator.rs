@@ -279,11 +279,22 @@ impl SerialGenerator {
     /// before any node is asked.
     pub async fn next_batch(&self, prefix: &str, count: u64) -> Result<Vec<Serial>> {
         check_prefix(prefix)?;
-        let most = self.max_number().min(MAX_BATCH);
-        if count == 0 || count > most {
+        let (width, most) = (self.inner.settings.width, self.max_number());
+        if count == 0 || count > most.min(MAX_BATCH) {
+            let why = if count > most {
+                format!(
+                    "a width of {width} digits numbers at most {most} a period: widen it, \
+                     or issue fewer"
+                )
+            } else {
+                format!(
+                    "at most {MAX_BATCH} a call (one call returns its numbers in memory: \
+                     issue more in several calls)"
+                )
+            };
             return Err(Error::InvalidConfig(format!(
-                "count {count} is outside 1..={most} (one call returns its numbers in \
-                 memory: issue more in several calls)"
+                "count {count} is outside 1..={}: {why}",
+                most.min(MAX_BATCH)
             )));
         }
         let state = self.state(prefix);
