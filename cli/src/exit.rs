@@ -110,7 +110,10 @@ pub fn for_error(e: &Error) -> u8 {
         | Error::WrongType { .. }
         | Error::TtlTooShort { .. }
         | Error::SerialConfigConflict { .. }
-        | Error::SemaphoreConflict { .. } => CONFIG,
+        | Error::SemaphoreConflict { .. }
+        // Resources no cluster member can lock in one step: rename them
+        // (a common {tag}); waiting or retrying never helps.
+        | Error::CrossSlot { .. } => CONFIG,
         Error::Exhausted { .. } | Error::ClockBehind { .. } => CANNOT_ISSUE,
         Error::Timeout { last, .. } => for_error(last),
         Error::NoQuorum { .. } | Error::Shutdown => UNAVAILABLE,
@@ -145,6 +148,21 @@ pub fn of_status(status: std::process::ExitStatus) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resources_in_several_slots_are_a_usage_error_not_contention() {
+        let cross = Error::CrossSlot {
+            resources: "a+b".into(),
+            node: "127.0.0.1:7000".into(),
+        };
+        assert_eq!(for_error(&cross), CONFIG);
+        let timed_out = Error::Timeout {
+            resource: "a+b".into(),
+            waited: std::time::Duration::from_secs(1),
+            last: Box::new(cross),
+        };
+        assert_eq!(for_error(&timed_out), CONFIG);
+    }
 
     #[test]
     fn outage_is_not_contention() {
