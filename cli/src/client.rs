@@ -27,6 +27,29 @@ pub fn build(
         })
 }
 
+/// Refuses, before anything is sent, a `--ttl` too short for a command to
+/// be run under: one that a round taking the whole node timeout leaves no
+/// validity of ([`Redlock::shortest_ttl`]).
+pub fn check_ttl(redlock: &Redlock, ttl: Duration) -> Result<(), ExitCode> {
+    let shortest = redlock.shortest_ttl();
+    if ttl > shortest {
+        return Ok(());
+    }
+    eprintln!(
+        "redquorum: --ttl {} is too short: a round may take up to --node-timeout, and with the \
+         clock-drift allowance that leaves it no validity; give more than {} ms (the default \
+         is 30s)",
+        humantime(ttl),
+        shortest.as_millis()
+    );
+    Err(exit::code(exit::CONFIG))
+}
+
+/// `d` as the command line writes it (`3ms`, `1500ms`).
+fn humantime(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
 /// This host's name and our process id (`host:pid`): what `inspect` shows
 /// for the locks we hold, and an election candidate's default value.
 pub fn this_process() -> String {

@@ -13,6 +13,9 @@ use crate::hold::{self, Ending, Forwarded};
 
 /// Campaigns, then runs the command while leading; or listens.
 pub async fn elect(redlock: Redlock, args: ElectArgs) -> ExitCode {
+    if let Err(code) = crate::client::check_ttl(&redlock, args.ttl) {
+        return code;
+    }
     let election = match redlock.election(&args.name, args.ttl) {
         Ok(e) => e,
         Err(e) => {

@@ -22,6 +22,9 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
             return exit::code(exit::CONFIG);
         }
     };
+    if let Err(code) = crate::client::check_ttl(&redlock, args.ttl) {
+        return code;
+    }
     let names: Vec<&str> = args.resources.iter().map(String::as_str).collect();
     if names.len() > 1 && args.permits > 1 {
         eprintln!(

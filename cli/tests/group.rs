@@ -156,7 +156,9 @@ async fn sigkill_comes_when_validity_ends_not_after_the_grace() {
 }
 
 /// Nodes that stop answering while a renewal waits for them (a long
-/// `--node-timeout`): the validity runs out with the renewal in flight. The
+/// `--node-timeout`, 900 ms, just under the TTL: a renewal sent a third of
+/// the way waits past the validity's end): the validity runs out with the
+/// renewal in flight. The
 /// guard's SIGKILL, a moment before the deadline, races our own count of
 /// the loss; either way redquorum says the lock was lost and exits 76, not
 /// with the killed command's 137.
@@ -166,7 +168,7 @@ async fn the_guards_kill_at_the_deadline_counts_as_the_lock_lost() {
     let dir = tempfile::tempdir().unwrap();
     let pids = dir.path().join("pids");
     let child = cli(&c)
-        .args(["--node-timeout", "20s", "lock", "grp_late", "--ttl", "1s"])
+        .args(["--node-timeout", "900ms", "lock", "grp_late", "--ttl", "1s"])
         .args(["--grace", "30s", "--"])
         .args(two_sleeps(&pids))
         .stderr(Stdio::piped())

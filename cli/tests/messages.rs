@@ -110,6 +110,17 @@ fn usage_mistakes_get_a_hint_and_78() {
         "{err}"
     );
     assert!(!err.contains("1000000"), "{err}");
+    // A TTL no round can leave validity of, before any node is asked (the
+    // node here answers nothing: asking it would fail another way).
+    for command in [
+        &["lock", "x", "--ttl", "3ms", "--", "true"][..],
+        &["elect", "x", "--ttl", "3ms", "--", "true"],
+    ] {
+        let (code, _, err) = run(cli(nodes).args(command));
+        assert_eq!(code, 78, "{err}");
+        assert!(err.contains("--ttl 3ms is too short"), "{err}");
+        assert!(err.contains("more than 103 ms"), "{err}");
+    }
     let (code, out, _) = run(cli(nodes).args(["help", "--help"]));
     assert_eq!(code, 0);
     assert!(out.contains("Usage"), "{out}");

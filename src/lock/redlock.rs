@@ -147,6 +147,19 @@ impl Redlock {
         self.inner.quorum.needed()
     }
 
+    /// The shortest TTL that still leaves validity after an acquisition
+    /// round that takes the whole node timeout: below it, an attempt on
+    /// nodes that answer slowly but in time is never valid (validity is
+    /// `ttl - elapsed - drift`, the drift `ttl * drift_factor + 2 ms`).
+    /// Attempts with shorter TTLs are not refused (fast nodes answer far
+    /// sooner than their timeout), but a holder that must keep its lock,
+    /// such as a command run under it, wants more: the CLI refuses less.
+    pub fn shortest_ttl(&self) -> Duration {
+        let config = &self.inner.config;
+        let fixed = self.inner.quorum.node_timeout + config.drift(Duration::ZERO);
+        fixed.div_f64((1.0 - config.drift_factor).max(f64::EPSILON))
+    }
+
     /// The `host:port` of every node, in configured order.
     pub fn node_addrs(&self) -> impl Iterator<Item = &str> {
         self.inner.quorum.nodes.iter().map(|n| n.addr.as_str())
