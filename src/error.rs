@@ -287,19 +287,24 @@ pub enum NodeErrorKind {
 
 impl NodeErrorKind {
     /// True for failures that retrying never fixes and an operator must:
-    /// the node is not a Redis server, wants a password or another one, or
-    /// its ACL refuses a command we need.
+    /// the node is not a Redis server, wants a password or another one, its
+    /// ACL refuses a command we need, its name does not resolve (a
+    /// mistyped host), or it has no database of the URL's index.
     pub(crate) fn needs_operator(&self) -> bool {
         match self {
             NodeErrorKind::Denied { .. } => true,
             NodeErrorKind::Redis(e) => {
+                let text = e.to_string();
                 matches!(
                     e.kind(),
                     redis::ErrorKind::Parse | redis::ErrorKind::AuthenticationFailed
                 ) || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
                     || is_denied(e)
                     || is_moved(e)
-                    || e.to_string().contains("unauthenticated")
+                    || text.contains("unauthenticated")
+                    || text.contains("failed to lookup address")
+                    || text.contains("switch database")
+                    || text.contains("DB index is out of range")
             }
             _ => false,
         }

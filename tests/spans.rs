@@ -104,3 +104,67 @@ fn acquisitions_extensions_releases_and_allocations_have_spans_with_outcomes() {
     let events: Vec<&str> = out.lines().filter(|l| !l.contains(": close")).collect();
     assert!(events.is_empty(), "INFO events per request: {events:?}");
 }
+
+/// At first contact the library says, once per node, what makes it unsafe
+/// or useless for locks: no durable persistence, a policy that may evict
+/// our keys, a host name that does not resolve, a database index the node
+/// lacks. Nothing for a node set up right. Locks still work on the three
+/// that answer (no fault tolerance left: hence the warnings).
+#[test]
+fn first_contact_warns_once_per_node_of_what_makes_it_unsafe() {
+    let c = Cluster {
+        nodes: vec![
+            support::RedisNode::start(support::Persistence::None),
+            support::RedisNode::start(support::Persistence::Aof),
+            support::RedisNode::start(support::Persistence::Aof),
+        ],
+    };
+    c.declare_new();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1gb")
+        .query(&mut c.nodes[1].conn())
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("volatile-lru")
+        .query(&mut c.nodes[1].conn())
+        .unwrap();
+    let port = c.nodes[2].port;
+    let other = support::RedisNode::start(support::Persistence::Aof);
+    let mut urls = c.urls();
+    urls.push(format!("redis://locahost.invalid:{port}"));
+    urls.push(format!("redis://127.0.0.1:{}/99", other.port));
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let r = redquorum::Redlock::builder().nodes(&urls).build().unwrap();
+            for _ in 0..3 {
+                let lock = r.lock("first_contact", ms(5_000)).await.unwrap();
+                lock.release().await.unwrap();
+                tokio::time::sleep(ms(600)).await;
+            }
+        });
+    });
+    let out = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let said = |what: &str| out.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(said("runs without AOF"), 1, "{out}");
+    assert_eq!(said("node 0 (127.0.0.1:"), 1, "{out}");
+    assert_eq!(said("may evict our keys"), 1, "{out}");
+    assert_eq!(said("node 1 (127.0.0.1:"), 1, "{out}");
+    assert_eq!(said("node 2 "), 0, "{out}");
+    assert_eq!(said("failed to lookup address"), 1, "{out}");
+    assert_eq!(said("DB index is out of range"), 1, "{out}");
+}

@@ -47,10 +47,15 @@ fn main() -> ExitCode {
     // The library's warnings (a node that is not a Redis server or refuses
     // our password while a quorum works; an even node count), as our own
     // lines. Not its "lock lost" events nor its quarantine notices: `lock`
-    // and `status` say those themselves, with the cause, once.
+    // and `status` say those themselves, with the cause, once; nor what
+    // makes each node unsafe for locks (no AOF, a policy that evicts):
+    // `status` says that, grouped.
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-            EnvFilter::new("warn,redquorum::lock::shared=off,redquorum::node::amnesia=off")
+            EnvFilter::new(
+                "warn,redquorum::lock::shared=off,redquorum::node::amnesia=off,\
+                 redquorum::node::check=off,redquorum::lint=off",
+            )
         }))
         .event_format(log::Lines)
         .with_writer(std::io::stderr)

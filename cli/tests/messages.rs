@@ -43,6 +43,31 @@ fn one_node_of_five_not_redis_is_warned_about_once() {
     );
 }
 
+/// A mistyped host, or a database index the node lacks: said once, at
+/// first contact, naming the node and the cause (not silently counted as
+/// down while the command runs with no fault tolerance left).
+#[test]
+fn a_mistyped_host_or_a_missing_database_is_said_once() {
+    let c = Cluster::start(3);
+    let other = support::RedisNode::start(support::Persistence::Aof);
+    let mut urls = c.urls();
+    urls.push("redis://locahost.invalid:7601".into());
+    urls.push(format!("redis://127.0.0.1:{}/99", other.port));
+    let (code, out, err) =
+        run(cli(&urls.join(",")).args(["lock", "msg_typo", "--", "sh", "-c", "echo ran"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "ran\n");
+    let said = |what: &str| err.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        said("warning: node 3 (locahost.invalid:7601): failed to lookup address"),
+        1,
+        "{err}"
+    );
+    assert_eq!(said("warning: node 4 (127.0.0.1:"), 1, "{err}");
+    assert_eq!(said("DB index is out of range"), 1, "{err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
+}
+
 #[test]
 fn status_says_authentication_failed_not_not_redis() {
     let c = Cluster::start(1);

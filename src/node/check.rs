@@ -51,6 +51,9 @@ pub(crate) async fn check(
     } else {
         verdict
     };
+    if trust.first_lint() {
+        lint(&probe, index, addr);
+    }
     let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
     if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
@@ -91,6 +94,32 @@ pub(crate) async fn check(
         });
     }
     Ok(())
+}
+
+/// Says, once per node and client (at its first check), what makes the
+/// node unsafe or costly to keep locks on: a restart that loses writes,
+/// keys it may evict. Target `redquorum::lint`, for callers that report
+/// the same their own way (the CLI's `status`).
+fn lint(probe: &Probe, index: usize, addr: &str) {
+    if probe.durable == Some(false) {
+        tracing::warn!(
+            target: "redquorum::lint",
+            node = index,
+            "node {index} ({addr}) runs without AOF and appendfsync always: a restart or \
+             crash loses its locks and counter records (it then sits out lock quorums for the \
+             restart quarantine)"
+        );
+    }
+    if probe.evicts {
+        tracing::warn!(
+            target: "redquorum::lint",
+            node = index,
+            "node {index} ({addr}) may evict our keys (a maxmemory-policy other than \
+             noeviction, with maxmemory): each request that asks for its vote also reads its \
+             evictions, and any eviction keeps it out of lock quorums for the restart \
+             quarantine (use noeviction)"
+        );
+    }
 }
 
 /// The rule, pure: whether a check whose verdict is `verdict` records in

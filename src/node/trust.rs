@@ -29,6 +29,9 @@ pub(crate) struct Trust {
     evicted: AtomicU64,
     /// Its damage count (`evidence::damage`) as last read, the same way.
     damage: AtomicU64,
+    /// Whether what makes the node unsafe to keep locks on (no durable
+    /// persistence, a policy that evicts) was said: once per client.
+    linted: AtomicBool,
     /// Its `total_commands_processed` as last read, with when that
     /// reading's reply came in (our clock): a later reading, sent after
     /// that, below it means the statistics were reset. (Readings in flight
@@ -329,6 +332,12 @@ impl Trust {
         st.run_id == run_id
             && st.loss == Some(loss)
             && matches!(st.sight, Some((first, until)) if until > first && until <= now)
+    }
+
+    /// True the first time it is asked (whether the node's settings were
+    /// said yet).
+    pub(crate) fn first_lint(&self) -> bool {
+        !self.linted.swap(true, Ordering::AcqRel)
     }
 
     /// Our marker now names `run_id`, if that is still the process this
