@@ -394,18 +394,24 @@ fn no_quorum(
             .collect();
         out.push_str(&format!(" ({})", list.join("; ")));
     }
+    let unheard = asked.saturating_sub(answered + failures.len());
+    // A node that failed may have answered (a quarantined node's yes that
+    // does not count): the others are what is said here.
     match answered {
-        0 => out.push_str("; none answered"),
+        // Nothing to add: the rest were not waited for (said below).
+        0 if unheard > 0 => {}
+        0 if failures.is_empty() => out.push_str("; none answered"),
+        0 => out.push_str("; no other node answered"),
         n if agreed == n => out.push_str(&format!("; {n} answered and agreed")),
         n => out.push_str(&format!(
             "; {n} answered: {agreed} agreed, {} refused",
             n - agreed
         )),
     }
-    let unheard = asked.saturating_sub(answered + failures.len());
     if unheard > 0 {
+        let sep = if answered == 0 { ";" } else { "," };
         out.push_str(&format!(
-            ", {unheard} more not waited for (a quorum was already out of reach)"
+            "{sep} {unheard} more not waited for (a quorum was already out of reach)"
         ));
     }
     out.push_str(&format!("; {needed} needed"));

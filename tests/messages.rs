@@ -170,6 +170,22 @@ async fn nodes_not_waited_for_are_explained() {
     }
 }
 
+/// Fresh nodes not declared new: the first client's refusal and a second
+/// client's both name `redquorum init` (the second reads the loss from the
+/// marker the first one's look wrote); and nodes that answered with a yes
+/// that does not count are not said to have answered nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_client_on_fresh_nodes_is_pointed_to_init() {
+    let c = Cluster::start_undeclared(3, support::Persistence::Aof);
+    for client in ["first", "second"] {
+        let r = c.builder().retry_count(0).build().unwrap();
+        let err = r.try_lock("fresh", ms(1_000)).await.unwrap_err();
+        let text = one_line(&err);
+        assert!(text.contains("`redquorum init`"), "{client}: {text}");
+        assert!(!text.contains("none answered"), "{client}: {text}");
+    }
+}
+
 #[test]
 fn node_urls_that_cannot_work_are_refused_with_the_reason() {
     let refused = |urls: &[&str]| {

@@ -70,6 +70,7 @@ pub(crate) fn check_after(
         repl: Some("h".into()),
         slots: None,
         served: false,
+        why: None,
     });
     let probe = Probe {
         run_id: "after".into(),

@@ -142,6 +142,7 @@ impl ServedModel {
                 repl: Some("h".into()),
                 slots: None,
                 served: m.served,
+                why: None,
             }),
         }
     }

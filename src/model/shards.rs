@@ -136,6 +136,7 @@ impl ShardsModel {
                     repl: Some(repl.into()),
                     slots: b.then(|| "1".to_owned()),
                     served: false,
+                    why: None,
                 }),
             ),
         };

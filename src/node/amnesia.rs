@@ -305,6 +305,7 @@ mod tests {
                 repl: Some("h".into()),
                 slots: None,
                 served: false,
+                why: None,
             }),
         }
     }

@@ -83,6 +83,9 @@ pub(crate) enum Marker {
         /// dropped since, watched its whole quarantine pass on its own
         /// clock: every lock the process may have forgotten has expired.
         served: bool,
+        /// The verdict in a word when it was written (`Cause::tag`), for
+        /// messages only.
+        why: Option<String>,
     },
     /// Something is at the key that we cannot read as our marker (a
     /// number out of range, another type): the node's history cannot be
@@ -150,7 +153,7 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
     pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
     pipe.cmd("HMGET")
         .arg(marker)
-        .arg(&["run", "loss", "seen", "repl", "slots", "served"]);
+        .arg(&["run", "loss", "seen", "repl", "slots", "served", "why"]);
     pipe.cmd("CLUSTER").arg("INFO");
     pipe.cmd("CLUSTER").arg("NODES");
     pipe.cmd("CONFIG").arg("GET").arg("maxmemory-policy");
@@ -246,11 +249,11 @@ pub(crate) fn damage(stats: &str, commands: &str) -> Option<u64> {
     Some(total)
 }
 
-/// Reads the marker (`HMGET run loss seen repl slots served`): `None` where there
+/// Reads the marker (`HMGET run loss seen repl slots served why`): `None` where there
 /// is none, [`Marker::Corrupt`] for anything we cannot read as ours.
 fn parse_marker(v: &Value) -> Option<Marker> {
-    let Ok([run, loss, seen, repl, slots, served]) =
-        redis::from_redis_value_ref::<[Option<String>; 6]>(v)
+    let Ok([run, loss, seen, repl, slots, served, why]) =
+        redis::from_redis_value_ref::<[Option<String>; 7]>(v)
     else {
         // A wrong type at our key: someone else's data where our evidence
         // should be.
@@ -280,6 +283,7 @@ fn parse_marker(v: &Value) -> Option<Marker> {
         repl,
         slots: slots.filter(|s| s != "-"),
         served: served.as_deref() == Some("1"),
+        why,
     })
 }
 
@@ -416,6 +420,7 @@ mod tests {
             bulk("1234"),
             bulk("0-99"),
             Value::Nil,
+            bulk("unmarked"),
         ]);
         let mut replies = vec![
             server.clone(),
@@ -448,6 +453,7 @@ mod tests {
             repl: Some("1234".into()),
             slots: Some("0-99".into()),
             served: false,
+            why: Some("unmarked".into()),
         };
         assert_eq!(
             p,
@@ -468,7 +474,7 @@ mod tests {
         );
         let refused = redis::parse_redis_value(b"-ERR unknown command 'CONFIG'\r\n").unwrap();
         let promoted = bulk("role:master\r\nmaster_replid2:feedbeef\r\n");
-        let none = Value::Array(vec![Value::Nil; 5]);
+        let none = Value::Array(vec![Value::Nil; 7]);
         let p = read_probe(&[
             server,
             promoted,
@@ -490,7 +496,7 @@ mod tests {
             Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
         };
         assert_eq!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, None, None])),
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, None, None, None])),
             Some(Marker::Found {
                 run: "id".into(),
                 loss: None,
@@ -498,6 +504,7 @@ mod tests {
                 repl: None,
                 slots: None,
                 served: false,
+                why: None,
             })
         );
         for bad in [
@@ -508,37 +515,62 @@ mod tests {
                 None,
                 None,
                 None,
+                None,
             ]),
-            arr(&[Some("id"), Some("x"), Some("0"), None, None, None]),
-            arr(&[Some("id"), None, Some("0"), None, None, None]),
-            arr(&[Some("id"), Some("-"), Some("-1"), None, None, None]),
-            arr(&[None, None, Some("0"), None, None, None]),
-            arr(&[None, None, None, Some("r"), None, None]),
+            arr(&[Some("id"), Some("x"), Some("0"), None, None, None, None]),
+            arr(&[Some("id"), None, Some("0"), None, None, None, None]),
+            arr(&[Some("id"), Some("-"), Some("-1"), None, None, None, None]),
+            arr(&[None, None, Some("0"), None, None, None, None]),
+            arr(&[None, None, None, Some("r"), None, None, None]),
             redis::parse_redis_value(b"-WRONGTYPE Operation against a key\r\n").unwrap(),
         ] {
             assert_eq!(parse_marker(&bad), Some(Marker::Corrupt), "{bad:?}");
         }
-        assert_eq!(parse_marker(&arr(&[None; 6])), None);
+        assert_eq!(parse_marker(&arr(&[None; 7])), None);
         // The slots a shard served; `-` for a node that is not one.
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None])),
+            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None, None])),
             Some(Marker::Found { slots: Some(s), .. }) if s == "0-5"
         ));
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("-"), None])),
+            parse_marker(&arr(&[
+                Some("id"),
+                Some("-"),
+                None,
+                None,
+                Some("-"),
+                None,
+                None
+            ])),
             Some(Marker::Found { slots: None, .. })
         ));
         // Served only where a client wrote so.
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("4"), None, None, None, Some("1")])),
+            parse_marker(&arr(&[
+                Some("id"),
+                Some("4"),
+                None,
+                None,
+                None,
+                Some("1"),
+                None
+            ])),
             Some(Marker::Found { served: true, .. })
         ));
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("4"), None, None, None, Some("-")])),
+            parse_marker(&arr(&[
+                Some("id"),
+                Some("4"),
+                None,
+                None,
+                None,
+                Some("-"),
+                None
+            ])),
             Some(Marker::Found { served: false, .. })
         ));
         assert_eq!(
-            parse_marker(&arr(&[None, None, None, None, Some("0-5"), None])),
+            parse_marker(&arr(&[None, None, None, None, Some("0-5"), None, None])),
             Some(Marker::Corrupt)
         );
     }

@@ -312,7 +312,19 @@ impl Node {
             return "ran its clock ahead of ours beyond the drift allowance, so keys there may \
                     expire before their time";
         }
-        trust.cause.map_or("may have lost writes", Cause::describe)
+        let told_unmarked = matches!(
+            trust.last.as_ref().and_then(|p| p.marker.as_ref()),
+            Some(evidence::Marker::Found { why: Some(w), .. }) if w == Cause::Unmarked.tag()
+        );
+        match trust.cause {
+            // What the client that found it saw, and so the same advice.
+            Some(Cause::Marked) if told_unmarked => {
+                "carries none of our marks but the one a first look wrote (found by another \
+                 client): new, restarted without its data, or a cluster's shard given slots \
+                 (for nodes you know are new, not wiped: `redquorum init`)"
+            }
+            cause => cause.map_or("may have lost writes", Cause::describe),
+        }
     }
 
     /// How much a key set on the node at or after `since` may have lost
