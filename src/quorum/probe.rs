@@ -162,6 +162,8 @@ struct Pending {
     tick: Tick,
     /// When it started.
     since: Instant,
+    /// The node it waits on.
+    node: usize,
 }
 
 /// The task: wakes on our clock or the node's, whichever first, and reads
@@ -177,6 +179,7 @@ async fn probe<T: Send + Sync + 'static>(this: Weak<T>, quorum: fn(&T) -> &Quoru
     if let Some(this) = this.upgrade() {
         let q = quorum(&this);
         pending = q.next_ticker(0, 0).map(|t| Pending {
+            node: t.index,
             tick: start(t, q.probing.tick_period()),
             since: crate::clock::now(),
         });
@@ -214,7 +217,7 @@ async fn probe<T: Send + Sync + 'static>(this: Weak<T>, quorum: fn(&T) -> &Quoru
                     Some(p)
                         if now.saturating_duration_since(p.since) > 3 * period + q.node_timeout =>
                     {
-                        next = next.wrapping_add(1);
+                        next = p.node + 1;
                         None
                     }
                     Some(_) => continue,
@@ -258,6 +261,7 @@ async fn probe<T: Send + Sync + 'static>(this: Weak<T>, quorum: fn(&T) -> &Quoru
             failed = 0;
         }
         pending = ticker.map(|t| Pending {
+            node: t.index,
             tick: start(t, period),
             since: now,
         });
