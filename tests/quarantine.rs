@@ -163,8 +163,10 @@ async fn without_quarantine_the_same_restart_gives_two_holders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_restart_is_quarantined_and_keeps_what_it_holds() {
     let mut c = Cluster::start(3);
-    let a = client(&c, ms(3_000));
-    let lock = a.try_lock("q_res", ms(3_000)).await.unwrap();
+    // A TTL long enough to outlast a restart on a busy machine: A's key
+    // must still be on every node when B tries.
+    let a = client(&c, ms(20_000));
+    let lock = a.try_lock("q_res", ms(20_000)).await.unwrap();
     assert!(wait_until(ms(2_000), || c.set_on("q_res") == 3).await);
     c.nodes[0].restart(Persistence::Aof);
     let b = client(&c, ms(3_000));
@@ -182,6 +184,36 @@ async fn a_durable_restart_is_quarantined_and_keeps_what_it_holds() {
     lock.release().await.unwrap();
     let got = b.try_lock("q_res", ms(3_000)).await.unwrap();
     got.release().await.unwrap();
+}
+
+/// A node still loading its data answers reads at our marker's key with
+/// `LOADING`: that tells nothing (it is not something unreadable there, a
+/// loss), so the client judges the node once it has loaded, and finds the
+/// restart for what it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_still_loading_is_judged_once_it_has_loaded() {
+    let mut c = Cluster::start(3);
+    assert_eq!(
+        client(&c, ms(3_000)).node_trust().await,
+        vec![NodeTrust::Trusted; 3]
+    );
+    c.nodes[0].restart_loading_slowly(3_000, ms(2));
+    let b = client(&c, ms(3_000));
+    let loading = b.node_trust().await;
+    assert!(
+        c.nodes[0].is_loading(),
+        "node 0 loaded before the client looked: the test needs a longer load"
+    );
+    assert_eq!(loading[0], NodeTrust::Unknown, "judged while loading");
+    let loaded = c.nodes[0].is_loading();
+    assert!(
+        wait_until(ms(30_000), || !c.nodes[0].is_loading()).await,
+        "{loaded}"
+    );
+    match b.node_trust().await.remove(0) {
+        NodeTrust::Quarantined { cause, .. } => assert!(cause.contains("restarted"), "{cause}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,7 @@
 //! | what the probe finds | loss | why |
 //! |---|---|---|
 //! | `INFO` refused | now | nothing about the node can be told |
-//! | something unreadable at our marker's key | now | our evidence was overwritten |
+//! | something unreadable at our marker's key (not a refusal for the moment: a node loading its data or a cluster not yet serving gives no probe, and is probed again) | now | our evidence was overwritten |
 //! | our marker names this process, but keys were dropped since it was written (damage count grew or was reset), or, on a Redis Cluster's shard, it took slots over (its epoch grew), or its replication history changed (a promotion), or the loss it records lies in the future | now | lost at an unknown moment up to now |
 //! | a Redis Cluster's shard serving a slot our marker does not record, whatever else the marker says | now | it took the slot over since, and the shard it left may have lost writes that nothing on this one shows |
 //! | our marker names this process, and this client saw another process there before, unless the marker says a client served the quarantine | now | a restart this client saw: the process may lack what the one before it had |

@@ -135,7 +135,8 @@ pub(crate) fn serves(verdict: &Assessment, marked: bool, watched: bool) -> bool 
 
 /// Probes a freshly made connection: the probe, its assessment, when it
 /// was taken, and when it was sent and answered on our clock; `None` if
-/// the node did not answer (the connection is then of no use anyway). Our
+/// the node did not answer, or is not serving its keys yet (loading its
+/// data, a cluster still down): the connection is then of no use anyway. Our
 /// marker is read at key `marker`.
 pub(crate) async fn probe(
     conn: &mut MultiplexedConnection,
@@ -159,6 +160,9 @@ pub(crate) async fn probe(
     .await
     .ok()?
     .ok()?;
+    if evidence::marker_not_ready(&replies) {
+        return None;
+    }
     let at = Instant::now();
     let probe = evidence::read_probe(&replies);
     let verdict = assess(&probe, seen, quarantine);

@@ -249,6 +249,18 @@ pub(crate) fn damage(stats: &str, commands: &str) -> Option<u64> {
     Some(total)
 }
 
+/// Whether the marker's reply (`replies`' 7th) is a refusal for the
+/// moment (a node loading its data, a cluster not yet serving, a script
+/// running): the probe then tells nothing, and is taken again, rather than
+/// read as something unreadable at our key (a loss).
+pub(crate) fn marker_not_ready(replies: &[Value]) -> bool {
+    matches!(
+        replies.get(6),
+        Some(Value::ServerError(e))
+            if matches!(e.code(), "LOADING" | "CLUSTERDOWN" | "TRYAGAIN" | "BUSY" | "MASTERDOWN")
+    )
+}
+
 /// Reads the marker (`HMGET run loss seen repl slots served why`): `None` where there
 /// is none, [`Marker::Corrupt`] for anything we cannot read as ours.
 fn parse_marker(v: &Value) -> Option<Marker> {
@@ -526,6 +538,18 @@ mod tests {
         ] {
             assert_eq!(parse_marker(&bad), Some(Marker::Corrupt), "{bad:?}");
         }
+        // A node not serving yet tells nothing: the probe is taken again.
+        let at_marker = |reply: &[u8]| {
+            let mut replies = vec![Value::Nil; PROBE_REPLIES];
+            replies[6] = redis::parse_redis_value(reply).unwrap();
+            marker_not_ready(&replies)
+        };
+        assert!(at_marker(
+            b"-LOADING Redis is loading the dataset in memory\r\n"
+        ));
+        assert!(at_marker(b"-CLUSTERDOWN The cluster is down\r\n"));
+        assert!(!at_marker(b"-WRONGTYPE Operation against a key\r\n"));
+        assert!(!at_marker(b"*0\r\n"));
         assert_eq!(parse_marker(&arr(&[None; 7])), None);
         // The slots a shard served; `-` for a node that is not one.
         assert!(matches!(

@@ -60,6 +60,9 @@ pub struct RedisNode {
     /// Whether this node is a whole member that is a one-shard Redis
     /// Cluster (see [`Members`]), whatever its persistence.
     one_shard: bool,
+    /// Each key's extra loading time at the next start (Redis's
+    /// `key-load-delay`, µs; 0: none); that start returns while it loads.
+    load_delay_us: u64,
 }
 
 /// What each member of a [`Cluster`] is, from `REDQUORUM_TEST_MEMBERS`:
@@ -286,6 +289,7 @@ impl RedisNode {
                 paused: false,
                 env: env.clone(),
                 one_shard,
+                load_delay_us: 0,
             };
             match node.spawn() {
                 Ok(()) => return node,
@@ -376,6 +380,13 @@ impl RedisNode {
         if self.persistence == Persistence::AofWithoutConfig {
             cmd.args(["--rename-command", "CONFIG", ""]);
         }
+        let loading = self.load_delay_us > 0;
+        if loading {
+            // Events are served every KiB loaded: the node answers (with
+            // LOADING to reads) while it loads.
+            cmd.args(["--key-load-delay", &self.load_delay_us.to_string()])
+                .args(["--loading-process-events-interval-bytes", "1024"]);
+        }
         let child = cmd
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
@@ -407,6 +418,9 @@ impl RedisNode {
                     "redis-server exited with {status}; log:\n{}",
                     self.log()
                 ));
+            }
+            if loading && is_loading(self.port) {
+                return Ok(());
             }
             if ping(self.port) {
                 // Make sure it is our process answering, not another test's
@@ -515,6 +529,45 @@ impl RedisNode {
             self.wipe();
         }
         self.respawn(persistence);
+    }
+
+    /// Writes `keys` filler keys, rewrites the AOF so that they load from
+    /// its RDB base, kills the node and starts it again with its data,
+    /// each key loading `per_key` late: returns once the new process
+    /// answers, still loading (reads get `LOADING`).
+    pub fn restart_loading_slowly(&mut self, keys: usize, per_key: Duration) {
+        let mut conn = self.conn();
+        let mut pipe = redis::pipe();
+        for i in 0..keys {
+            pipe.cmd("SET").arg(format!("filler:{i}")).arg(i).ignore();
+        }
+        let _: () = pipe.query(&mut conn).expect("filler keys");
+        let _: () = redis::cmd("BGREWRITEAOF")
+            .query(&mut conn)
+            .expect("BGREWRITEAOF");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query(&mut conn)
+                .expect("INFO");
+            if info.contains("aof_rewrite_in_progress:0")
+                && info.contains("aof_rewrite_scheduled:0")
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "AOF rewrite never ended");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        self.load_delay_us = u64::try_from(per_key.as_micros()).expect("delay");
+        self.respawn(Persistence::Aof);
+        self.load_delay_us = 0;
+    }
+
+    /// Whether the node still loads its data.
+    pub fn is_loading(&self) -> bool {
+        is_loading(self.port)
     }
 
     /// Kills the node, empties its data directory and starts it again with
@@ -750,6 +803,20 @@ fn ping(port: u16) -> bool {
     }
     let mut buf = [0u8; 7];
     s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// Whether the server on `port` answers reads with `LOADING`.
+fn is_loading(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    // A loading node serves events only between chunks of its data.
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET x\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 8];
+    s.read_exact(&mut buf).is_ok() && &buf == b"-LOADING"
 }
 
 /// The process id of the redis-server answering on `port`.
