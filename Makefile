@@ -56,16 +56,20 @@ fmt:
 
 ## make demo: five local nodes of its own (whatever REDQUORUM_NODES says);
 ## instances contending for a lock, then issuing serial numbers.
+## One build, with cargo's progress: the demo and the CLI that declares the
+## nodes new (`redquorum init`).
 DEMO_RUN = $(CARGO) run -q --release -p redquorum-demo --bin
+DEMO_BUILD = $(CARGO) build --release -p redquorum-demo -p redquorum-cli
+DEMO_CLI = REDQUORUM_CLI="$${CARGO_TARGET_DIR:-target}/release/redquorum"
 demo: ensure-redis
-	$(CARGO) build --release -p redquorum-demo
-	scripts/with-nodes.sh 5 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
+	$(DEMO_BUILD)
+	$(DEMO_CLI) scripts/with-nodes.sh 5 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
 
 ## make demo-cluster: the same on three local Redis Clusters of three shards
 ## each (every member a cluster), with a plain node for the demo's counter.
 demo-cluster: ensure-redis
-	$(CARGO) build --release -p redquorum-demo
-	scripts/with-clusters.sh 3 3 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
+	$(DEMO_BUILD)
+	$(DEMO_CLI) scripts/with-clusters.sh 3 3 sh -c '$(DEMO_RUN) demo && $(DEMO_RUN) serial'
 
 ## make demo-on-nodes: the same against the nodes in REDQUORUM_NODES; it writes
 ## the key demo:counter on the first node and issues DEMO... serial numbers.

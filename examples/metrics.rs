@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let nodes = std::env::var("REDQUORUM_NODES")?;
     let redlock = redquorum::Redlock::builder()
-        .nodes(nodes.split(','))
+        .node_list(&nodes) // commas; a cluster's seeds stay together
         // Label by class, never by the raw name: `invoice-17` is `invoice`.
         .metric_class(|resource| resource.split('-').next().unwrap_or("other").to_owned())
         .build()?;

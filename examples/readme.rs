@@ -12,7 +12,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // REDQUORUM_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,...
     let nodes = std::env::var("REDQUORUM_NODES")?;
     let redlock = redquorum::Redlock::builder()
-        .nodes(nodes.split(','))
+        .node_list(&nodes) // commas; a cluster's seeds stay together
         .build()?; // sync; connects lazily; nodes down now are fine
 
     // Take, use, release.

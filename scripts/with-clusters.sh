@@ -41,5 +41,11 @@ REDQUORUM_NODES="$(IFS=,; echo "${urls[*]}")"
 DEMO_STORE="redis://127.0.0.1:$store"
 export REDQUORUM_NODES DEMO_STORE
 echo "started $n redis clusters of $s shards: $REDQUORUM_NODES" >&2
-(cd "$(dirname "$0")/.." && cargo run -q -p redquorum-cli -- init) >&2
+# $REDQUORUM_CLI: a built `redquorum` (make demo builds it once, with the
+# demo); otherwise cargo builds the CLI (in debug) and runs it.
+if [ -n "${REDQUORUM_CLI:-}" ]; then
+    "$REDQUORUM_CLI" init >&2
+else
+    (cd "$(dirname "$0")/.." && cargo run -q -p redquorum-cli -- init) >&2
+fi
 "$@"

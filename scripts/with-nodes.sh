@@ -24,5 +24,11 @@ done
 REDQUORUM_NODES="$(IFS=,; echo "${urls[*]}")"
 export REDQUORUM_NODES
 echo "started $n redis nodes: $REDQUORUM_NODES" >&2
-(cd "$(dirname "$0")/.." && cargo run -q -p redquorum-cli -- init) >&2
+# $REDQUORUM_CLI: a built `redquorum` (make demo builds it once, with the
+# demo); otherwise cargo builds the CLI (in debug) and runs it.
+if [ -n "${REDQUORUM_CLI:-}" ]; then
+    "$REDQUORUM_CLI" init >&2
+else
+    (cd "$(dirname "$0")/.." && cargo run -q -p redquorum-cli -- init) >&2
+fi
 "$@"

@@ -117,3 +117,46 @@ fn doc_links_resolve() {
         readme.lines().count()
     );
 }
+
+/// What a first run meets: the README's program reads a node list that can
+/// hold a cluster's seeds, its dependency is one that resolves (the crates
+/// are not published), it says what `make test` needs and when `init` must
+/// run, and `make demo` builds once, in one profile, with cargo's progress.
+#[test]
+fn the_first_run_is_said_and_built_once() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README");
+    let program = first_block(&readme, "rust");
+    assert!(
+        program.contains(".node_list(") && !program.contains(".split(','"),
+        "redis+cluster://a,b splits into two members with split(',')"
+    );
+    let manifest = first_block(&readme, "toml");
+    assert!(
+        manifest.contains("redquorum = { path = ") && !manifest.contains("redquorum = \""),
+        "{manifest}"
+    );
+    for needed in ["redis-cli", "C compiler", "before any client\ntouches them"] {
+        assert!(
+            readme.contains(needed),
+            "the README does not say {needed:?}"
+        );
+    }
+    let makefile = std::fs::read_to_string(format!("{root}/Makefile")).expect("Makefile");
+    let demo = makefile
+        .split("\ndemo: ")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("the demo target");
+    assert!(
+        makefile.contains("build --release -p redquorum-demo -p redquorum-cli")
+            && demo.contains("$(DEMO_BUILD)")
+            && demo.contains("$(DEMO_CLI) scripts/with-nodes.sh"),
+        "make demo builds the CLI a second time, silently: {demo}"
+    );
+    let nodes = std::fs::read_to_string(format!("{root}/scripts/with-nodes.sh")).expect("script");
+    assert!(
+        nodes.contains("\"$REDQUORUM_CLI\" init"),
+        "with-nodes.sh ignores the built CLI"
+    );
+}
