@@ -43,7 +43,7 @@
 //! | let many read while nobody writes, and writers in turn | [`Redlock::rw_lock`], then [`RwLock::read`] or [`RwLock::write`]: phase-fair, each reader with a lease of its own |
 //! | let at most K run at once (licences, a pool of workers) | [`Redlock::semaphore`], then [`Semaphore::acquire`] or [`Semaphore::with_permit`]: a [`Permit`] is a lock on one of K slots |
 //! | have exactly one active instance (a scheduler, a cron runner) | [`Redlock::election`], then [`Election::campaign`]: a [`Leadership`] with a [term](Leadership::term) larger than every earlier leader's |
-//! | see who holds a lock and for how long, without taking it | [`Redlock::inspect`] ([`Semaphore::inspect`] for permits) |
+//! | see who holds a lock and for how long, without taking it | [`Redlock::inspect`] ([`Semaphore::inspect`] for permits, [`RwLock::inspect`] for readers and the writer, [`Election::leader`]) |
 //! | know who leads, and each change | [`Election::leader`] (agreed by a quorum), [`Election::observe`] (pushed by the nodes) |
 //! | see contention, losses and failing nodes | [`Redlock::stats`]: a snapshot of counters and gauges; the `metrics` feature: the same events through the `metrics` facade |
 //!
@@ -274,6 +274,7 @@
 //   rwlock/keys.rs      A read-write lock's keys; a reader's lease and a
 //                       writer's key as attempts take and guards keep them.
 //   rwlock/attempt.rs   One attempt, as a reader or as a writer.
+//   rwlock/inspect.rs   Reading a read-write lock: its writer and readers.
 //   rwlock/mod.rs       RwLock: read, write and their forms.
 // 7 serial/period.rs   Reset periods, stamps, the plan step of allocation.
 //   serial/number.rs    Serial, one issued number.
@@ -355,6 +356,7 @@ pub use lock::keyset::MAX_RESOURCES;
 pub use lock::redlock::Redlock;
 pub use lock::urls::split_node_list;
 pub use node::clockrate::{ClockReading, NodeClock};
+pub use rwlock::inspect::RwState;
 pub use rwlock::RwLock;
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;

@@ -170,6 +170,25 @@ end
 return 0"#,
 );
 
+/// Reads a read-write lock on one node without changing it: KEYS = W, R,
+/// L (the waiters' leases). Returns {live waiters, the writer's value ("":
+/// none), its PTTL, then each live reader's value and ms its lease has
+/// left}.
+pub(crate) static RW_INSPECT: Lua = Lua::new(
+    r#"local t = redis.call("TIME")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local out = {redis.call("ZCOUNT", KEYS[3], now, "+inf")}
+local w = redis.call("GET", KEYS[1])
+out[2] = w or ""
+out[3] = w and redis.call("PTTL", KEYS[1]) or -2
+local live = redis.call("ZRANGEBYSCORE", KEYS[2], "(" .. now, "+inf", "WITHSCORES")
+for i = 1, #live, 2 do
+  out[#out + 1] = live[i]
+  out[#out + 1] = math.floor(tonumber(live[i + 1]) - now)
+end
+return out"#,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

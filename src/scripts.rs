@@ -540,6 +540,7 @@ mod tests {
             &crate::rw_scripts::READ_RELEASE,
             &crate::rw_scripts::READ_EXTEND,
             &crate::rw_scripts::READ_HELD,
+            &crate::rw_scripts::RW_INSPECT,
         ];
         for script in scripts {
             for cmd in script.commands().split(' ') {

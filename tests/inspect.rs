@@ -154,3 +154,46 @@ async fn bad_names_and_labels_are_refused_before_any_node_is_asked() {
         assert!(err.to_string().contains("holder label"), "{err}");
     }
 }
+
+/// A read-write lock read without taking it: its readers on a quorum, its
+/// writer free; and a semaphore's number of permits read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_lock_and_a_semaphore_are_read_as_what_they_are() {
+    let c = Cluster::start(3);
+    let a = c.builder().retry_count(0).build().unwrap();
+    let rw = a.rw_lock("i_rw").unwrap();
+    assert!(rw.inspect().await.unwrap().is_free());
+    let (r1, r2) = (
+        rw.try_read(Duration::from_secs(10)).await.unwrap(),
+        rw.try_read(Duration::from_secs(10)).await.unwrap(),
+    );
+    let b = c.builder().build().unwrap();
+    let state = b.rw_lock("i_rw").unwrap().inspect().await.unwrap();
+    assert!(!state.is_free());
+    assert_eq!(state.writer.holder, None);
+    assert_eq!(state.readers.len(), 2, "{state:?}");
+    assert_ne!(state.readers[0].value, state.readers[1].value);
+    assert!(state
+        .readers
+        .iter()
+        .all(|h| h.time_left > Some(Duration::from_secs(5))));
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    assert!(b
+        .rw_lock("i_rw")
+        .unwrap()
+        .inspect()
+        .await
+        .unwrap()
+        .is_free());
+
+    assert_eq!(b.semaphore_permits("i_pool").await.unwrap(), None);
+    let permit = a
+        .semaphore("i_pool", 4)
+        .unwrap()
+        .try_acquire(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(b.semaphore_permits("i_pool").await.unwrap(), Some(4));
+    permit.release().await.unwrap();
+}

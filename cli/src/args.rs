@@ -243,19 +243,23 @@ fn inspect_help() -> String {
          One line per lock (per permit with -n N): its holder (the host and process id of a\n\
          `redquorum lock` or `elect`; another client's random value otherwise), on how many\n\
          nodes, how long it keeps the lock at least unless renewed, when the lock can be\n\
-         taken, and how many wait. A snapshot: the holder may release or renew it a moment\n\
-         later.\n\n{}",
+         taken, and how many wait. Without -n, the name is read as every kind, and each it\n\
+         is in use as gets its lines: a read-write lock's writer and readers, a semaphore's\n\
+         permits, an election's leader and term. A snapshot: the holder may release or renew\n\
+         it a moment later.\n\n{}",
         exit::inspect_codes()
     )
 }
 
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// Resource (lock) name, or the semaphore's name with -n N.
+    /// The name: a lock, a read-write lock, a semaphore or an election
+    /// (what the nodes say it is).
     pub resource: String,
-    /// The semaphore's number of permits, as its holders give it (1: a lock).
-    #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub permits: u16,
+    /// Read it as a semaphore of this many permits (1: a lock), whatever
+    /// the nodes say it is.
+    #[arg(short = 'n', long = "permits", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub permits: Option<u16>,
 }
 
 #[derive(Args, Debug)]

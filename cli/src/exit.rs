@@ -69,8 +69,9 @@ pub fn serial_codes() -> String {
 /// `redquorum inspect`'s exit codes.
 pub fn inspect_codes() -> String {
     format!(
-        "Exit codes: 0 the lock (with -n N: a permit) can be taken now; {NOT_ACQUIRED} it is \
-         held, or not yet free\non a quorum of nodes; {}.",
+        "Exit codes: 0 the lock (with -n N: a permit; a read-write lock's writer side; an \
+         election: no leader)\ncan be taken now; {NOT_ACQUIRED} it is held, or not yet free on \
+         a quorum of nodes; {}.",
         common()
     )
 }

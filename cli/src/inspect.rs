@@ -1,43 +1,124 @@
-//! `redquorum inspect`: a lock's (or a semaphore's permits') state on the
-//! nodes, one line each, without taking anything.
+//! `redquorum inspect`: a name's state on the nodes, one line each,
+//! without taking anything: as a lock (its holder), and as every other
+//! kind the name is in use as (a read-write lock's writer and readers, a
+//! semaphore's permits, an election's leader).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redquorum::{LockState, Redlock};
+use redquorum::{Leader, LockState, Redlock, Result, RwState};
 
 use crate::args::InspectArgs;
 use crate::exit;
 
-/// Reads the lock (or the permits) and prints one line each; exits 0 when
-/// one can be taken now (see `exit::inspect_codes`).
+/// Reads the name (as a semaphore of `-n K` permits, where given) and
+/// prints one line each; exits 0 when it can be taken now (see
+/// `exit::inspect_codes`).
 pub async fn inspect(redlock: Redlock, args: InspectArgs) -> ExitCode {
-    let read = if args.permits == 1 {
-        redlock.inspect(&args.resource).await.map(|s| vec![s])
-    } else {
-        match redlock.semaphore(&args.resource, usize::from(args.permits)) {
-            Ok(semaphore) => semaphore.inspect().await,
-            Err(e) => Err(e),
-        }
+    let name = args.resource.as_str();
+    let free = match args.permits {
+        Some(k) => permits(&redlock, name, usize::from(k)).await,
+        None => every_kind(&redlock, name).await,
     };
-    let states = match read {
-        Ok(states) => states,
+    match free {
+        Ok(free) => exit::code(if free { 0 } else { exit::NOT_ACQUIRED }),
         Err(e) => {
             eprintln!("redquorum: {e}");
-            return exit::code(exit::for_error(&e));
+            exit::code(exit::for_error(&e))
         }
+    }
+}
+
+/// Whether a lock's state shows any use: set somewhere, or waited for.
+fn in_use(s: &LockState) -> bool {
+    s.held_on > 0 || s.waiting > 0
+}
+
+/// The name as every kind: the plain lock's line where it is in use or
+/// nothing else is, then each other kind it is in use as; whether every
+/// one of them can be taken now.
+async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
+    let read_write = async { redlock.rw_lock(name)?.inspect().await };
+    let election = async {
+        redlock
+            // Reading a leader uses no TTL; the shortest passes every
+            // check (a restart quarantine under 10 s, say).
+            .election(name, redlock.shortest_ttl() + Duration::from_millis(1))?
+            .leader()
+            .await
+    };
+    let (plain, rw, k, leader) = tokio::try_join!(
+        redlock.inspect(name),
+        read_write,
+        redlock.semaphore_permits(name),
+        election,
+    )?;
+    let rw_used = in_use(&rw.writer) || !rw.readers.is_empty();
+    let others = rw_used || k.is_some() || leader.is_some();
+    let mut free = true;
+    if in_use(&plain) || !others {
+        println!("{name}: {}", describe(&plain, redlock.node_count()));
+        free &= plain.free_in == Some(Duration::ZERO);
+    }
+    if rw_used {
+        free &= read_write_lines(redlock, name, &rw);
+    }
+    if let Some(k) = k {
+        free &= permits(redlock, name, k).await?;
+    }
+    if let Some(leader) = &leader {
+        election_line(name, leader);
+        free = false;
+    }
+    Ok(free)
+}
+
+/// A lock (`k` = 1) or a semaphore's `k` permits, one line each; whether
+/// one can be taken now.
+async fn permits(redlock: &Redlock, name: &str, k: usize) -> Result<bool> {
+    let states = if k == 1 {
+        vec![redlock.inspect(name).await?]
+    } else {
+        redlock.semaphore(name, k)?.inspect().await?
     };
     let nodes = redlock.node_count();
     for (i, state) in states.iter().enumerate() {
-        let name = if args.permits == 1 {
-            args.resource.clone()
+        if k == 1 {
+            println!("{name}: {}", describe(state, nodes));
         } else {
-            format!("{} permit {i}", args.resource)
-        };
-        println!("{name}: {}", describe(state, nodes));
+            println!("{name} permit {i}: {}", describe(state, nodes));
+        }
     }
-    let free = states.iter().any(|s| s.free_in == Some(Duration::ZERO));
-    exit::code(if free { 0 } else { exit::NOT_ACQUIRED })
+    Ok(states.iter().any(|s| s.free_in == Some(Duration::ZERO)))
+}
+
+/// A read-write lock: its writer's line, then its readers'; whether a
+/// writer could take it now.
+fn read_write_lines(redlock: &Redlock, name: &str, state: &RwState) -> bool {
+    let nodes = redlock.node_count();
+    println!(
+        "{name} (read-write lock) writer: {}",
+        describe(&state.writer, nodes)
+    );
+    if state.readers.is_empty() {
+        println!("{name} (read-write lock) readers: none");
+    }
+    for reader in &state.readers {
+        let who = reader.label().unwrap_or(&reader.value);
+        let left = reader
+            .time_left
+            .map_or("no TTL".into(), |d| format!("{} left", secs(d)));
+        println!("{name} (read-write lock) reader: {who}, {left} unless renewed");
+    }
+    state.is_free()
+}
+
+/// An election's leader and term.
+fn election_line(name: &str, leader: &Leader) {
+    println!(
+        "{name} (election): led by {}, term {}",
+        leader.value, leader.term
+    );
 }
 
 /// One lock's line, after its name.

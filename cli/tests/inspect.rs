@@ -1,6 +1,6 @@
 //! `redquorum inspect` against real nodes: the holder of a `redquorum lock`
-//! named by host and process id, exit 75 while held and 0 once free, and a
-//! semaphore's permits one line each.
+//! named by host and process id, exit 75 while held and 0 once free, a
+//! semaphore's permits one line each, and every kind read as what it is.
 
 mod bin;
 #[path = "../../tests/support/mod.rs"]
@@ -123,6 +123,66 @@ async fn the_key_prefix_reaches_every_command() {
         .unwrap();
     assert_eq!(status.status.code(), Some(0), "{status:?}");
     end(holder).await;
+}
+
+/// `inspect NAME` reads the name as the nodes say it is: a read-write
+/// lock's readers and its waiting writer, a semaphore's permits without
+/// `-n`, an election's leader and term (each read as "free" before).
+#[tokio::test]
+async fn inspect_sees_every_kind() {
+    let c = Cluster::start(3);
+    let r1 = hold(&c, &["--shared", "cli_cat", "--ttl", "20s"]).await;
+    let r2 = hold(&c, &["--shared", "cli_cat", "--ttl", "20s"]).await;
+    let mut writer = cli(&c)
+        .args(["lock", "--exclusive", "cli_cat", "--", "true"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let waiting = wait_until(Duration::from_secs(20), || {
+        inspect(&c, &["cli_cat"]).1.contains("; 1 waiting")
+    })
+    .await;
+    let (code, out) = inspect(&c, &["cli_cat"]);
+    assert!(waiting, "{out}");
+    assert_eq!(code, 75, "{out}");
+    for reader in [&r1, &r2] {
+        let line = format!(
+            "cli_cat (read-write lock) reader: {}:{}, ",
+            hostname(),
+            reader.id()
+        );
+        assert!(out.contains(&line), "{out}");
+    }
+    assert!(
+        out.starts_with("cli_cat (read-write lock) writer: free; 1 waiting\n"),
+        "{out}"
+    );
+    end(r1).await;
+    end(r2).await;
+    assert!(writer.wait().unwrap().success());
+    assert_eq!(inspect(&c, &["cli_cat"]).0, 0, "free again");
+
+    let permit = hold(&c, &["-n", "2", "cli_pool"]).await;
+    let (code, out) = inspect(&c, &["cli_pool"]);
+    assert_eq!((code, out.lines().count()), (0, 2), "{out}");
+    assert_eq!(out.matches(": held by ").count(), 1, "{out}");
+    end(permit).await;
+
+    let mut leader = cli(&c)
+        .args(["elect", "cli_lead", "--value", "boss", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let led = wait_until(Duration::from_secs(20), || {
+        inspect(&c, &["cli_lead"])
+            .1
+            .starts_with("cli_lead (election): led by boss, term ")
+    })
+    .await;
+    let (code, out) = inspect(&c, &["cli_lead"]);
+    assert!(led, "{out}");
+    assert_eq!(code, 75, "{out}");
+    leader.kill().unwrap();
+    leader.wait().unwrap();
 }
 
 #[test]

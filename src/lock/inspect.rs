@@ -17,6 +17,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::error::Result;
+use crate::keys::{self, Kind};
 use crate::lock::redlock::Redlock;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
@@ -80,6 +81,13 @@ pub(crate) struct KeyView {
     pttl: i64,
 }
 
+impl KeyView {
+    /// A key with `value` (empty: not set) and `pttl`.
+    pub(crate) fn new(value: String, pttl: i64) -> Self {
+        Self { value, pttl }
+    }
+}
+
 /// What one node said: its live waiters and each key's view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NodeView {
@@ -119,6 +127,45 @@ impl Redlock {
             .inspect_keys(resource, &key, std::slice::from_ref(&key))
             .await?;
         Ok(states.remove(0))
+    }
+
+    /// The number of permits the semaphore `name` has on the nodes (pinned
+    /// by its first acquisition): what most nodes that answered hold;
+    /// `None` where none holds one (no semaphore of that name was taken).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an empty or
+    /// reserved name, [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer
+    /// than a quorum of nodes answered.
+    pub async fn semaphore_permits(&self, name: &str) -> Result<Option<usize>> {
+        self.check_resource(name, Duration::from_secs(1))?;
+        let prefix = &self.config().key_prefix;
+        let line = keys::internal(prefix, Kind::Semaphore, &self.key_for(name));
+        let pin = keys::internal(prefix, Kind::SemaphorePin, &line);
+        let req = Request::plain(redis::cmd("GET").arg(&pin).to_owned());
+        let counts: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+        let classify = |_: usize, v: &Value| {
+            let held: Option<String> = redis::from_redis_value_ref(v).ok()?;
+            if let Some(k) = held.and_then(|k| k.parse().ok()) {
+                counts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(k);
+            }
+            Some(true)
+        };
+        let done = |t: &Tally, _: &Fanout<'_>| t.heard() >= t.asked;
+        let (tally, _) = self
+            .nodes()
+            .vote_until(&req, "inspect", Counts::All, classify, done)
+            .await;
+        if tally.yes_count() < self.quorum() {
+            return Err(tally.into_no_quorum(name));
+        }
+        let counts = counts.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let most = |k: &usize| counts.iter().filter(|v| *v == k).count();
+        Ok(counts.iter().max_by_key(|k| most(k)).copied())
     }
 
     /// Reads `keys` (lock keys of one hash slot, whose waiters line up on

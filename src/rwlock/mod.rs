@@ -14,6 +14,7 @@
 //! readers, when the last of their leases on a node is released.
 
 pub(crate) mod attempt;
+pub(crate) mod inspect;
 pub(crate) mod keys;
 
 use std::future::Future;
