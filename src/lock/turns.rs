@@ -34,8 +34,8 @@ impl Redlock {
     /// # Errors
     ///
     /// Those of [`counter::allocate`]; the counter lock's own errors only
-    /// when waiting for it ran out ([`Error::is_contended`]) or the input
-    /// is unusable.
+    /// where the input is unusable (a lock held past our patience, or not
+    /// to be had, is allocated without).
     pub(crate) async fn allocate_in_turn(
         &self,
         keys: &CounterKeys,
@@ -52,9 +52,11 @@ impl Redlock {
                 .await
             {
                 Ok(guard) => Some(guard),
-                Err(e) if e.is_contended() || matches!(e, Error::InvalidConfig(_)) => {
-                    return Err(e)
-                }
+                Err(e @ Error::InvalidConfig(_)) => return Err(e),
+                // Held past our patience (by an allocator paused, killed or
+                // cut off until its TTL ends): the lock only spaces
+                // allocators out, so allocate without it; the caller never
+                // asked for this lock, and hears nothing of it.
                 Err(e) => {
                     debug!(counter = name, error = %e, "allocating without the counter lock");
                     None
