@@ -10,7 +10,7 @@
 //! Nothing here is a vote: a holder read here may have released since,
 //! and a lock read as free may be taken a moment later.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::Value;
@@ -144,28 +144,55 @@ impl Redlock {
         let line = keys::internal(prefix, Kind::Semaphore, &self.key_for(name));
         let pin = keys::internal(prefix, Kind::SemaphorePin, &line);
         let req = Request::plain(redis::cmd("GET").arg(&pin).to_owned());
-        let counts: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-        let classify = |_: usize, v: &Value| {
+        let read = |v: &Value| {
             let held: Option<String> = redis::from_redis_value_ref(v).ok()?;
-            if let Some(k) = held.and_then(|k| k.parse().ok()) {
-                counts
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(k);
-            }
+            Some(held.and_then(|k| k.parse::<usize>().ok()))
+        };
+        let counts: Vec<usize> = self
+            .read_every_node(&req, name, read)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        let most = |k: &usize| counts.iter().filter(|v| *v == k).count();
+        Ok(counts.iter().max_by_key(|k| most(k)).copied())
+    }
+
+    /// Sends `req` (a read) to every node and waits for each to answer or
+    /// fail: what `read` made of each answer (a reply it cannot read counts
+    /// as no answer), in the nodes' order. `name` is what an error names.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when fewer than a quorum
+    /// of nodes answered.
+    pub(crate) async fn read_every_node<V: Send>(
+        &self,
+        req: &Arc<Request>,
+        name: &str,
+        read: impl Fn(&Value) -> Option<V> + Sync,
+    ) -> Result<Vec<V>> {
+        let views: Mutex<Vec<Option<V>>> =
+            Mutex::new((0..self.node_count()).map(|_| None).collect());
+        let classify = |i: usize, v: &Value| {
+            let view = read(v)?;
+            views.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(view);
             Some(true)
         };
         let done = |t: &Tally, _: &Fanout<'_>| t.heard() >= t.asked;
         let (tally, _) = self
             .nodes()
-            .vote_until(&req, "inspect", Counts::All, classify, done)
+            .vote_until(req, "inspect", Counts::All, classify, done)
             .await;
         if tally.yes_count() < self.quorum() {
             return Err(tally.into_no_quorum(name));
         }
-        let counts = counts.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let most = |k: &usize| counts.iter().filter(|v| *v == k).count();
-        Ok(counts.iter().max_by_key(|k| most(k)).copied())
+        Ok(views
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_iter()
+            .flatten()
+            .collect())
     }
 
     /// Reads `keys` (lock keys of one hash slot, whose waiters line up on
@@ -181,28 +208,10 @@ impl Redlock {
         let req = Request::script(&scripts::INSPECT, |cmd| {
             cmd.arg(keys.len() + 1).arg(&waiters.leases).arg(keys);
         });
-        let n = self.node_count();
-        let views: Mutex<Vec<Option<NodeView>>> = Mutex::new(vec![None; n]);
         let started = Instant::now();
-        let classify = |i: usize, v: &Value| {
-            let view = read_view(v, keys.len())?;
-            views.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(view);
-            Some(true)
-        };
-        let done = |t: &Tally, _: &Fanout<'_>| t.heard() >= t.asked;
-        let (tally, _) = self
-            .nodes()
-            .vote_until(&req, "inspect", Counts::All, classify, done)
-            .await;
-        if tally.yes_count() < self.quorum() {
-            return Err(tally.into_no_quorum(name));
-        }
-        let views: Vec<NodeView> = views
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .into_iter()
-            .flatten()
-            .collect();
+        let views = self
+            .read_every_node(&req, name, |v| read_view(v, keys.len()))
+            .await?;
         let waiting = views.iter().map(|v| v.waiting).max().unwrap_or(0);
         let elapsed = started.elapsed();
         Ok((0..keys.len())

@@ -4,7 +4,6 @@
 //! quorum-th longest of its leases' time left.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::Value;
@@ -13,9 +12,6 @@ use tokio::time::Instant;
 use crate::error::Result;
 use crate::lock::inspect::{combine, Holder, KeyView, LockState};
 use crate::node::request::Request;
-use crate::quorum::fanout::Fanout;
-use crate::quorum::tally::Tally;
-use crate::quorum::Counts;
 use crate::rw_scripts;
 use crate::rwlock::RwLock;
 
@@ -117,28 +113,9 @@ impl RwLock {
                 .arg(&self.keys.readers)
                 .arg(&self.keys.waits.leases);
         });
-        let views: Mutex<Vec<Option<NodeView>>> = Mutex::new(vec![None; redlock.node_count()]);
         let started = Instant::now();
-        let classify = |i: usize, v: &Value| {
-            let view = read_view(v)?;
-            views.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(view);
-            Some(true)
-        };
-        let done = |t: &Tally, _: &Fanout<'_>| t.heard() >= t.asked;
-        let (tally, _) = redlock
-            .nodes()
-            .vote_until(&req, "inspect", Counts::All, classify, done)
-            .await;
+        let views = redlock.read_every_node(&req, &self.name, read_view).await?;
         let quorum = redlock.quorum();
-        if tally.yes_count() < quorum {
-            return Err(tally.into_no_quorum(&self.name));
-        }
-        let views: Vec<NodeView> = views
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .into_iter()
-            .flatten()
-            .collect();
         let elapsed = started.elapsed();
         let writers: Vec<&KeyView> = views.iter().map(|v| &v.writer).collect();
         let mut writer = combine(&writers, quorum, elapsed);

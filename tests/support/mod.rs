@@ -792,31 +792,29 @@ impl Drop for RedisNode {
     }
 }
 
-/// Sends PING and expects +PONG within a short timeout.
-fn ping(port: u16) -> bool {
+/// Whether the server on `port` answers the inline command `cmd` with a
+/// reply that starts with `reply`, within `wait`.
+fn replies_with(port: u16, cmd: &[u8], reply: &[u8], wait: Duration) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
+    let _ = s.set_read_timeout(Some(wait));
+    if s.write_all(cmd).is_err() {
         return false;
     }
-    let mut buf = [0u8; 7];
-    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    let mut buf = vec![0u8; reply.len()];
+    s.read_exact(&mut buf).is_ok() && buf == reply
 }
 
-/// Whether the server on `port` answers reads with `LOADING`.
+/// Sends PING and expects +PONG within a short timeout.
+fn ping(port: u16) -> bool {
+    replies_with(port, b"PING\r\n", b"+PONG\r\n", Duration::from_millis(500))
+}
+
+/// Whether the server on `port` answers reads with `LOADING` (a loading
+/// node serves events only between chunks of its data: a longer wait).
 fn is_loading(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    // A loading node serves events only between chunks of its data.
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET x\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 8];
-    s.read_exact(&mut buf).is_ok() && &buf == b"-LOADING"
+    replies_with(port, b"GET x\r\n", b"-LOADING", Duration::from_secs(2))
 }
 
 /// The process id of the redis-server answering on `port`.
