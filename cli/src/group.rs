@@ -227,9 +227,18 @@ impl Group {
     }
 
     /// Whether the job stopped: we run under a shell's job control and the
-    /// group's first process is stopped (^Z, or SIGTTIN in the background).
+    /// command's first process, or a child of it, is stopped (^Z, or
+    /// SIGTTIN in the background). A ^Z that comes while the first process
+    /// forks stops the child before its exec; a first process that forked
+    /// with `vfork` (dash does) then waits for that child, never stopped
+    /// itself, and no SIGCHLD reaches us.
     pub fn job_stopped(&self) -> bool {
-        self.interactive && is_stopped(self.pgid)
+        self.interactive && (is_stopped(self.pgid) || member_stopped(self.pgid))
+    }
+
+    /// Whether we run under a shell's job control.
+    pub fn interactive(&self) -> bool {
+        self.interactive
     }
 
     /// Stops us with the stopped command, as one job: takes the terminal
@@ -330,6 +339,18 @@ fn is_stopped(pid: libc::pid_t) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = stat.rsplit(')').next().unwrap_or("").trim_start();
     state.starts_with('T')
+}
+
+/// Whether a child of the group's first process `pgid` is stopped (state
+/// `T`), from `/proc/PGID/task/PGID/children`: the one a `vfork` waits for.
+/// (Deeper down, the first process itself stops: it is not held in a
+/// `vfork` then.)
+fn member_stopped(pgid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pgid}/task/{pgid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .any(is_stopped)
 }
 
 /// Whether standard input is a terminal whose foreground group is ours.

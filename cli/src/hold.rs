@@ -101,6 +101,21 @@ where
     })
 }
 
+/// Where the job stopped, stops us with it (see `Group::stop_with_job`);
+/// once continued (fg, bg), whether the lock lapsed meanwhile (it was not
+/// renewed while we were stopped): the command then does not go on.
+fn stopped_and_lapsed(group: &mut Group, lock: &Lock) -> bool {
+    if !group.job_stopped() {
+        return false;
+    }
+    group.stop_with_job();
+    if !lock.is_valid() {
+        return true;
+    }
+    group.continue_job();
+    false
+}
+
 /// Runs `command` with `env` while holding `lock` (renewed in the
 /// background), then releases it; `what` names the lock in messages.
 pub async fn run_under(
@@ -117,6 +132,12 @@ pub async fn run_under(
     // clock (see `Deadline::after`): the guard's deadline is never later
     // than the lock's.
     let mut told = lock.valid_until();
+    // A child's stop or exit: under a shell's job control, ^Z stops the
+    // command's group, and we stop with it (see `Group::stop_with_job`).
+    // Listened for before the command starts: a listener hears only what
+    // comes after it, and a ^Z may come the moment the command runs.
+    let mut children = signal(SignalKind::child()).ok();
+    let mut continued = signal(SignalKind::from_raw(libc::SIGCONT)).ok();
     let spawned =
         Deadline::after(|| lock.validity()).and_then(|until| Group::spawn(command, env, until));
     let mut group = match spawned {
@@ -130,13 +151,10 @@ pub async fn run_under(
     };
     let lost = lock.lost();
     tokio::pin!(lost);
-    // A child's stop or exit: under a shell's job control, ^Z stops the
-    // command's group, and we stop with it (see `Group::stop_with_job`).
-    let mut children = signal(SignalKind::child()).ok();
-    let mut continued = signal(SignalKind::from_raw(libc::SIGCONT)).ok();
     // `fg` on the job running in the background (after `bg`) gives our
     // group the terminal and sends nothing: while backgrounded, we look.
     let mut look = tokio::time::interval(FOREGROUND_CHECK);
+    let mut stops = tokio::time::interval(FOREGROUND_CHECK);
     // The library renews the lock in the background and says nothing when a
     // renewal lands: we look at its validity's end, and tell the guard when
     // it moved.
@@ -181,14 +199,15 @@ pub async fn run_under(
                 group.signal(libc::SIGCONT);
             }
             Some(()) = next(&mut children) => {
-                if group.job_stopped() {
-                    group.stop_with_job();
-                    // Continued (fg, bg): the command goes on only if the lock
-                    // is still valid; it was not renewed while we were stopped.
-                    if !lock.is_valid() {
-                        break None;
-                    }
-                    group.continue_job();
+                if stopped_and_lapsed(&mut group, &lock) {
+                    break None;
+                }
+            }
+            // A stop no SIGCHLD tells of (a child stopped between its fork
+            // and exec: see `Group::job_stopped`), looked for as often.
+            _ = stops.tick(), if group.interactive() => {
+                if stopped_and_lapsed(&mut group, &lock) {
+                    break None;
                 }
             }
             Some(()) = next(&mut continued) => group.continue_job(),

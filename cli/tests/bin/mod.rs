@@ -36,6 +36,14 @@ pub fn openpty() -> (OwnedFd, OwnedFd) {
         )
     };
     assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // Close-on-exec, so that a terminal opened by one test is not inherited
+    // by the shell another test starts meanwhile (tests run as threads of
+    // one process): a child gets only the side given as its stdio.
+    for fd in [master, slave] {
+        // SAFETY: fcntl on an fd just opened here.
+        let set = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        assert_eq!(set, 0, "fcntl: {}", std::io::Error::last_os_error());
+    }
     // SAFETY: both fds were just opened and are owned by nobody else.
     unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
 }
