@@ -197,3 +197,30 @@ async fn a_read_write_lock_and_a_semaphore_are_read_as_what_they_are() {
     assert_eq!(b.semaphore_permits("i_pool").await.unwrap(), Some(4));
     permit.release().await.unwrap();
 }
+
+/// A reader's lease left on one node of three (a reader that lost its
+/// quorum) with another node down: no reader holds it, and yet a writer
+/// cannot take it until that lease ends (it needs two free nodes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_lease_keeps_a_writer_out_while_a_node_is_down() {
+    let mut c = Cluster::start(3);
+    let b = c.builder().build().unwrap();
+    let readers = support::internal_key("rw-readers", "i_stray");
+    let mut conn = c.nodes[0].conn();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    let ends = secs * 1000 + micros / 1000 + 20_000;
+    let _: () = redis::cmd("ZADD")
+        .arg(&readers)
+        .arg(ends)
+        .arg("stray-reader")
+        .query(&mut conn)
+        .unwrap();
+    c.nodes[2].kill();
+    let state = b.rw_lock("i_stray").unwrap().inspect().await.unwrap();
+    assert!(state.readers.is_empty(), "{state:?}");
+    assert!(!state.is_free(), "{state:?}");
+    assert!(
+        state.writer.free_in > Some(Duration::from_secs(10)),
+        "{state:?}"
+    );
+}

@@ -227,11 +227,11 @@ impl Group {
     }
 
     /// Whether the job stopped: we run under a shell's job control and the
-    /// command's first process, or a child of it, is stopped (^Z, or
-    /// SIGTTIN in the background). A ^Z that comes while the first process
-    /// forks stops the child before its exec; a first process that forked
-    /// with `vfork` (dash does) then waits for that child, never stopped
-    /// itself, and no SIGCHLD reaches us.
+    /// command's first process is stopped (^Z, or SIGTTIN in the
+    /// background), or held by a stop it cannot take: a ^Z that comes
+    /// while it forks stops the child before its exec, and a first process
+    /// that forked with `vfork` (dash does) then waits for that child with
+    /// the stop pending, and no SIGCHLD reaches us.
     pub fn job_stopped(&self) -> bool {
         self.interactive && (is_stopped(self.pgid) || member_stopped(self.pgid))
     }
@@ -341,16 +341,37 @@ fn is_stopped(pid: libc::pid_t) -> bool {
     state.starts_with('T')
 }
 
-/// Whether a child of the group's first process `pgid` is stopped (state
-/// `T`), from `/proc/PGID/task/PGID/children`: the one a `vfork` waits for.
-/// (Deeper down, the first process itself stops: it is not held in a
-/// `vfork` then.)
+/// Whether the group's first process `pgid` is held by a stop it cannot
+/// take: a stop signal (SIGTSTP, SIGTTIN, SIGTTOU) pending for it, and a
+/// child of it in the same group stopped (`/proc/PGID/task/PGID/children`):
+/// the child a `vfork` waits for, stopped before its exec. A child the
+/// command stopped itself, or one in a job of a shell run as the command
+/// (its own group), is none of this.
 fn member_stopped(pgid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pgid}/task/{pgid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|pid| pid.parse().ok())
-        .any(is_stopped)
+    let status = std::fs::read_to_string(format!("/proc/{pgid}/status")).unwrap_or_default();
+    // Bits of SIGTSTP (20), SIGTTIN (21) and SIGTTOU (22), counted from 1.
+    let stops: u64 = 0b111 << 19;
+    let pending = status
+        .lines()
+        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .any(|mask| mask & stops != 0);
+    pending
+        && std::fs::read_to_string(format!("/proc/{pgid}/task/{pgid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .any(|pid| stopped_in(pid, pgid))
+}
+
+/// Whether process `pid` is stopped (state `T`) in group `pgid`.
+fn stopped_in(pid: libc::pid_t, pgid: libc::pid_t) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the name: state, ppid, pgrp.
+    let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+    let state = fields.next().unwrap_or("");
+    let pgrp = fields.nth(1).and_then(|p| p.parse::<libc::pid_t>().ok());
+    state.starts_with('T') && pgrp == Some(pgid)
 }
 
 /// Whether standard input is a terminal whose foreground group is ours.

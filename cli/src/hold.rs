@@ -155,6 +155,8 @@ pub async fn run_under(
     // group the terminal and sends nothing: while backgrounded, we look.
     let mut look = tokio::time::interval(FOREGROUND_CHECK);
     let mut stops = tokio::time::interval(FOREGROUND_CHECK);
+    // Stopped for an hour, we look once when continued, not 36,000 times.
+    stops.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // The library renews the lock in the background and says nothing when a
     // renewal lands: we look at its validity's end, and tell the guard when
     // it moved.

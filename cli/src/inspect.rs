@@ -17,7 +17,7 @@ use crate::exit;
 pub async fn inspect(redlock: Redlock, args: InspectArgs) -> ExitCode {
     let name = args.resource.as_str();
     let free = match args.permits {
-        Some(k) => permits(&redlock, name, usize::from(k)).await,
+        Some(k) => permits(&redlock, name, usize::from(k), k > 1).await,
         None => every_kind(&redlock, name).await,
     };
     match free {
@@ -64,7 +64,7 @@ async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
         free &= read_write_lines(redlock, name, &rw);
     }
     if let Some(k) = k {
-        free &= permits(redlock, name, k).await?;
+        free &= permits(redlock, name, k, true).await?;
     }
     if let Some(leader) = &leader {
         election_line(name, leader);
@@ -73,17 +73,18 @@ async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
     Ok(free)
 }
 
-/// A lock (`k` = 1) or a semaphore's `k` permits, one line each; whether
-/// one can be taken now.
-async fn permits(redlock: &Redlock, name: &str, k: usize) -> Result<bool> {
-    let states = if k == 1 {
+/// A lock, or (`semaphore`) a semaphore's `k` permits, one line each
+/// (`-n 1` is the lock; a semaphore the nodes hold with one permit is a
+/// semaphore); whether one can be taken now.
+async fn permits(redlock: &Redlock, name: &str, k: usize, semaphore: bool) -> Result<bool> {
+    let states = if !semaphore {
         vec![redlock.inspect(name).await?]
     } else {
         redlock.semaphore(name, k)?.inspect().await?
     };
     let nodes = redlock.node_count();
     for (i, state) in states.iter().enumerate() {
-        if k == 1 {
+        if !semaphore {
             println!("{name}: {}", describe(state, nodes));
         } else {
             println!("{name} permit {i}: {}", describe(state, nodes));
@@ -96,10 +97,14 @@ async fn permits(redlock: &Redlock, name: &str, k: usize) -> Result<bool> {
 /// writer could take it now.
 fn read_write_lines(redlock: &Redlock, name: &str, state: &RwState) -> bool {
     let nodes = redlock.node_count();
-    println!(
-        "{name} (read-write lock) writer: {}",
-        describe(&state.writer, nodes)
-    );
+    let writer = describe(&state.writer, nodes);
+    // "free" would say nothing of the readers, which the time it can be
+    // taken in counts.
+    let writer = match writer.strip_prefix("free") {
+        Some(rest) => format!("none{rest}"),
+        None => writer,
+    };
+    println!("{name} (read-write lock) writer: {writer}");
     if state.readers.is_empty() {
         println!("{name} (read-write lock) readers: none");
     }

@@ -154,7 +154,8 @@ async fn inspect_sees_every_kind() {
         assert!(out.contains(&line), "{out}");
     }
     assert!(
-        out.starts_with("cli_cat (read-write lock) writer: free; 1 waiting\n"),
+        out.starts_with("cli_cat (read-write lock) writer: none; can be taken in ")
+            && out.lines().next().unwrap().ends_with("; 1 waiting"),
         "{out}"
     );
     end(r1).await;
@@ -183,6 +184,20 @@ async fn inspect_sees_every_kind() {
     assert_eq!(code, 75, "{out}");
     leader.kill().unwrap();
     leader.wait().unwrap();
+
+    // A semaphore of one permit (the library's) is read as one, not as
+    // the plain lock of that name (free).
+    let one = c
+        .redlock()
+        .semaphore("cli_one", 1)
+        .unwrap()
+        .try_acquire(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let (code, out) = inspect(&c, &["cli_one"]);
+    assert_eq!(code, 75, "{out}");
+    assert!(out.starts_with("cli_one permit 0: held by "), "{out}");
+    one.release().await.unwrap();
 }
 
 #[test]

@@ -212,3 +212,25 @@ async fn bg_and_fg_resume_the_job_with_its_lock() {
         "released"
     );
 }
+
+/// A child the command stopped itself is no ^Z: the job is not stopped,
+/// and the command runs to its end.
+#[tokio::test]
+async fn a_child_the_command_stops_itself_does_not_stop_the_job() {
+    let c = Cluster::start(3);
+    let mut sh = Shell::start(&c);
+    sh.type_(
+        "redquorum lock jobs_own --ttl 2s -- sh -c 'sleep 30 & kill -STOP $!; sleep 1; \
+         echo fini\"\"shed; kill -KILL $!'\n",
+    );
+    // Typed ahead: its echo must not read as its output.
+    sh.type_("echo r\"\"c=$?\n");
+    assert!(sh.shows("rc=", 1).await, "{}", sh.printed());
+    let printed = sh.printed();
+    assert!(
+        printed.contains("finished\r\n")
+            && printed.contains("rc=0")
+            && !printed.contains("Stopped"),
+        "{printed}"
+    );
+}

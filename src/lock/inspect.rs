@@ -257,7 +257,7 @@ fn read_view(v: &Value, keys: usize) -> Option<NodeView> {
 
 /// The `quorum`-th smallest of `times` (ms; `None`: never), if there are
 /// that many.
-fn nth_smallest(mut times: Vec<Option<u64>>, quorum: usize) -> Option<Option<u64>> {
+pub(crate) fn nth_smallest(mut times: Vec<Option<u64>>, quorum: usize) -> Option<Option<u64>> {
     // `None` (never) sorts after every time.
     times.sort_by_key(|t| t.map_or((1, 0), |ms| (0, ms)));
     times.get(quorum.checked_sub(1)?).copied()

@@ -10,7 +10,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::error::Result;
-use crate::lock::inspect::{combine, Holder, KeyView, LockState};
+use crate::lock::inspect::{combine, nth_smallest, Holder, KeyView, LockState};
 use crate::node::request::Request;
 use crate::rw_scripts;
 use crate::rwlock::RwLock;
@@ -19,7 +19,9 @@ use crate::rwlock::RwLock;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RwState {
     /// The writer's key, as a lock's ([`LockState::waiting`]: readers and
-    /// writers waiting).
+    /// writers waiting), but for [`LockState::free_in`]: when a writer
+    /// could take it, once a quorum of nodes hold neither a writer's key
+    /// nor a live reader's lease.
     pub writer: LockState,
     /// The readers a quorum of nodes hold a live lease for, each with the
     /// time a quorum of those leases still has (unless renewed).
@@ -27,9 +29,10 @@ pub struct RwState {
 }
 
 impl RwState {
-    /// Whether a writer could take it now: no writer, no reader.
+    /// Whether a writer could take it now: a quorum of nodes hold no
+    /// writer's key and no live lease.
     pub fn is_free(&self) -> bool {
-        self.writer.free_in == Some(Duration::ZERO) && self.readers.is_empty()
+        self.writer.free_in == Some(Duration::ZERO)
     }
 }
 
@@ -42,6 +45,9 @@ struct NodeView {
     writer: KeyView,
     /// Each live reader's value and ms its lease has left.
     readers: Vec<(String, u64)>,
+    /// In how many ms a writer could take the node: once the writer's key
+    /// and every live lease there end (`None`: a key without a TTL).
+    write_free: Option<u64>,
 }
 
 /// A node's `RW_INSPECT` reply.
@@ -66,9 +72,17 @@ fn read_view(v: &Value) -> Option<NodeView> {
         .chunks(2)
         .map(|pair| Some((text(&pair[0])?, u64::try_from(int(&pair[1])?).ok()?)))
         .collect::<Option<Vec<_>>>()?;
+    let (value, pttl) = (text(value)?, int(pttl)?);
+    let writer_left = match (value.is_empty(), u64::try_from(pttl)) {
+        (true, _) => Some(0),
+        (false, Ok(ms)) => Some(ms),
+        (false, Err(_)) => None,
+    };
+    let leases_left = readers.iter().map(|(_, ms)| *ms).max().unwrap_or(0);
     Some(NodeView {
         waiting: usize::try_from(int(waiting)?).ok()?,
-        writer: KeyView::new(text(value)?, int(pttl)?),
+        writer: KeyView::new(value, pttl),
+        write_free: writer_left.map(|ms| ms.max(leases_left)),
         readers,
     })
 }
@@ -120,6 +134,13 @@ impl RwLock {
         let writers: Vec<&KeyView> = views.iter().map(|v| &v.writer).collect();
         let mut writer = combine(&writers, quorum, elapsed);
         writer.waiting = views.iter().map(|v| v.waiting).max().unwrap_or(0);
+        // A writer needs a quorum of nodes with neither a writer nor a
+        // live lease: a lease left on a node by a reader that lost its
+        // quorum counts there too.
+        let frees = views.iter().map(|v| v.write_free).collect();
+        writer.free_in = nth_smallest(frees, quorum)
+            .flatten()
+            .map(Duration::from_millis);
         Ok(RwState {
             writer,
             readers: readers(&views, quorum, elapsed),
@@ -136,6 +157,7 @@ mod tests {
             waiting: 0,
             writer: KeyView::new(String::new(), -2),
             readers: readers.iter().map(|(v, l)| ((*v).to_owned(), *l)).collect(),
+            write_free: readers.iter().map(|(_, l)| *l).max().or(Some(0)),
         }
     }
 
