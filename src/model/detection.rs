@@ -82,7 +82,6 @@ pub(crate) fn check_after(
         durable: Some(kind != Restart::Empty),
         evicted: Some(0),
         commands: None,
-        times: None,
         evicts: false,
         slots: None,
         marker,

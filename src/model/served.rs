@@ -133,7 +133,6 @@ impl ServedModel {
             durable: Some(false),
             evicted: Some(0),
             commands: None,
-            times: None,
             evicts: false,
             slots: None,
             marker: s.mark.as_ref().map(|m| Marker::Found {

@@ -150,7 +150,6 @@ impl ShardsModel {
             durable: Some(true),
             evicted: Some(0),
             commands: None,
-            times: None,
             evicts: false,
             slots,
             marker,

@@ -38,9 +38,6 @@ pub(crate) struct Trust {
     /// together are taken in by different tasks in any order: an older one
     /// may come second, and is not judged.)
     commands: Mutex<Option<(u64, tokio::time::Instant)>>,
-    /// Its `TIME` calls (`evidence::time_calls`) as last read, the same
-    /// way: a reset padded with other commands still shows there.
-    times: Mutex<Option<(u64, tokio::time::Instant)>>,
     /// Told when a loss is found that may have taken keys this client set
     /// there: its held locks look (the clock watch's news: `clockwatch.rs`).
     news: Option<Arc<tokio::sync::watch::Sender<u64>>>,
@@ -151,17 +148,17 @@ impl Trust {
         (sent, recv): (tokio::time::Instant, tokio::time::Instant),
         evicted: Option<u64>,
         damage: Option<Option<u64>>,
-        (commands, times): (Option<u64>, Option<u64>),
+        commands: Option<u64>,
     ) -> bool {
         let known = |a: &AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&n| n != NOT_READ);
         let mut lost = dropped(known(&self.evicted), evicted);
         store(&self.evicted, evicted);
-        for (slot, read) in [(&self.commands, commands), (&self.times, times)] {
-            let mut last = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        {
+            let mut last = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((before, at)) = *last {
-                lost |= sent > at && reset(Some(before), read);
+                lost |= sent > at && reset(Some(before), commands);
             }
-            if let Some(read) = read.filter(|_| last.is_none_or(|(_, at)| recv > at)) {
+            if let Some(read) = commands.filter(|_| last.is_none_or(|(_, at)| recv > at)) {
                 *last = Some((read, recv));
             }
         }
@@ -187,10 +184,8 @@ impl Trust {
         if !same {
             // Another process: its counts start anew.
             *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            *self.times.lock().unwrap_or_else(PoisonError::into_inner) = None;
         }
-        let counts = (probe.commands, probe.times);
-        let moved = self.counts_read(span, probe.evicted, Some(probe.damage), counts);
+        let moved = self.counts_read(span, probe.evicted, Some(probe.damage), probe.commands);
         same && moved
     }
 
@@ -461,7 +456,6 @@ mod tests {
             durable: Some(true),
             evicted: Some(0),
             commands: None,
-            times: None,
             evicts: false,
             slots: None,
             marker: Some(Marker::Found {
