@@ -82,6 +82,7 @@ pub(crate) fn check_after(
         durable: Some(kind != Restart::Empty),
         evicted: Some(0),
         commands: None,
+        times: None,
         evicts: false,
         slots: None,
         marker,

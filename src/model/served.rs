@@ -133,6 +133,7 @@ impl ServedModel {
             durable: Some(false),
             evicted: Some(0),
             commands: None,
+            times: None,
             evicts: false,
             slots: None,
             marker: s.mark.as_ref().map(|m| Marker::Found {

@@ -150,6 +150,7 @@ impl ShardsModel {
             durable: Some(true),
             evicted: Some(0),
             commands: None,
+            times: None,
             evicts: false,
             slots,
             marker,

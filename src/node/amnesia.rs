@@ -296,6 +296,7 @@ mod tests {
             durable: Some(true),
             evicted: Some(0),
             commands: None,
+            times: None,
             evicts: false,
             slots: None,
             marker: marker.map(|(run, loss)| Marker::Found {

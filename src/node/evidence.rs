@@ -123,6 +123,10 @@ pub(crate) struct Probe {
     /// grows, unless the statistics were reset (`CONFIG RESETSTAT`), which
     /// may hide evictions and flushes.
     pub(crate) commands: Option<u64>,
+    /// `TIME` calls the process ran ([`time_calls`]): they only grow, unless
+    /// the statistics were reset, and (unlike the commands run) padding
+    /// with other commands does not make up for a reset.
+    pub(crate) times: Option<u64>,
     /// Whether the node can evict keys of ours: a `maxmemory-policy` other
     /// than `noeviction` with a `maxmemory` limit, or either unreadable.
     pub(crate) evicts: bool,
@@ -206,6 +210,7 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         durable,
         evicted: evicted_keys(&stats),
         commands: commands_processed(&stats),
+        times: time_calls(&commands),
         evicts: can_evict(policy.as_deref(), limit.as_deref()),
         slots,
         marker,
@@ -228,6 +233,23 @@ pub(crate) fn evicted_keys(stats: &str) -> Option<u64> {
 /// TTL, so `volatile-*` policies evict exactly ours.
 pub(crate) fn can_evict(policy: Option<&str>, limit: Option<&str>) -> bool {
     !(policy == Some("noeviction") || limit == Some("0"))
+}
+
+/// `TIME` calls in `INFO commandstats` (`commands`), `None` where it could
+/// not be read. Every request of every client carries one, so the count
+/// grows with our own traffic; `CONFIG RESETSTAT` zeroes it, and commands
+/// of other kinds (a load tool's) never bring it back, as they bring back
+/// `total_commands_processed`. No line: none since a reset, 0.
+pub(crate) fn time_calls(commands: &str) -> Option<u64> {
+    if !commands.contains("# Commandstats") {
+        return None;
+    }
+    let Some(line) = info_field(commands, "cmdstat_time") else {
+        return Some(0);
+    };
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix("calls="))
+        .and_then(|c| c.parse().ok())
 }
 
 /// Evicted keys plus the calls that drop or swap whole databases or take
@@ -413,6 +435,18 @@ mod tests {
     }
 
     #[test]
+    fn time_calls_count_from_a_reset_on() {
+        let stats = "# Commandstats\r\ncmdstat_time:calls=42,usec=3,usec_per_call=0.07,\
+                     rejected_calls=0,failed_calls=0\r\ncmdstat_info:calls=2\r\n";
+        assert_eq!(time_calls(stats), Some(42));
+        assert_eq!(
+            time_calls("# Commandstats\r\ncmdstat_info:calls=1\r\n"),
+            Some(0)
+        );
+        assert_eq!(time_calls(""), None, "unreadable");
+    }
+
+    #[test]
     fn replies_are_read() {
         let server =
             bulk("# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n");
@@ -479,6 +513,8 @@ mod tests {
                 durable: Some(true),
                 evicted: Some(2),
                 commands: None,
+                // Commandstats read, no TIME line: none since a reset.
+                times: Some(0),
                 evicts: true,
                 slots: None,
                 marker: Some(found),

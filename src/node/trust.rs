@@ -38,6 +38,9 @@ pub(crate) struct Trust {
     /// together are taken in by different tasks in any order: an older one
     /// may come second, and is not judged.)
     commands: Mutex<Option<(u64, tokio::time::Instant)>>,
+    /// Its `TIME` calls (`evidence::time_calls`) as last read, the same
+    /// way: a reset padded with other commands still shows there.
+    times: Mutex<Option<(u64, tokio::time::Instant)>>,
     /// Told when a loss is found that may have taken keys this client set
     /// there: its held locks look (the clock watch's news: `clockwatch.rs`).
     news: Option<Arc<tokio::sync::watch::Sender<u64>>>,
@@ -148,17 +151,17 @@ impl Trust {
         (sent, recv): (tokio::time::Instant, tokio::time::Instant),
         evicted: Option<u64>,
         damage: Option<Option<u64>>,
-        commands: Option<u64>,
+        (commands, times): (Option<u64>, Option<u64>),
     ) -> bool {
         let known = |a: &AtomicU64| Some(a.load(Ordering::Relaxed)).filter(|&n| n != NOT_READ);
         let mut lost = dropped(known(&self.evicted), evicted);
         store(&self.evicted, evicted);
-        {
-            let mut last = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        for (slot, read) in [(&self.commands, commands), (&self.times, times)] {
+            let mut last = slot.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((before, at)) = *last {
-                lost |= sent > at && reset(Some(before), commands);
+                lost |= sent > at && reset(Some(before), read);
             }
-            if let Some(read) = commands.filter(|_| last.is_none_or(|(_, at)| recv > at)) {
+            if let Some(read) = read.filter(|_| last.is_none_or(|(_, at)| recv > at)) {
                 *last = Some((read, recv));
             }
         }
@@ -184,8 +187,10 @@ impl Trust {
         if !same {
             // Another process: its counts start anew.
             *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *self.times.lock().unwrap_or_else(PoisonError::into_inner) = None;
         }
-        let moved = self.counts_read(span, probe.evicted, Some(probe.damage), probe.commands);
+        let counts = (probe.commands, probe.times);
+        let moved = self.counts_read(span, probe.evicted, Some(probe.damage), counts);
         same && moved
     }
 
@@ -456,6 +461,7 @@ mod tests {
             durable: Some(true),
             evicted: Some(0),
             commands: None,
+            times: None,
             evicts: false,
             slots: None,
             marker: Some(Marker::Found {

@@ -19,8 +19,10 @@
 //! * **A look a second old or more**: a request made then carries `INFO
 //!   stats`, `INFO commandstats` and `EXISTS` of our marker the same way,
 //!   read before its vote counts: evictions, flushes (the damage count,
-//!   `evidence.rs`), statistics reset (`total_commands_processed` below
-//!   the last reading: `CONFIG RESETSTAT` could hide either) and our marker
+//!   `evidence.rs`), statistics reset (`total_commands_processed`, or the
+//!   `TIME` calls in `INFO commandstats`, below the last reading: `CONFIG
+//!   RESETSTAT` could hide either; commands of other kinds padded after a
+//!   reset bring the first back, not the second) and our marker
 //!   gone are found in that very round (`trust::dropped`, `trust::reset`).
 //! * **Everything the connection's check reads** (a flush, our marker
 //!   deleted, a promotion, slots taken over, and the policy and memory
@@ -190,7 +192,10 @@ impl Vigil {
                 (sent, recv),
                 stats.and_then(evidence::evicted_keys),
                 damage,
-                stats.and_then(evidence::commands_processed),
+                (
+                    stats.and_then(evidence::commands_processed),
+                    commands.as_deref().and_then(evidence::time_calls),
+                ),
             );
             if dropped {
                 self.lost(at, quarantine, Cause::Dropped);
