@@ -2,21 +2,29 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster ensure-redis metrics
+.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster ensure-redis ensure-valkey metrics
 
 all: lint test
 
 ensure-redis:
 	@scripts/ensure-redis.sh
 
+# The pinned valkey-server (fetched once, checked, cached): tests run Valkey
+# beside Redis.
+ensure-valkey:
+	@scripts/ensure-valkey.sh >/dev/null
+
 ## make test: everything below, then the model checks and the feature builds
-## (about 30 minutes on 2 cores, most of it the model checks); a summary per stage.
+## (about 35 minutes on 2 cores, most of it the model checks); a summary per stage.
 test: check
 	@echo "TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
 	@echo "the behaviour tests again, every member a one-shard Redis Cluster"
 	@echo "(tests/nodes-only.txt lists those left out, with why):"
 	scripts/test-on-cluster-members.sh
+	@echo "the library's behaviour tests again, every node a Valkey server"
+	@echo "(Valkey clusters included; the script says what it leaves out):"
+	scripts/test-on-valkey.sh
 	@echo "model checking, optimised build (every interleaving within the stated bounds;"
 	@echo "each check's states and counterexamples: add -- --nocapture):"
 	$(CARGO) test -q --release --lib model -- --test-threads 1
@@ -36,7 +44,7 @@ test: check
 
 ## make check: the everyday subset: unit, integration, CLI and doc tests, no
 ## model checks (about 6 minutes on 2 cores); failures and a summary only.
-check: ensure-redis
+check: ensure-redis ensure-valkey
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --lib --bins --tests -E 'not test(model)' \
 			--status-level fail --final-status-level slow; \

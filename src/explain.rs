@@ -30,9 +30,14 @@ pub(crate) fn url_reason(e: &redis::RedisError) -> String {
     }
 }
 
-/// Whether the node refused a command for want of an ACL permission.
+/// Whether the node refused a command for want of an ACL permission: a
+/// command (`NOPERM`), or one run by a script (Redis says the user "can't
+/// run this command", Valkey "ACL failure in script").
 pub(crate) fn is_denied(e: &redis::RedisError) -> bool {
-    e.code() == Some("NOPERM") || e.to_string().contains("can't run this command")
+    let text = e.to_string();
+    e.code() == Some("NOPERM")
+        || text.contains("can't run this command")
+        || text.contains("ACL failure in script")
 }
 
 /// One line saying what a node's error means for someone running

@@ -15,6 +15,68 @@ pub(crate) struct Lua {
     pub(crate) cleanup: bool,
     /// The source's SHA-1 in hex, as `EVALSHA` names it (computed once).
     sha: OnceLock<String>,
+    /// A command some servers have that decides exactly as the script
+    /// does, sent instead where the node has it (see [`Native`]).
+    pub(crate) native: Option<Native>,
+}
+
+/// A server's own command that does what one of our scripts does, on
+/// every state of the node, with the same reply (after [`Native::reply`]).
+/// Valkey has both (`DELIFEQ` from 9.0, `SET … IFEQ` from 8.1); a
+/// connection finds out when it opens whether its node runs them for us
+/// (`node/open.rs`), and sends the script elsewhere, so the keys are
+/// the same either way and other Redlock clients still interoperate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Native {
+    /// `DELIFEQ key value`, for a compare-and-delete of one key whose
+    /// arguments are `1 key value`: 1 if deleted, else 0.
+    DelIfEq,
+    /// `SET key value IFEQ value PX ms`, for a compare-and-pexpire of one
+    /// key whose arguments are `1 key value ms`: `OK` (read as 1) if the
+    /// key held the value, else nil (read as 0); a missing key is not
+    /// created.
+    SetIfEqPx,
+}
+
+impl Native {
+    /// The command, from the script's arguments (`numkeys key value …`);
+    /// `None` where they are not the shape it is for.
+    pub(crate) fn command(self, args: &redis::Cmd) -> Option<redis::Cmd> {
+        let args: Vec<&[u8]> = args
+            .args_iter()
+            .filter_map(|a| match a {
+                redis::Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        match (self, args.as_slice()) {
+            (Native::DelIfEq, [b"1", key, value]) => {
+                let mut cmd = redis::cmd("DELIFEQ");
+                cmd.arg(*key).arg(*value);
+                Some(cmd)
+            }
+            (Native::SetIfEqPx, [b"1", key, value, ms]) => {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(*key)
+                    .arg(*value)
+                    .arg("IFEQ")
+                    .arg(*value)
+                    .arg("PX")
+                    .arg(*ms);
+                Some(cmd)
+            }
+            _ => None,
+        }
+    }
+
+    /// The command's reply as the script's would be.
+    pub(crate) fn reply(self, reply: redis::Value) -> redis::Value {
+        match (self, reply) {
+            (Native::SetIfEqPx, redis::Value::Okay) => redis::Value::Int(1),
+            (Native::SetIfEqPx, redis::Value::Nil) => redis::Value::Int(0),
+            (_, other) => other,
+        }
+    }
 }
 
 impl Lua {
@@ -24,6 +86,7 @@ impl Lua {
             src,
             cleanup: false,
             sha: OnceLock::new(),
+            native: None,
         }
     }
 
@@ -33,7 +96,14 @@ impl Lua {
             src,
             cleanup: true,
             sha: OnceLock::new(),
+            native: None,
         }
+    }
+
+    /// The script, sent as `native` where the node runs it.
+    pub(crate) const fn or_native(mut self, native: Native) -> Self {
+        self.native = Some(native);
+        self
     }
 
     /// The digest `EVALSHA` names the script by.

@@ -1,6 +1,8 @@
 //! A throwaway `redis-server` for unit tests that check a script against
 //! the Rust rule the model checker uses (`redis-server` from
-//! `REDQUORUM_REDIS_SERVER` or PATH, as the test harness starts it).
+//! `REDQUORUM_REDIS_SERVER` or PATH, as the test harness starts it), or
+//! against a server's own command (`valkey-server`, from
+//! `scripts/ensure-valkey.sh`).
 
 use std::process::{Child, Command, Stdio};
 
@@ -36,9 +38,27 @@ impl Drop for Scratch {
 /// the bind is detected by the answering server's process id, and another
 /// port is tried.
 pub(crate) fn node() -> (Scratch, redis::Connection) {
+    let server = std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    node_of(&server)
+}
+
+/// [`node`] running the pinned `valkey-server`.
+pub(crate) fn valkey() -> (Scratch, redis::Connection) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/ensure-valkey.sh");
+    let out = Command::new(script)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run scripts/ensure-valkey.sh");
+    assert!(out.status.success(), "no valkey-server (see above)");
+    let server = String::from_utf8(out.stdout).expect("a path");
+    node_of(server.trim())
+}
+
+/// [`node`] running `server`.
+fn node_of(server: &str) -> (Scratch, redis::Connection) {
     let mut last = String::new();
     for _ in 0..5 {
-        match try_node() {
+        match try_node(server) {
             Ok(started) => return started,
             Err(e) => last = e,
         }
@@ -47,15 +67,14 @@ pub(crate) fn node() -> (Scratch, redis::Connection) {
 }
 
 /// One try of [`node`].
-fn try_node() -> Result<(Scratch, redis::Connection), String> {
+fn try_node(server: &str) -> Result<(Scratch, redis::Connection), String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("free port: {e}"))?
         .port();
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let server = std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
     let mut node = Scratch {
-        child: Command::new(&server)
+        child: Command::new(server)
             .args([
                 "--port",
                 &port.to_string(),

@@ -5,18 +5,18 @@
 //! The lock scripts are the ones every Redlock client uses (redsync,
 //! node-redlock, redlock-py), so their keys interoperate with ours.
 
-use crate::lua::Lua;
+use crate::lua::{Lua, Native};
 
-/// Compare-and-delete: delete the key only while it still holds our value, so
-/// we never release a lock that expired and was taken by someone else.
-/// Returns 1 if deleted, 0 otherwise.
+/// Compare-and-delete (`DELIFEQ` where the node has it): never releases a
+/// lock that expired and was taken by someone else. 1 if deleted, else 0.
 pub(crate) static RELEASE: Lua = Lua::cleanup(
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("DEL", KEYS[1])
 else
   return 0
 end"#,
-);
+)
+.or_native(Native::DelIfEq);
 
 /// The first part of a waiter's attempt (`QUEUED_SET`, `SEMAPHORE_TAKE`),
 /// with `Q` and `L` the waiting list and the leases, ARGV[3] the waiter id
@@ -210,16 +210,17 @@ pub(crate) static UNQUEUE: Lua = Lua::cleanup(
 return redis.call("ZREM", KEYS[1], ARGV[1])"#,
 );
 
-/// Compare-and-pexpire: reset the TTL only while the key still holds our
-/// value. It never deletes and never creates: a failed extend leaves the lock
-/// exactly as it was. Returns 1 if extended, 0 otherwise.
+/// Compare-and-pexpire (`SET … IFEQ … PX` where the node has it): a new TTL
+/// only while the key holds our value; it never deletes, never creates.
+/// Returns 1 if extended, 0 otherwise.
 pub(crate) static EXTEND: Lua = Lua::new(
     r#"if redis.call("GET", KEYS[1]) == ARGV[1] then
   return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 else
   return 0
 end"#,
-);
+)
+.or_native(Native::SetIfEqPx);
 
 /// Pins a serial prefix's configuration (see `serial/pin.rs`): stores
 /// ARGV[1] at KEYS[1] if nothing is there, never replaces what is. Returns
@@ -705,5 +706,97 @@ mod tests {
             super::QUEUED_SET.commands(),
             "EVAL TIME ZRANGEBYSCORE ZREM ZADD PTTL PEXPIRE ZRANGE ZSCORE SET"
         );
+    }
+
+    /// What one request left on a Valkey node: its reply (an error by its
+    /// code), the key's type, value and whether its TTL is what was asked.
+    #[derive(Debug, PartialEq)]
+    struct Outcome {
+        reply: Result<redis::Value, String>,
+        kind: String,
+        value: Option<String>,
+        ttl: &'static str,
+    }
+
+    /// Every state one key can be in for a lock: missing, ours with and
+    /// without a TTL, another holder's, and a key of another type.
+    fn set_state(c: &mut redis::Connection, state: usize) {
+        run(c, &["FLUSHALL"]);
+        match state {
+            0 => {}
+            1 => run(c, &["SET", "k", "ours", "PX", "60000"]),
+            2 => run(c, &["SET", "k", "ours"]),
+            3 => run(c, &["SET", "k", "theirs", "PX", "60000"]),
+            4 => run(c, &["HSET", "k", "ours", "1"]),
+            _ => run(c, &["SET", "k", "", "PX", "60000"]),
+        }
+    }
+
+    /// The key's state after a request that answered `reply`; `asked` the
+    /// TTL an extension asked for.
+    fn outcome(
+        c: &mut redis::Connection,
+        reply: redis::RedisResult<redis::Value>,
+        asked: i64,
+    ) -> Outcome {
+        let kind: String = redis::cmd("TYPE").arg("k").query(c).expect("TYPE");
+        let value: Option<String> =
+            (kind == "string").then(|| redis::cmd("GET").arg("k").query(c).expect("GET"));
+        let pttl: i64 = redis::cmd("PTTL").arg("k").query(c).expect("PTTL");
+        let ttl = match pttl {
+            -2 => "none (gone)",
+            -1 => "none (kept)",
+            p if p > asked - 1000 && p <= asked => "as asked",
+            p if p > 59_000 && p <= 60_000 => "as before",
+            _ => "other",
+        };
+        Outcome {
+            reply: reply.map_err(|e| e.code().unwrap_or("?").to_owned()),
+            kind,
+            value,
+            ttl,
+        }
+    }
+
+    /// Valkey's own commands decide as our compare-and-delete and
+    /// compare-and-pexpire scripts do, on every state of one key, with the
+    /// same reply once read as the script's (`Native::reply`): so a node
+    /// that runs them (`node/open.rs` asks) may get them instead.
+    #[test]
+    fn native_forms_decide_as_their_scripts_on_every_state() {
+        let (_node, mut c) = crate::scratch::valkey();
+        let c = &mut c;
+        let mut compared = 0;
+        for script in [&super::RELEASE, &super::EXTEND] {
+            let native = script.native.expect("a native form");
+            for value in ["ours", ""] {
+                for ttl in [2_000_i64, 86_400_000] {
+                    let mut list = vec!["1".to_owned(), "k".into(), value.into()];
+                    if native == crate::lua::Native::SetIfEqPx {
+                        list.push(ttl.to_string());
+                    }
+                    let mut args = redis::Cmd::new();
+                    args.arg(&list);
+                    let cmd = native.command(&args).expect("our arguments fit");
+                    for state in 0..6 {
+                        set_state(c, state);
+                        let by_script = redis::cmd("EVAL")
+                            .arg(script.src)
+                            .arg(&list)
+                            .query::<redis::Value>(c);
+                        let by_script = outcome(c, by_script, ttl);
+                        set_state(c, state);
+                        let by_native = cmd.query::<redis::Value>(c).map(|v| native.reply(v));
+                        let by_native = outcome(c, by_native, ttl);
+                        assert_eq!(
+                            by_script, by_native,
+                            "{native:?}, value {value:?}, ttl {ttl}, state {state}"
+                        );
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 2 * 2 * 2 * 6);
     }
 }

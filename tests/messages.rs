@@ -266,11 +266,21 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         ),
         None => acl,
     };
+    // Valkey's own release: with the words the docs add for it.
+    let valkey_words = {
+        let at = readme
+            .find("on Valkey 9.0 and later add `")
+            .expect("the words for Valkey");
+        readme[at..].split('`').nth(1).unwrap().to_owned()
+    };
     for n in &c.nodes {
         let mut conn = n.conn();
         let mut cmd = redis::cmd("ACL");
         for word in acl.split(' ').skip(1) {
             cmd.arg(if word == ">PASSWORD" { ">app-pw" } else { word });
+        }
+        if n.has_command("delifeq") {
+            cmd.arg(valkey_words.split_whitespace().collect::<Vec<_>>());
         }
         let _: () = cmd.query(&mut conn).unwrap();
     }
@@ -344,6 +354,12 @@ async fn the_readmes_minimal_acl_user_is_enough() {
     waiter.await.unwrap().unwrap().release().await.unwrap();
     assert!(released.elapsed() < ms(2000), "woken, not polled at 10 s");
     assert!(b2.stats().woken_by_notification > woken);
+    // Where the node has it, the plain lock's release was Valkey's own,
+    // never refused.
+    for n in c.nodes.iter().filter(|n| n.has_command("delifeq")) {
+        assert_eq!(n.command_stat("delifeq", "rejected_calls"), 0);
+        assert!(n.command_calls("delifeq") > 0, "DELIFEQ never ran");
+    }
 }
 
 /// A member that is one shard of a Redis Cluster with several holds only

@@ -1,7 +1,9 @@
 //! How scripts reach the nodes, on real redis-server processes: in full
 //! once per connection, then by digest; a node whose script cache was
 //! emptied costs one failed request; a user whose ACL denies `EVALSHA`
-//! keeps sending them in full.
+//! keeps sending them in full. The script these tests follow is the
+//! plain lock's release; a node that runs Valkey's `DELIFEQ` for us gets
+//! that instead (tests/valkey.rs), so there the client's user is denied it.
 
 mod support;
 
@@ -25,6 +27,27 @@ async fn rounds(redlock: &Redlock, name: &str, n: usize) {
     }
 }
 
+/// A client as user `app`, allowed everything but `deny` and, on a node
+/// that has it, `DELIFEQ`: its plain lock's release is a script on every
+/// server.
+fn scripts_client(c: &Cluster, deny: &[&str]) -> Redlock {
+    for n in &c.nodes {
+        let mut setuser = redis::cmd("ACL");
+        setuser.arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"]);
+        for command in deny {
+            setuser.arg(format!("-{command}"));
+        }
+        if n.has_command("delifeq") {
+            setuser.arg("-delifeq");
+        }
+        let _: () = setuser.query(&mut n.conn()).unwrap();
+    }
+    Redlock::builder()
+        .nodes(c.urls_as("redis://app:app-pw@"))
+        .build()
+        .unwrap()
+}
+
 /// How many `NOSCRIPT` replies node `n` gave (one is the probe each
 /// connection makes when it opens).
 fn noscripts(n: &support::RedisNode) -> u64 {
@@ -38,7 +61,7 @@ fn noscripts(n: &support::RedisNode) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_goes_in_full_once_per_connection_then_by_digest() {
     let c = Cluster::start(3);
-    let redlock = c.redlock();
+    let redlock = scripts_client(&c, &[]);
     rounds(&redlock, "warm", 1).await;
     redlock.settle().await;
     let eval: Vec<u64> = c.nodes.iter().map(|n| n.command_calls("eval")).collect();
@@ -59,7 +82,7 @@ async fn a_script_goes_in_full_once_per_connection_then_by_digest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_script_cache_costs_one_failed_request() {
     let c = Cluster::start(3);
-    let redlock = c.redlock();
+    let redlock = scripts_client(&c, &[]);
     rounds(&redlock, "warm", 1).await;
     redlock.settle().await;
     let before = noscripts(&c.nodes[0]);
@@ -92,18 +115,7 @@ async fn an_emptied_script_cache_costs_one_failed_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_denied_evalsha_sends_scripts_in_full() {
     let c = Cluster::start(3);
-    for n in &c.nodes {
-        let _: () = redis::cmd("ACL")
-            .arg(&[
-                "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all", "-evalsha",
-            ])
-            .query(&mut n.conn())
-            .unwrap();
-    }
-    let redlock = Redlock::builder()
-        .nodes(c.urls_as("redis://app:app-pw@"))
-        .build()
-        .unwrap();
+    let redlock = scripts_client(&c, &["evalsha"]);
     let eval: Vec<u64> = c.nodes.iter().map(|n| n.command_calls("eval")).collect();
     rounds(&redlock, "denied", 10).await;
     redlock.settle().await;

@@ -15,7 +15,7 @@ pub struct NodeReport {
     pub reachable: bool,
     /// PING round trip.
     pub rtt: Option<Duration>,
-    /// `redis_version`.
+    /// The server and its version: `redis 7.0.15`, `valkey 9.1.2`.
     pub version: String,
     /// Its clock minus ours.
     pub offset_ms: Option<i64>,
@@ -116,7 +116,7 @@ pub async fn check_client(client: &redis::Client, timeout: Duration) -> NodeRepo
                 _ => {}
             }
             r.rtt = Some(rtt);
-            r.version = field(&info, "redis_version").unwrap_or("?").to_owned();
+            r.version = server_version(&info);
             let to_us = |t: std::time::SystemTime| {
                 t.duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_micros() as i64)
@@ -189,6 +189,21 @@ async fn config_get(conn: &mut redis::aio::MultiplexedConnection, name: &str) ->
         .unwrap_or_default()
 }
 
+/// The server and its own version from `INFO server`: Valkey names
+/// itself (`server_name`) and its version (`valkey_version`), and gives a
+/// compatible `redis_version` that is not its own.
+fn server_version(info: &str) -> String {
+    match field(info, "server_name") {
+        Some(name) if !name.is_empty() => {
+            let version = field(info, &format!("{name}_version"))
+                .or_else(|| field(info, "redis_version"))
+                .unwrap_or("?");
+            format!("{name} {version}")
+        }
+        _ => format!("redis {}", field(info, "redis_version").unwrap_or("?")),
+    }
+}
+
 /// A `key:value` field of an INFO reply.
 fn field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines()
@@ -204,6 +219,9 @@ mod tests {
     fn info_fields() {
         let info = "# Server\r\nredis_version:7.0.15\r\naof_enabled:1\r\n";
         assert_eq!(field(info, "redis_version"), Some("7.0.15"));
+        assert_eq!(server_version(info), "redis 7.0.15");
+        let valkey = "redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n";
+        assert_eq!(server_version(valkey), "valkey 9.1.2");
         assert_eq!(field(info, "aof_enabled"), Some("1"));
         assert_eq!(field(info, "nope"), None);
     }

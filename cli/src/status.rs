@@ -1,4 +1,4 @@
-//! `redquorum status`: one row per node (reachable, round trip, version,
+//! `redquorum status`: one row per node (reachable, round trip, server,
 //! clock offset and rate, persistence) and warnings where a node is unsafe.
 
 use std::process::ExitCode;
@@ -28,8 +28,8 @@ pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
     let (reports, trust) =
         futures::future::join(futures::future::join_all(checks), redlock.node_trust()).await;
     println!(
-        "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10} {:>8}  {:<24} trust",
-        "node", "address", "reachable", "rtt", "version", "clock", "rate", "persistence"
+        "{:<4} {:<24} {:<9} {:>8} {:<13} {:>10} {:>8}  {:<24} trust",
+        "node", "address", "reachable", "rtt", "server", "clock", "rate", "persistence"
     );
     for (i, r) in reports.iter().enumerate() {
         let standing = match trust.get(i) {
@@ -108,7 +108,7 @@ pub async fn status(urls: &[String], times: (Duration, Duration)) -> ExitCode {
 /// last.
 fn print_row(name: &str, r: &NodeReport, standing: &str) {
     println!(
-        "{:<4} {:<24} {:<9} {:>8} {:>8} {:>10} {:>8}  {:<24} {}",
+        "{:<4} {:<24} {:<9} {:>8} {:<13} {:>10} {:>8}  {:<24} {}",
         name,
         r.addr,
         if r.reachable { "yes" } else { "NO" },

@@ -418,6 +418,25 @@ fn status_reports_nodes_and_quorum() {
 }
 
 #[test]
+fn status_names_each_nodes_server_and_its_own_version() {
+    let redis = std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let c = Cluster::start_on(&[redis, support::valkey_binary(), support::valkey_binary()]);
+    let o = run(cli(&c).arg("status"));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(code(&o), 0, "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("127.0.0.1")).collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    // Valkey's `redis_version` (7.2.4) is not its own.
+    assert!(rows[0].contains(" redis 7."), "{out}");
+    assert!(rows[1].contains(" valkey 9.1.2 "), "{out}");
+    assert!(rows[2].contains(" valkey 9.1.2 "), "{out}");
+    assert!(
+        out.lines().next().unwrap_or("").contains(" server "),
+        "{out}"
+    );
+}
+
+#[test]
 fn status_shows_each_shard_of_a_cluster_member_and_what_breaks_it() {
     let (member0, mut member1) = std::thread::scope(|s| {
         let m0 = s.spawn(|| ShardedCluster::start_with_replicas(3, 1));

@@ -13,6 +13,7 @@ use crate::node::amnesia::AmnesiaCheck;
 use crate::node::check;
 use crate::node::evidence::{info_field, MARKER_KEY};
 use crate::node::queue::PIPELINE_BUFFER;
+use crate::node::scriptcache::Abilities;
 use crate::node::trust::Trust;
 use crate::node::wire::link_broken;
 
@@ -38,8 +39,8 @@ impl Opener<'_> {
     /// Opens a connection and checks it; an error if either failed (also
     /// for a member given as one node that is one shard of a Redis Cluster
     /// with several: it holds only part of the key space). With it, whether
-    /// the node lets us send `EVALSHA` (`scriptcache.rs`).
-    pub(crate) async fn open(&self) -> RedisResult<(MultiplexedConnection, bool)> {
+    /// what the node runs for us (`scriptcache.rs`).
+    pub(crate) async fn open(&self) -> RedisResult<(MultiplexedConnection, Abilities)> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             // We time requests out ourselves, once per round for all nodes.
@@ -52,14 +53,15 @@ impl Opener<'_> {
             .await?;
         // Before anything of ours goes out on it: what is the node, and may
         // it have lost writes?
-        let evalsha = ask_first(&mut conn, self.timeout, self.shard_marker.is_none()).await?;
+        let marker = self.shard_marker.unwrap_or(MARKER_KEY);
+        let whole = self.shard_marker.is_none();
+        let abilities = ask_first(&mut conn, self.timeout, whole, marker).await?;
         if let Some((check, trust)) = self.amnesia {
             let addr = self.client.get_connection_info().addr().to_string();
             let node = (self.index, addr.as_str());
-            let marker = self.shard_marker.unwrap_or(MARKER_KEY);
             check::check(&mut conn, check, trust, node, self.timeout, marker).await?;
         }
-        Ok((conn, evalsha))
+        Ok((conn, abilities))
     }
 }
 
@@ -67,24 +69,30 @@ impl Opener<'_> {
 /// `EVALSHA` for us (a one-line script run in full, then by its digest:
 /// neither reply is an error where it does, and an error count is what
 /// operators watch; where an ACL refuses it, scripts always go in full),
-/// and whether it is a Redis Cluster node (`INFO cluster`). Where the member
-/// was given as one node (`whole`), a cluster node is then asked how many
-/// shards serve the key space: such a member must hold all of it, so one
-/// shard of several is refused here, in words, before its quarantine check
-/// could mistake the marker's `MOVED` for damage.
+/// whether it runs Valkey's `DELIFEQ` and `SET … IFEQ` for us
+/// ([`NATIVES`]), and whether it is a Redis Cluster node (`INFO cluster`).
+/// Where the member was given as one node (`whole`), a cluster node is then
+/// asked how many shards serve the key space: such a member must hold all
+/// of it, so one shard of several is refused here, in words, before its
+/// quarantine check could mistake the marker's `MOVED` for damage.
 async fn ask_first(
     conn: &mut MultiplexedConnection,
     limit: Duration,
     whole: bool,
-) -> RedisResult<bool> {
+    marker: &str,
+) -> RedisResult<Abilities> {
     static PROBE: Lua = Lua::new("return 0");
     let mut pipe = redis::pipe();
     pipe.cmd("EVAL").arg(PROBE.src).arg(0);
     pipe.cmd("EVALSHA").arg(PROBE.sha()).arg(0);
     pipe.cmd("INFO").arg("cluster");
+    pipe.cmd("EVAL")
+        .arg(NATIVES.src)
+        .arg(1)
+        .arg(format!("{marker}:probe"));
     // Errors (a refused command) come back as values; one that does not is
-    // taken as "no" to both questions, unless the connection broke.
-    let replies = answered(limit, conn.send_packed_commands(&pipe, 0, 3))
+    // taken as "no" to every question, unless the connection broke.
+    let replies = answered(limit, conn.send_packed_commands(&pipe, 0, 4))
         .await
         .or_else(|e| {
             if link_broken(&e) {
@@ -94,6 +102,13 @@ async fn ask_first(
             }
         })?;
     let evalsha = matches!(replies.get(1), Some(Value::Int(0)));
+    let natives = match replies.get(3) {
+        Some(Value::Array(both)) => (
+            matches!(both.first(), Some(Value::Int(1))),
+            matches!(both.get(1), Some(Value::Int(1))),
+        ),
+        _ => (false, false),
+    };
     let cluster = replies
         .get(2)
         .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
@@ -122,8 +137,30 @@ async fn ask_first(
             )));
         }
     }
-    Ok(evalsha)
+    Ok(Abilities {
+        evalsha,
+        del_if_eq: natives.0,
+        set_if_eq: natives.1,
+    })
 }
+
+/// Whether the node runs Valkey's own forms of our release and extension
+/// for us, asked as the node itself answers, not from a version number:
+/// `{1, 1}` where `DELIFEQ` runs (the ACL allows it) and `SET` takes
+/// `IFEQ`. Only a node that lists `DELIFEQ` is asked to run anything (an
+/// unknown command, even caught in a script, counts as an error in Redis's
+/// `INFO errorstats`, which operators watch); both run on KEYS[1], a key of
+/// ours that never exists, in a slot the node serves, and change nothing:
+/// `DELIFEQ` of a missing key deletes nothing and answers 0, `SET … IFEQ`
+/// never creates a key and answers nil.
+static NATIVES: Lua = Lua::new(
+    r#"local del, set = 0, 0
+if redis.call("COMMAND", "INFO", "DELIFEQ")[1] then
+  if redis.pcall("DELIFEQ", KEYS[1], "") == 0 then del = 1 end
+  if redis.pcall("SET", KEYS[1], "", "IFEQ", "", "PX", 1) == false then set = 1 end
+end
+return {del, set}"#,
+);
 
 /// `request`'s reply within `limit`; a connection error or no reply is an
 /// error (the connection is of no use then).

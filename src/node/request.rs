@@ -7,7 +7,18 @@ use redis::{Cmd, Pipeline};
 
 use crate::error::NodeErrorKind;
 use crate::explain::is_denied;
-use crate::lua::Lua;
+use crate::lua::{Lua, Native};
+
+/// How one request goes out on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// As it is: a plain command, or a script in full (`EVAL`).
+    Full,
+    /// A script by its digest (`EVALSHA`).
+    Short,
+    /// A script's native form.
+    Native(Native),
+}
 
 /// A request ready to go to every node: built once per round and shared, so a
 /// five-node round encodes its arguments once, not five times.
@@ -31,6 +42,9 @@ pub(crate) struct Request {
     /// A script's full form (`EVAL` with its source, and timed), made the
     /// first time a connection needs it: most requests never do.
     full: OnceLock<(Cmd, Option<Pipeline>)>,
+    /// A script's native form (and timed) where it has one, made the
+    /// first time a connection to a node that runs it needs it.
+    native: OnceLock<Option<(Cmd, Option<Pipeline>)>>,
 }
 
 impl Request {
@@ -43,6 +57,7 @@ impl Request {
             script: None,
             args: Cmd::new(),
             full: OnceLock::new(),
+            native: OnceLock::new(),
         })
     }
 
@@ -59,6 +74,7 @@ impl Request {
             script: Some(script),
             args,
             full: OnceLock::new(),
+            native: OnceLock::new(),
         })
     }
 
@@ -86,18 +102,34 @@ impl Request {
         Some(crate::keys::key_slot(key))
     }
 
-    /// The command and its timed form to send: a script in full unless
-    /// `short`.
-    pub(crate) fn form(&self, short: bool) -> (&Cmd, Option<&Pipeline>) {
-        match self.script {
-            Some(script) if !short => {
-                let (cmd, timed) = self
-                    .full
-                    .get_or_init(|| form(script, ("EVAL", script.src), &self.args));
-                (cmd, timed.as_ref())
+    /// The native form the request's script has, if any.
+    pub(crate) fn native(&self) -> Option<Native> {
+        self.script?.native
+    }
+
+    /// The command and its timed form to send in `how`.
+    pub(crate) fn form(&self, how: Form) -> (&Cmd, Option<&Pipeline>) {
+        let script = match (self.script, how) {
+            (Some(script), Form::Full) => script,
+            (Some(script), Form::Native(native)) => {
+                let made = self.native.get_or_init(|| {
+                    let cmd = native.command(&self.args)?;
+                    let timed = (!script.cleanup).then(|| timed(&cmd));
+                    Some((cmd, timed))
+                });
+                match made {
+                    Some((cmd, timed)) => return (cmd, timed.as_ref()),
+                    // Arguments of another shape: the script in full
+                    // (a test pins that ours fit).
+                    None => script,
+                }
             }
-            _ => (&self.cmd, self.timed.as_ref()),
-        }
+            _ => return (&self.cmd, self.timed.as_ref()),
+        };
+        let (cmd, timed) = self
+            .full
+            .get_or_init(|| form(script, ("EVAL", script.src), &self.args));
+        (cmd, timed.as_ref())
     }
 }
 

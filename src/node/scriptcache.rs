@@ -17,18 +17,45 @@
 //! node restarted, or the link reconnected) starts knowing nothing. A user
 //! whose ACL allows `EVAL` but not `EVALSHA` keeps sending sources: the
 //! connection asks once when it opens.
+//!
+//! Where the node runs a script's native form for us (`DELIFEQ`, `SET …
+//! IFEQ`: see [`Native`]), asked the same way when the connection opens,
+//! that goes out instead of the script.
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::lua::Lua;
+use crate::lua::{Lua, Native};
+use crate::node::request::{Form, Request};
+
+/// What a connection's node runs for us, asked when it opens
+/// (`node/open.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Abilities {
+    /// `EVALSHA` (an ACL may allow `EVAL` only).
+    pub(crate) evalsha: bool,
+    /// `DELIFEQ` ([`Native::DelIfEq`]).
+    pub(crate) del_if_eq: bool,
+    /// `SET … IFEQ` ([`Native::SetIfEqPx`]).
+    pub(crate) set_if_eq: bool,
+}
+
+impl Abilities {
+    /// Whether the node runs `native` for us.
+    fn runs(self, native: Native) -> bool {
+        match native {
+            Native::DelIfEq => self.del_if_eq,
+            Native::SetIfEqPx => self.set_if_eq,
+        }
+    }
+}
 
 /// What one connection knows of its node's script cache.
 #[derive(Debug)]
 pub(crate) struct ScriptCache {
-    /// The node lets us send `EVALSHA` (checked when the connection opened).
-    evalsha: bool,
+    /// What the node runs for us (asked when the connection opened).
+    abilities: Abilities,
     /// Scripts sent in full on this connection since it opened (or since
     /// the node last answered `NOSCRIPT`).
     sent: Vec<&'static Lua>,
@@ -37,11 +64,11 @@ pub(crate) struct ScriptCache {
 }
 
 impl ScriptCache {
-    /// A new connection's: nothing sent yet; `evalsha` whether the node
-    /// accepts `EVALSHA` from us.
-    pub(crate) fn new(evalsha: bool) -> Self {
+    /// A new connection's: nothing sent yet; `abilities` what the node
+    /// runs for us.
+    pub(crate) fn new(abilities: Abilities) -> Self {
         Self {
-            evalsha,
+            abilities,
             sent: Vec::new(),
             lost: Arc::default(),
         }
@@ -54,7 +81,7 @@ impl ScriptCache {
         let Some(script) = script else {
             return false;
         };
-        if !self.evalsha {
+        if !self.abilities.evalsha {
             return false;
         }
         if self.lost.swap(false, Ordering::Relaxed) {
@@ -65,6 +92,16 @@ impl ScriptCache {
         }
         self.sent.push(script);
         false
+    }
+
+    /// How `req` goes out now: its native form where the node runs it,
+    /// else as [`ScriptCache::short`] says.
+    pub(crate) fn form(&mut self, req: &Request) -> Form {
+        match req.native() {
+            Some(native) if self.abilities.runs(native) => Form::Native(native),
+            _ if self.short(req.script) => Form::Short,
+            _ => Form::Full,
+        }
     }
 
     /// Where replies tell that the node's cache was emptied
@@ -91,7 +128,10 @@ mod tests {
 
     #[test]
     fn a_script_goes_out_in_full_once_per_connection_and_after_noscript() {
-        let mut cache = ScriptCache::new(true);
+        let mut cache = ScriptCache::new(Abilities {
+            evalsha: true,
+            ..Abilities::default()
+        });
         assert!(!cache.short(Some(&A)), "first use: in full");
         assert!(cache.short(Some(&A)), "then its digest");
         assert!(!cache.short(Some(&B)), "each script on its own");
@@ -104,7 +144,7 @@ mod tests {
         assert!(!cache.short(Some(&A)), "after NOSCRIPT: in full again");
         assert!(cache.short(Some(&A)));
         assert!(!cache.short(Some(&B)), "every script forgotten");
-        let mut denied = ScriptCache::new(false);
+        let mut denied = ScriptCache::new(Abilities::default());
         assert!(!denied.short(Some(&A)));
         assert!(
             !denied.short(Some(&A)),

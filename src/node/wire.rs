@@ -22,7 +22,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::clock;
-use crate::node::request::Request;
+use crate::node::request::{Form, Request};
 use crate::node::scriptcache::{self, ScriptCache};
 use crate::node::vigil::{Extras, Vigil};
 
@@ -46,7 +46,7 @@ pub(crate) fn hand_over(
     vigil: &Arc<Vigil>,
 ) -> RedisResult<SendFuture> {
     let vigil = Arc::clone(vigil);
-    let short = cache.short(req.script);
+    let form = cache.form(&req);
     let lost = cache.lost();
     let sent = clock::now();
     // Unconstrained: out of cooperative budget, the first poll would return
@@ -55,7 +55,7 @@ pub(crate) fn hand_over(
     // test with two nodes hung; none since.)
     let mut fut: SendFuture = Box::pin(tokio::task::unconstrained(async move {
         let mut conn = conn;
-        let reply = send(&mut conn, &req, short, &vigil, sent).await;
+        let reply = send(&mut conn, &req, form, &vigil, sent).await;
         if let Err(e) = &reply {
             scriptcache::check(&lost, e.code());
         }
@@ -80,10 +80,13 @@ pub(crate) fn hand_pipeline<'a>(
     let n = reqs.len();
     let mut pipe = redis::Pipeline::with_capacity(n + 1);
     let mut timed = false;
+    let mut forms = Vec::with_capacity(n);
     for req in reqs {
-        let (cmd, with_time) = req.form(cache.short(req.script));
+        let form = cache.form(req);
+        let (cmd, with_time) = req.form(form);
         pipe.add_command(cmd.clone());
         timed |= with_time.is_some();
+        forms.push(form);
     }
     let lost = cache.lost();
     let extras = if timed {
@@ -110,7 +113,11 @@ pub(crate) fn hand_pipeline<'a>(
                 scriptcache::check(&lost, Some(e.code()));
             }
         }
-        Ok(values)
+        Ok(values
+            .into_iter()
+            .zip(forms)
+            .map(|(v, form)| as_script(form, v))
+            .collect())
     }));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     match sent.as_mut().poll(&mut cx) {
@@ -120,22 +127,30 @@ pub(crate) fn hand_pipeline<'a>(
     }
 }
 
-/// Sends one request, sent at `sent`, with a `TIME` for `vigil`'s clock
-/// (and its evictions where the node can evict). `short`: a script goes as
-/// its digest.
+/// A reply to a request sent in `form`, as its script's would be.
+fn as_script(form: Form, reply: Value) -> Value {
+    match form {
+        Form::Native(native) => native.reply(reply),
+        _ => reply,
+    }
+}
+
+/// Sends one request in `form`, sent at `sent`, with a `TIME` for
+/// `vigil`'s clock (and its evictions where the node can evict).
 async fn send(
     conn: &mut MultiplexedConnection,
     req: &Request,
-    short: bool,
+    form: Form,
     vigil: &Vigil,
     sent: tokio::time::Instant,
 ) -> RedisResult<Value> {
-    let (cmd, timed) = req.form(short);
+    let (cmd, timed) = req.form(form);
     let Some(timed) = timed else {
         return conn
             .send_packed_command(cmd)
             .await
-            .and_then(Value::extract_error);
+            .and_then(Value::extract_error)
+            .map(|v| as_script(form, v));
     };
     let (mut values, recv) = with_extras(conn, timed, 2, vigil, vigil.extras(), sent).await?;
     let (Some(time), Some(reply), None) = (values.pop(), values.pop(), values.pop()) else {
@@ -144,7 +159,7 @@ async fn send(
     vigil.clock.reading(sent, recv, &time);
     // Server errors arrive as `Value::ServerError`; `extract_error` turns
     // them (also nested in arrays) into `Err`.
-    reply.extract_error()
+    reply.extract_error().map(|v| as_script(form, v))
 }
 
 /// Sends `pipe` (`count` replies) on `conn`, and right behind it, on the

@@ -63,6 +63,8 @@ pub struct RedisNode {
     /// Each key's extra loading time at the next start (Redis's
     /// `key-load-delay`, µs; 0: none); that start returns while it loads.
     load_delay_us: u64,
+    /// The server binary it runs.
+    binary: String,
 }
 
 /// What each member of a [`Cluster`] is, from `REDQUORUM_TEST_MEMBERS`:
@@ -109,6 +111,34 @@ fn data_dir() -> tempfile::TempDir {
 
 fn server_binary() -> String {
     std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// The pinned `valkey-server` (`scripts/ensure-valkey.sh`: from
+/// `REDQUORUM_VALKEY_SERVER`, else a cached copy, else fetched once and
+/// checked), for the tests that run Valkey beside Redis.
+pub fn valkey_binary() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        // The repository root: this crate's, or the one above (the CLI's).
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|dir| dir.join("scripts/ensure-valkey.sh"))
+            .find(|script| script.exists())
+            .expect("scripts/ensure-valkey.sh in the repository");
+        let out = Command::new(script)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/ensure-valkey.sh");
+        assert!(
+            out.status.success(),
+            "scripts/ensure-valkey.sh found no valkey-server (see above)"
+        );
+        String::from_utf8(out.stdout)
+            .expect("a path")
+            .trim()
+            .to_owned()
+    })
+    .clone()
 }
 
 /// Copies a data directory's files and folders (one level deep, as Redis
@@ -274,10 +304,26 @@ impl RedisNode {
         Self::start_with_env(persistence, clock.env().into(), one_shard)
     }
 
+    /// [`RedisNode::start_member`] running `binary` (say
+    /// [`valkey_binary`]).
+    pub fn start_member_on(persistence: Persistence, binary: &str) -> Self {
+        let one_shard = Members::from_env() == Members::Clusters;
+        Self::start_with_binary(persistence, Vec::new(), one_shard, binary.to_owned())
+    }
+
     fn start_with_env(
         persistence: Persistence,
         env: Vec<(&'static str, std::ffi::OsString)>,
         one_shard: bool,
+    ) -> Self {
+        Self::start_with_binary(persistence, env, one_shard, server_binary())
+    }
+
+    fn start_with_binary(
+        persistence: Persistence,
+        env: Vec<(&'static str, std::ffi::OsString)>,
+        one_shard: bool,
+        binary: String,
     ) -> Self {
         let mut last = String::new();
         for _ in 0..5 {
@@ -290,6 +336,7 @@ impl RedisNode {
                 env: env.clone(),
                 one_shard,
                 load_delay_us: 0,
+                binary: binary.clone(),
             };
             match node.spawn() {
                 Ok(()) => return node,
@@ -363,7 +410,7 @@ impl RedisNode {
         let aof = self.persistence != Persistence::None;
         let one_shard = self.one_shard || self.persistence == Persistence::OneShardCluster;
         let cluster = one_shard || self.persistence == Persistence::ClusterShard;
-        let mut cmd = Command::new(server_binary());
+        let mut cmd = Command::new(&self.binary);
         cmd.envs(self.env.iter().map(|(k, v)| (*k, v)));
         if cluster {
             cmd.args(["--cluster-enabled", "yes"])
@@ -403,7 +450,7 @@ impl RedisNode {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("spawn {}: {e}", server_binary()))?;
+            .map_err(|e| format!("spawn {}: {e}", self.binary))?;
         self.child = Some(child);
         self.paused = false;
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -664,15 +711,58 @@ impl RedisNode {
     /// How many times `cmd` (lower case) ran on this node, from INFO
     /// commandstats.
     pub fn command_calls(&self, cmd: &str) -> u64 {
+        self.command_stat(cmd, "calls")
+    }
+
+    /// Field `field` (`calls`, `rejected_calls`, ...) of `cmd` (lower case)
+    /// in INFO commandstats; 0 where the command never ran.
+    pub fn command_stat(&self, cmd: &str, field: &str) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut self.conn())
             .expect("INFO commandstats");
-        let prefix = format!("cmdstat_{cmd}:calls=");
+        let prefix = format!("cmdstat_{cmd}:");
         info.lines()
             .find_map(|l| l.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .and_then(|rest| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))?
+                    .parse()
+                    .ok()
+            })
             .unwrap_or(0)
+    }
+
+    /// Whether the server has command `name` (`COMMAND INFO`): Valkey's
+    /// `DELIFEQ`, say.
+    pub fn has_command(&self, name: &str) -> bool {
+        let info: Vec<redis::Value> = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(name)
+            .query(&mut self.conn())
+            .expect("COMMAND INFO");
+        matches!(info.first(), Some(redis::Value::Array(_)))
+    }
+
+    /// How many releases of a plain lock ran on this node: scripts, and
+    /// Valkey's `DELIFEQ` where the node runs it for us.
+    pub fn release_calls(&self) -> u64 {
+        self.script_calls() + self.command_calls("delifeq")
+    }
+
+    /// How many of [`Self::release_calls`] a connection's opening makes:
+    /// three scripts of its own (whether the node allows `EVALSHA`, and
+    /// whether it runs Valkey's own commands for us), and on a node that has
+    /// `DELIFEQ`, one `DELIFEQ` inside the last.
+    pub fn opening_calls(&self) -> u64 {
+        3 + u64::from(self.has_command("delifeq"))
+    }
+
+    /// How many `SET`s a connection's opening runs: on a node that has
+    /// Valkey's `DELIFEQ`, one `SET … IFEQ` on a key that never exists
+    /// (whether it takes `IFEQ`); none elsewhere.
+    pub fn opening_sets(&self) -> u64 {
+        u64::from(self.has_command("delifeq"))
     }
 
     /// How many scripts ran on this node (by hash, or by body the first
@@ -898,6 +988,18 @@ impl Cluster {
                 .collect()
         });
         Self { nodes }
+    }
+
+    /// Starts one node per entry of `binaries` (AOF), each running that
+    /// server, declared new: a quorum of mixed servers.
+    pub fn start_on(binaries: &[String]) -> Self {
+        let nodes = binaries
+            .iter()
+            .map(|b| RedisNode::start_member_on(Persistence::Aof, b))
+            .collect();
+        let c = Self { nodes };
+        c.declare_new();
+        c
     }
 
     /// Starts `n` nodes (AOF, undeclared) each with a clock a test can

@@ -13,7 +13,7 @@ use super::{nanos_since_epoch, Link, CONNECTIONS, RECONNECT_BACKOFF};
 use crate::error::NodeErrorKind;
 use crate::node::open::Opener;
 use crate::node::queue::{fail_all, send_batch, Conn, LinkState, Waiting};
-use crate::node::scriptcache::ScriptCache;
+use crate::node::scriptcache::{Abilities, ScriptCache};
 
 impl Link {
     /// Starts a connection attempt in the background, with `waiting` first
@@ -58,7 +58,10 @@ impl Link {
 
     /// Ends a connection attempt: sends the queue as the first batch, or
     /// fails it.
-    pub(super) fn connected(self: &Arc<Self>, result: RedisResult<(MultiplexedConnection, bool)>) {
+    pub(super) fn connected(
+        self: &Arc<Self>,
+        result: RedisResult<(MultiplexedConnection, Abilities)>,
+    ) {
         let mut st = self.state();
         let mut waiting = match &mut st.conn {
             Conn::Connecting(waiting) => std::mem::take(waiting),
@@ -66,10 +69,10 @@ impl Link {
             _ => return,
         };
         match result {
-            Ok((conn, evalsha)) => {
+            Ok((conn, abilities)) => {
                 tracing::debug!(node = self.index, "connected");
                 self.vigil.checked();
-                let mut scripts = ScriptCache::new(evalsha);
+                let mut scripts = ScriptCache::new(abilities);
                 let now = nanos_since_epoch(Instant::now());
                 self.connected_at.store(now, Ordering::Relaxed);
                 let id = CONNECTIONS.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,150 @@
+//! Valkey beside Redis, on real processes of both (the pinned
+//! `valkey-server` from `scripts/ensure-valkey.sh`): a quorum of mixed
+//! servers works; a node that runs `DELIFEQ` and `SET … IFEQ` for us gets
+//! them instead of the release and extension scripts, a node whose ACL
+//! refuses them gets the scripts, and Redis always the scripts. The whole
+//! behaviour suite also runs on Valkey nodes alone
+//! (`scripts/test-on-valkey.sh`).
+
+mod support;
+
+use std::time::Duration;
+
+use redquorum::{Redlock, SerialGenerator};
+use support::{valkey_binary, wait_until, Cluster};
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Redis, Valkey, Valkey.
+fn mixed() -> Cluster {
+    let redis = std::env::var("REDQUORUM_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    Cluster::start_on(&[redis, valkey_binary(), valkey_binary()])
+}
+
+/// Whether node `n` is Valkey (`INFO server` names it).
+fn is_valkey(n: &support::RedisNode) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut n.conn())
+        .expect("INFO");
+    info.contains("server_name:valkey")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_servers_share_every_primitive_and_valkey_gets_native_forms() {
+    let c = mixed();
+    let redlock = c.redlock();
+    // Connected and checked first: what opening a connection sends is not
+    // counted.
+    let warm = redlock.try_lock("warm", ms(30_000)).await.unwrap();
+    warm.release().await.unwrap();
+    redlock.settle().await;
+    let before: Vec<[u64; 3]> = c
+        .nodes
+        .iter()
+        .map(|n| {
+            [
+                n.command_calls("delifeq"),
+                n.command_calls("set"),
+                n.script_calls(),
+            ]
+        })
+        .collect();
+    // Five lock, extend, release rounds.
+    for i in 0..5 {
+        let lock = redlock
+            .try_lock(&format!("mixed-{i}"), ms(30_000))
+            .await
+            .unwrap();
+        lock.extend(ms(30_000)).await.unwrap();
+        assert!(
+            redlock
+                .try_lock(&format!("mixed-{i}"), ms(5000))
+                .await
+                .is_err(),
+            "a second holder on mixed servers"
+        );
+        lock.release().await.unwrap();
+    }
+    redlock.settle().await;
+    for (i, n) in c.nodes.iter().enumerate() {
+        assert!(n.get("mixed-4").is_none(), "node {i} kept a released lock");
+        let [del, set, scripts] = before[i];
+        let del = n.command_calls("delifeq") - del;
+        let set = n.command_calls("set") - set;
+        let scripts = n.script_calls() - scripts;
+        if is_valkey(n) {
+            // The refused attempt's undo may reach it too.
+            assert!(del >= 5, "node {i} (valkey): {del} releases as DELIFEQ");
+            // Each round: the lock's SET NX, the extension's SET IFEQ, the
+            // refused second SET NX (scripts still run for the connection's
+            // own checks).
+            assert!(set >= 15, "node {i} (valkey): {set} SETs");
+        } else {
+            assert_eq!(del, 0, "node {i} (redis): no DELIFEQ");
+            assert!(scripts >= 10, "node {i} (redis): {scripts} scripts");
+        }
+    }
+    // The other primitives on the same mixed nodes.
+    let serials = SerialGenerator::builder(redlock.clone()).build().unwrap();
+    let a = serials.next("ORD").await.unwrap().to_string();
+    let b = serials.next("ORD").await.unwrap().to_string();
+    assert!(b > a, "{a} then {b}");
+    let sem = redlock.semaphore("mixed-sem", 2).unwrap();
+    let p1 = sem.try_acquire(ms(30_000)).await.unwrap();
+    let p2 = sem.try_acquire(ms(30_000)).await.unwrap();
+    assert!(sem.try_acquire(ms(30_000)).await.is_err(), "a third permit");
+    p1.release().await.unwrap();
+    p2.release().await.unwrap();
+    let rw = redlock.rw_lock("mixed-rw").unwrap();
+    let w = rw.try_write(ms(30_000)).await.unwrap();
+    w.extend(ms(30_000)).await.unwrap();
+    assert!(
+        rw.try_read(ms(30_000)).await.is_err(),
+        "a reader beside the writer"
+    );
+    w.release().await.unwrap();
+    let r = rw.try_read(ms(30_000)).await.unwrap();
+    r.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valkey_user_denied_delifeq_gets_the_release_script() {
+    let c = Cluster::start_on(&[valkey_binary(), valkey_binary(), valkey_binary()]);
+    for n in &c.nodes {
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all", "-delifeq",
+            ])
+            .query(&mut n.conn())
+            .unwrap();
+    }
+    let redlock = Redlock::builder()
+        .nodes(c.urls_as("redis://app:app-pw@"))
+        .build()
+        .unwrap();
+    let scripts: Vec<u64> = c.nodes.iter().map(|n| n.script_calls()).collect();
+    for i in 0..5 {
+        let lock = redlock
+            .try_lock(&format!("denied-{i}"), ms(30_000))
+            .await
+            .unwrap();
+        lock.release().await.unwrap();
+        // Released on every node, at once: not left to expire.
+        let name = format!("denied-{i}");
+        assert!(
+            wait_until(ms(5000), || c.nodes.iter().all(|n| n.get(&name).is_none())).await,
+            "{name} kept after its release"
+        );
+    }
+    for (i, n) in c.nodes.iter().enumerate() {
+        assert_eq!(n.command_calls("delifeq"), 0, "node {i}: DELIFEQ ran");
+        assert!(
+            n.script_calls() >= scripts[i] + 5,
+            "node {i}: releases as scripts: {}",
+            n.script_calls() - scripts[i]
+        );
+    }
+}
