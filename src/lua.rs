@@ -69,6 +69,14 @@ impl Native {
         }
     }
 
+    /// The command's name, as an ACL names it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Native::DelIfEq => "DELIFEQ",
+            Native::SetIfEqPx => "SET",
+        }
+    }
+
     /// The command's reply as the script's would be.
     pub(crate) fn reply(self, reply: redis::Value) -> redis::Value {
         match (self, reply) {

@@ -148,3 +148,53 @@ async fn a_valkey_user_denied_delifeq_gets_the_release_script() {
         );
     }
 }
+
+/// An ACL that stops allowing `DELIFEQ` after the connections opened: the
+/// first release each node refuses is reported (that lock's key expires
+/// with its TTL there), and once the refusal is back the connection sends
+/// the script, so every later release frees its key at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delifeq_denied_while_connected_gives_way_to_the_script() {
+    let c = Cluster::start_on(&[valkey_binary(), valkey_binary(), valkey_binary()]);
+    let setuser = |rules: &[&str]| {
+        for n in &c.nodes {
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"])
+                .arg(rules)
+                .query(&mut n.conn())
+                .unwrap();
+        }
+    };
+    setuser(&[]);
+    let redlock = Redlock::builder()
+        .nodes(c.urls_as("redis://app:app-pw@"))
+        .build()
+        .unwrap();
+    let first = redlock.try_lock("revoked-0", ms(30_000)).await.unwrap();
+    let second = redlock.try_lock("revoked-1", ms(30_000)).await.unwrap();
+    setuser(&["-delifeq"]);
+    let refused = first.release().await;
+    let text = refused
+        .map(|()| String::new())
+        .unwrap_or_else(|e| e.to_string());
+    assert!(
+        text.contains("(DELIFEQ; this connection sends its script from now on"),
+        "every node refused, saying what: {text}"
+    );
+    // Until a node's refusal is back, requests to it still go out native.
+    redlock.settle().await;
+    second.release().await.unwrap();
+    redlock.settle().await;
+    for (i, n) in c.nodes.iter().enumerate() {
+        assert!(
+            n.get("revoked-0").is_some(),
+            "node {i}: the refused release"
+        );
+        assert!(n.get("revoked-1").is_none(), "node {i}: kept revoked-1");
+        assert_eq!(
+            n.command_stat("delifeq", "rejected_calls"),
+            1,
+            "node {i}: one refusal only"
+        );
+    }
+}

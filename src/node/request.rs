@@ -158,13 +158,24 @@ fn timed(cmd: &Cmd) -> Pipeline {
 }
 
 /// A node's error as a failure: a script the node's ACL refused names the
-/// commands it needs.
+/// commands it needs; a native form refused, its command, and that the
+/// script goes out instead from then on.
 pub(crate) fn failure_of(e: redis::RedisError, script: Option<&'static Lua>) -> NodeErrorKind {
     match script {
-        Some(script) if is_denied(&e) => NodeErrorKind::Denied {
-            needs: script.commands(),
-            error: e,
-        },
+        Some(script) if is_denied(&e) => {
+            let native = script.native.map(Native::name).filter(|name| {
+                let quoted = format!("'{}'", name.to_ascii_lowercase());
+                e.to_string().to_ascii_lowercase().contains(&quoted)
+            });
+            let needs = match native {
+                Some(name) => format!(
+                    "{name}; this connection sends its script from now on, which needs {}",
+                    script.commands()
+                ),
+                None => script.commands(),
+            };
+            NodeErrorKind::Denied { needs, error: e }
+        }
         _ => NodeErrorKind::Redis(e),
     }
 }

@@ -20,10 +20,12 @@
 //!
 //! Where the node runs a script's native form for us (`DELIFEQ`, `SET …
 //! IFEQ`: see [`Native`]), asked the same way when the connection opens,
-//! that goes out instead of the script.
+//! that goes out instead of the script; once the node refuses a native
+//! form (`NOPERM`: its ACL changed since), the script goes out instead on
+//! that connection.
 
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::lua::{Lua, Native};
@@ -51,6 +53,24 @@ impl Abilities {
     }
 }
 
+/// What replies on a connection told of its node since they were last
+/// looked at: shared with the futures that read them.
+#[derive(Debug, Default)]
+pub(crate) struct Heard {
+    /// A `NOSCRIPT`: the node's script cache was emptied.
+    lost: AtomicBool,
+    /// The native forms the node refused (`NOPERM`), one bit each.
+    refused: AtomicU8,
+}
+
+/// [`Heard::refused`]'s bit for `native`.
+fn bit(native: Native) -> u8 {
+    match native {
+        Native::DelIfEq => 1,
+        Native::SetIfEqPx => 2,
+    }
+}
+
 /// What one connection knows of its node's script cache.
 #[derive(Debug)]
 pub(crate) struct ScriptCache {
@@ -59,8 +79,8 @@ pub(crate) struct ScriptCache {
     /// Scripts sent in full on this connection since it opened (or since
     /// the node last answered `NOSCRIPT`).
     sent: Vec<&'static Lua>,
-    /// Set by a reply that found the node's cache emptied.
-    lost: Arc<AtomicBool>,
+    /// What the replies told ([`check`]).
+    heard: Arc<Heard>,
 }
 
 impl ScriptCache {
@@ -70,7 +90,7 @@ impl ScriptCache {
         Self {
             abilities,
             sent: Vec::new(),
-            lost: Arc::default(),
+            heard: Arc::default(),
         }
     }
 
@@ -84,7 +104,7 @@ impl ScriptCache {
         if !self.abilities.evalsha {
             return false;
         }
-        if self.lost.swap(false, Ordering::Relaxed) {
+        if self.heard.lost.swap(false, Ordering::Relaxed) {
             self.sent.clear();
         }
         if self.sent.iter().any(|s| ptr::eq(*s, script)) {
@@ -97,6 +117,13 @@ impl ScriptCache {
     /// How `req` goes out now: its native form where the node runs it,
     /// else as [`ScriptCache::short`] says.
     pub(crate) fn form(&mut self, req: &Request) -> Form {
+        let refused = self.heard.refused.swap(0, Ordering::Relaxed);
+        if refused & bit(Native::DelIfEq) != 0 {
+            self.abilities.del_if_eq = false;
+        }
+        if refused & bit(Native::SetIfEqPx) != 0 {
+            self.abilities.set_if_eq = false;
+        }
         match req.native() {
             Some(native) if self.abilities.runs(native) => Form::Native(native),
             _ if self.short(req.script) => Form::Short,
@@ -104,18 +131,22 @@ impl ScriptCache {
         }
     }
 
-    /// Where replies tell that the node's cache was emptied
-    /// ([`ScriptCache::check`]).
-    pub(crate) fn lost(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.lost)
+    /// Where replies tell what they found ([`check`]).
+    pub(crate) fn heard(&self) -> Arc<Heard> {
+        Arc::clone(&self.heard)
     }
 }
 
-/// Notes in `lost` a reply whose error code (`code`) says the node no
-/// longer has a script.
-pub(crate) fn check(lost: &AtomicBool, code: Option<&str>) {
-    if code == Some("NOSCRIPT") {
-        lost.store(true, Ordering::Relaxed);
+/// Notes in `heard` what an error reply (code `code`) to a request sent
+/// in `form` says: that the node no longer has a script (`NOSCRIPT`), or
+/// that it refuses the native form (`NOPERM`).
+pub(crate) fn check(heard: &Heard, code: Option<&str>, form: Form) {
+    match (code, form) {
+        (Some("NOSCRIPT"), _) => heard.lost.store(true, Ordering::Relaxed),
+        (Some("NOPERM"), Form::Native(native)) => {
+            heard.refused.fetch_or(bit(native), Ordering::Relaxed);
+        }
+        _ => {}
     }
 }
 
@@ -140,7 +171,7 @@ mod tests {
             redis::ErrorKind::Server(redis::ServerErrorKind::NoScript),
             "No matching script",
         ));
-        check(&cache.lost(), noscript.code());
+        check(&cache.heard(), noscript.code(), Form::Short);
         assert!(!cache.short(Some(&A)), "after NOSCRIPT: in full again");
         assert!(cache.short(Some(&A)));
         assert!(!cache.short(Some(&B)), "every script forgotten");
@@ -149,6 +180,38 @@ mod tests {
         assert!(
             !denied.short(Some(&A)),
             "EVALSHA not allowed: always in full"
+        );
+    }
+
+    static RELEASE: Lua = Lua::new("return 1").or_native(Native::DelIfEq);
+    static EXTEND: Lua = Lua::new("return 2").or_native(Native::SetIfEqPx);
+
+    #[test]
+    fn a_refused_native_form_gives_way_to_its_script_on_that_connection() {
+        let mut cache = ScriptCache::new(Abilities {
+            evalsha: true,
+            del_if_eq: true,
+            set_if_eq: true,
+        });
+        let release = Request::script(&RELEASE, |cmd| {
+            cmd.arg(1).arg("k").arg("v");
+        });
+        let extend = Request::script(&EXTEND, |cmd| {
+            cmd.arg(1).arg("k").arg("v").arg(100);
+        });
+        let native = Form::Native(Native::DelIfEq);
+        assert_eq!(cache.form(&release), native);
+        // Refusals of other kinds, or of a script, change nothing.
+        check(&cache.heard(), Some("ERR"), native);
+        check(&cache.heard(), Some("NOPERM"), Form::Short);
+        assert_eq!(cache.form(&release), native);
+        check(&cache.heard(), Some("NOPERM"), native);
+        assert_eq!(cache.form(&release), Form::Full, "the script, in full");
+        assert_eq!(cache.form(&release), Form::Short, "then by digest");
+        assert_eq!(
+            cache.form(&extend),
+            Form::Native(Native::SetIfEqPx),
+            "only the refused form gives way"
         );
     }
 }

@@ -47,7 +47,7 @@ pub(crate) fn hand_over(
 ) -> RedisResult<SendFuture> {
     let vigil = Arc::clone(vigil);
     let form = cache.form(&req);
-    let lost = cache.lost();
+    let heard = cache.heard();
     let sent = clock::now();
     // Unconstrained: out of cooperative budget, the first poll would return
     // without handing the request over. (Under load that queued a task's
@@ -57,7 +57,7 @@ pub(crate) fn hand_over(
         let mut conn = conn;
         let reply = send(&mut conn, &req, form, &vigil, sent).await;
         if let Err(e) = &reply {
-            scriptcache::check(&lost, e.code());
+            scriptcache::check(&heard, e.code(), form);
         }
         reply
     }));
@@ -88,7 +88,7 @@ pub(crate) fn hand_pipeline<'a>(
         timed |= with_time.is_some();
         forms.push(form);
     }
-    let lost = cache.lost();
+    let heard = cache.heard();
     let extras = if timed {
         pipe.add_command(redis::cmd("TIME"));
         vigil.extras()
@@ -108,9 +108,9 @@ pub(crate) fn hand_pipeline<'a>(
                 _ => return Err(wrong_count()),
             }
         }
-        for v in &values {
+        for (v, form) in values.iter().zip(&forms) {
             if let Value::ServerError(e) = v {
-                scriptcache::check(&lost, Some(e.code()));
+                scriptcache::check(&heard, Some(e.code()), *form);
             }
         }
         Ok(values
