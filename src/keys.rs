@@ -59,6 +59,9 @@ pub(crate) enum Kind {
     RwReading,
     /// An election's leadership record: who leads, with which term.
     Leader,
+    /// The fence beside a key of the user's data: the resource whose
+    /// tokens write it, and the highest that did (`fenced_writes.rs`).
+    WriteFence,
 }
 
 impl Kind {
@@ -81,6 +84,7 @@ impl Kind {
             Kind::RwReading => "rw-reading",
             Kind::Election => "election",
             Kind::Leader => "leader",
+            Kind::WriteFence => "write-fence",
         }
     }
 }

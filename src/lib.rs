@@ -150,6 +150,8 @@
 //   rw_scripts.rs       The read-write lock's Lua: readers' leases, the
 //                       writer's key, who is admitted.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
+//   fenced_writes.rs    The storage side of fencing for data in Redis: a
+//                       write lands only past the fence beside its key.
 //   clock.rs            Our clock for safety deadlines: monotonic plus the
 //                       time the machine spent suspended (CLOCK_BOOTTIME).
 //   extensions.rs       A held lock's extensions in flight: the rule that
@@ -314,6 +316,7 @@ mod election;
 mod error;
 mod explain;
 mod extensions;
+mod fenced_writes;
 mod keys;
 mod lock;
 mod lua;
@@ -344,6 +347,7 @@ pub use election::leadership::Leadership;
 pub use election::observe::Observer;
 pub use election::{Election, Leader};
 pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
+pub use fenced_writes::{Fence, FenceError, FencedRedis};
 pub use lock::builder::RedlockBuilder;
 pub use lock::config::{
     DEFAULT_AMNESIA_TOLERANCE, DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR,

@@ -16,6 +16,7 @@ use tracing::{debug, instrument};
 
 use crate::clock;
 use crate::error::{Error, Result};
+use crate::fenced_writes::Fence;
 use crate::lock::held::Held;
 use crate::lock::redlock::Redlock;
 use crate::lock::renewal::watchdog;
@@ -269,6 +270,20 @@ impl Lock {
         self.shared.fencing_token.get().copied()
     }
 
+    /// What a write under this lock carries to storage that checks
+    /// tokens ([`crate::FencedRedis`]): the resource and its fencing token; `None`
+    /// for a lock taken without one. A multi-lock's first resource; see
+    /// [`Lock::fence_for`].
+    pub fn fence(&self) -> Option<Fence<'_>> {
+        Some(Fence::new(self.resource(), self.fencing_token()?))
+    }
+
+    /// [`Lock::fence`] for `resource`, one of a fenced multi-lock's.
+    pub fn fence_for(&self, resource: &str) -> Option<Fence<'_>> {
+        let held = self.resources().into_iter().find(|r| *r == resource)?;
+        Some(Fence::new(held, self.fencing_token_for(resource)?))
+    }
+
     /// Resets the lock's TTL to `ttl` from now on a quorum of nodes.
     ///
     /// Refuses locally, with no network traffic, if the lock already expired.
@@ -429,6 +444,20 @@ impl LockHandle {
     /// See [`Lock::fencing_token`].
     pub fn fencing_token(&self) -> Option<u64> {
         self.shared.fencing_token.get().copied()
+    }
+
+    /// What a write under this lock carries to storage that checks
+    /// tokens ([`crate::FencedRedis`]): the resource and its fencing token; `None`
+    /// for a lock taken without one. A multi-lock's first resource; see
+    /// [`Lock::fence_for`].
+    pub fn fence(&self) -> Option<Fence<'_>> {
+        Some(Fence::new(self.resource(), self.fencing_token()?))
+    }
+
+    /// [`Lock::fence`] for `resource`, one of a fenced multi-lock's.
+    pub fn fence_for(&self, resource: &str) -> Option<Fence<'_>> {
+        let held = self.resources().into_iter().find(|r| *r == resource)?;
+        Some(Fence::new(held, self.fencing_token_for(resource)?))
     }
 
     /// See [`Lock::fencing_token_for`].

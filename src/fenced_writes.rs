@@ -1,0 +1,257 @@
+//! The storage side of fencing, for data kept in Redis: writes that carry
+//! a lock's fencing token and land only if no higher token of the lock's
+//! resource was seen there first.
+//!
+//! A lock cannot stop a holder that pauses (a collector, swapping,
+//! `SIGSTOP`, a migrated VM) after its last check of validity and then
+//! writes: its lock may have expired and been taken by another meanwhile.
+//! The storage can: each key written this way has a fence beside it (the
+//! internal key `redquorum:write-fence:{tag}:<key>`, in the key's hash slot,
+//! so a Redis Cluster runs both in one script) holding the resource that
+//! guards the key and the highest token that wrote it. One script per
+//! write, atomically: refused if the fence names another resource, or
+//! holds a higher token; else the write is done and the fence raised to
+//! the write's token. Equal tokens pass (a holder writing twice).
+//!
+//! A fence outlives the data it guards (a delete keeps it: else a stale
+//! holder could write the key again); delete it only with the data, once
+//! no holder of the resource can still write. The Redis holding the data
+//! may be any Redis or Redis Cluster, the quorum's nodes or not.
+
+use redis::aio::ConnectionLike;
+use redis::{FromRedisValue, RedisError, Script, ToRedisArgs, Value};
+
+use crate::keys::{self, Kind};
+
+/// What a fenced write carries: the resource whose lock guards the data,
+/// and that lock's fencing token ([`crate::Lock::fence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence<'a> {
+    resource: &'a str,
+    token: u64,
+}
+
+impl<'a> Fence<'a> {
+    /// A fence of `resource`'s lock with fencing token `token` (say, from
+    /// `REDQUORUM_FENCING_TOKEN` in a command that `redquorum lock
+    /// --fenced` runs).
+    pub fn new(resource: &'a str, token: u64) -> Self {
+        Fence { resource, token }
+    }
+
+    /// The resource whose lock guards the data.
+    pub fn resource(&self) -> &'a str {
+        self.resource
+    }
+
+    /// The lock's fencing token.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+}
+
+/// Why a fenced write did not land.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FenceError {
+    /// A holder with a higher token of the same resource wrote the key
+    /// first: this write's lock was lost before it was made.
+    #[error(
+        "write to {key:?} refused: token {token} of {resource:?} is below {seen}, which \
+         already wrote it (a later holder of the lock did: this holder's lock was lost, \
+         so nothing it does under that lock may land)"
+    )]
+    Stale {
+        /// The data key.
+        key: String,
+        /// The resource named by the write.
+        resource: String,
+        /// The write's token.
+        token: u64,
+        /// The highest token that wrote the key.
+        seen: u64,
+    },
+    /// The key is guarded by another resource's tokens, which say nothing
+    /// of this resource's.
+    #[error(
+        "write to {key:?} refused: it is fenced with tokens of {guarded_by:?}, not of \
+         {resource:?}; write each key under one resource's lock"
+    )]
+    OtherResource {
+        /// The data key.
+        key: String,
+        /// The resource named by the write.
+        resource: String,
+        /// The resource whose tokens wrote the key.
+        guarded_by: String,
+    },
+    /// The key is in the namespace of redquorum's own keys: nothing was
+    /// sent.
+    #[error(
+        "key {key:?} starts with {reserved:?}, which is reserved for redquorum's own keys; \
+         keep the data under another name"
+    )]
+    Reserved {
+        /// The data key.
+        key: String,
+        /// The reserved prefix.
+        reserved: &'static str,
+    },
+    /// The Redis holding the data failed the write (a wrong type, an
+    /// unreachable server): nothing of it landed, nor the fence.
+    #[error("write to {key:?} failed: {source}")]
+    Redis {
+        /// The data key.
+        key: String,
+        /// What Redis said.
+        source: RedisError,
+    },
+}
+
+/// The write itself, run only past the fence: KEYS = fence, data; ARGV =
+/// resource, token (decimal, no leading zeros, so compared as numbers by
+/// length then text: exact for every u64, where Lua's numbers are not),
+/// operation, its argument. The write goes first, so that one Redis
+/// refuses (`INCRBY` on a non-number) leaves the fence as it was. Returns
+/// {"ok", result}, {"stale", highest token}, or {"other", resource}.
+static WRITE: &str = r#"local f = redis.call("HMGET", KEYS[1], "resource", "token")
+if f[1] and f[1] ~= ARGV[1] then
+  return {"other", f[1]}
+end
+local seen, t = f[2] or "0", ARGV[2]
+if #t < #seen or (#t == #seen and t < seen) then
+  return {"stale", seen}
+end
+local r = 1
+if ARGV[3] == "set" then
+  redis.call("SET", KEYS[2], ARGV[4])
+elseif ARGV[3] == "del" then
+  r = redis.call("DEL", KEYS[2])
+else
+  r = redis.call("INCRBY", KEYS[2], ARGV[4])
+end
+redis.call("HSET", KEYS[1], "resource", ARGV[1], "token", t)
+return {"ok", r}"#;
+
+/// Fenced writes to data kept in one Redis (or Redis Cluster) reached by
+/// `C`: a multiplexed connection, a connection manager, a cluster
+/// connection.
+///
+/// ```no_run
+/// # async fn f(redlock: redquorum::Redlock) -> Result<(), Box<dyn std::error::Error>> {
+/// use redquorum::{FenceError, FencedRedis};
+///
+/// let data = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let store = FencedRedis::new(data.get_multiplexed_async_connection().await?);
+/// let lock = redlock.lock_fenced("account:7", std::time::Duration::from_secs(10)).await?;
+/// let fence = lock.fence().expect("a fenced lock has a token");
+/// match store.incr_by(fence, "account:7:balance", -30).await {
+///     Ok(balance) => println!("balance {balance}"),
+///     // A later holder wrote first: this lock was lost; nothing landed.
+///     Err(FenceError::Stale { token, seen, .. }) => eprintln!("token {token} < {seen}"),
+///     Err(e) => return Err(e.into()),
+/// }
+/// lock.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct FencedRedis<C> {
+    conn: C,
+}
+
+impl<C: ConnectionLike + Clone + Send> FencedRedis<C> {
+    /// Fenced writes through `conn`.
+    pub fn new(conn: C) -> Self {
+        FencedRedis { conn }
+    }
+
+    /// `SET key value`, if `fence` passes.
+    pub async fn set(
+        &self,
+        fence: Fence<'_>,
+        key: &str,
+        value: impl ToRedisArgs,
+    ) -> Result<(), FenceError> {
+        self.write::<i64>(fence, key, "set", value).await.map(drop)
+    }
+
+    /// `DEL key`, if `fence` passes: whether a key was deleted. The fence
+    /// stays.
+    pub async fn del(&self, fence: Fence<'_>, key: &str) -> Result<bool, FenceError> {
+        self.write::<i64>(fence, key, "del", "")
+            .await
+            .map(|n| n > 0)
+    }
+
+    /// `INCRBY key by`, if `fence` passes: the value after.
+    pub async fn incr_by(&self, fence: Fence<'_>, key: &str, by: i64) -> Result<i64, FenceError> {
+        self.write(fence, key, "incrby", by).await
+    }
+
+    /// The fence of `key`: the resource that guards it and the highest
+    /// token that wrote it; `None` before its first fenced write.
+    pub async fn fence_of(&self, key: &str) -> Result<Option<(String, u64)>, FenceError> {
+        let (resource, token): (Option<String>, Option<u64>) = redis::cmd("HMGET")
+            .arg(fence_key(key))
+            .arg("resource")
+            .arg("token")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| redis_error(key, source))?;
+        Ok(resource.zip(token))
+    }
+
+    async fn write<T: FromRedisValue>(
+        &self,
+        fence: Fence<'_>,
+        key: &str,
+        op: &str,
+        arg: impl ToRedisArgs,
+    ) -> Result<T, FenceError> {
+        if key.starts_with(keys::RESERVED) {
+            return Err(FenceError::Reserved {
+                key: key.to_owned(),
+                reserved: keys::RESERVED,
+            });
+        }
+        static SCRIPT: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| Script::new(WRITE));
+        let (outcome, value): (String, Value) = script
+            .key(fence_key(key))
+            .key(key)
+            .arg(fence.resource)
+            .arg(fence.token.to_string())
+            .arg(op)
+            .arg(arg)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| redis_error(key, source))?;
+        let text = || String::from_redis_value(value.clone()).unwrap_or_default();
+        match outcome.as_str() {
+            "ok" => T::from_redis_value(value).map_err(|e| redis_error(key, e.into())),
+            "stale" => Err(FenceError::Stale {
+                key: key.to_owned(),
+                resource: fence.resource.to_owned(),
+                token: fence.token,
+                seen: text().parse().unwrap_or(u64::MAX),
+            }),
+            _ => Err(FenceError::OtherResource {
+                key: key.to_owned(),
+                resource: fence.resource.to_owned(),
+                guarded_by: text(),
+            }),
+        }
+    }
+}
+
+/// The fence of data key `key`, in its hash slot.
+fn fence_key(key: &str) -> String {
+    keys::internal("", Kind::WriteFence, key)
+}
+
+fn redis_error(key: &str, source: RedisError) -> FenceError {
+    FenceError::Redis {
+        key: key.to_owned(),
+        source,
+    }
+}
