@@ -226,21 +226,55 @@ impl<C: ConnectionLike + Clone + Send> FencedRedis<C> {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|source| redis_error(key, source))?;
-        let text = || String::from_redis_value(value.clone()).unwrap_or_default();
-        match outcome.as_str() {
-            "ok" => T::from_redis_value(value).map_err(|e| redis_error(key, e.into())),
-            "stale" => Err(FenceError::Stale {
+        match Verdict::of_reply(&outcome, &value) {
+            Verdict::Lands => T::from_redis_value(value).map_err(|e| redis_error(key, e.into())),
+            Verdict::Stale(seen) => Err(FenceError::Stale {
                 key: key.to_owned(),
                 resource: fence.resource.to_owned(),
                 token: fence.token,
-                seen: text().parse().unwrap_or(u64::MAX),
+                seen,
             }),
-            _ => Err(FenceError::OtherResource {
+            Verdict::Other(guarded_by) => Err(FenceError::OtherResource {
                 key: key.to_owned(),
                 resource: fence.resource.to_owned(),
-                guarded_by: text(),
+                guarded_by,
             }),
         }
+    }
+}
+
+/// What a fence decides about a write, as [`WRITE`] does (a test runs
+/// both on every case; the lock model uses this).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The write lands; the fence then holds its resource and token.
+    Lands,
+    /// Refused: a higher token (this) of the resource wrote the key.
+    Stale(u64),
+    /// Refused: the key is fenced with another resource's tokens (this).
+    Other(String),
+}
+
+impl Verdict {
+    /// The verdict [`WRITE`] replied: `outcome` and its value.
+    fn of_reply(outcome: &str, value: &Value) -> Self {
+        let text = || String::from_redis_value(value.clone()).unwrap_or_default();
+        match outcome {
+            "ok" => Verdict::Lands,
+            "stale" => Verdict::Stale(text().parse().unwrap_or(u64::MAX)),
+            _ => Verdict::Other(text()),
+        }
+    }
+}
+
+/// The verdict on a write of `resource` with `token` to a key whose
+/// fence holds `fence` (resource, highest token; `None`: none yet).
+#[cfg(test)]
+pub(crate) fn verdict(fence: Option<(&str, u64)>, resource: &str, token: u64) -> Verdict {
+    match fence {
+        Some((guard, _)) if guard != resource => Verdict::Other(guard.to_owned()),
+        Some((_, seen)) if token < seen => Verdict::Stale(seen),
+        _ => Verdict::Lands,
     }
 }
 
@@ -253,5 +287,70 @@ fn redis_error(key: &str, source: RedisError) -> FenceError {
     FenceError::Redis {
         key: key.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The script and [`verdict`] agree on every case, run on a real node:
+    /// no fence, another resource's, and tokens below, equal to and above
+    /// the fence's, small and past 2^53.
+    #[test]
+    fn the_script_decides_as_the_rule_on_a_real_node() {
+        let (_node, mut conn) = crate::scratch::node();
+        let big = u64::MAX - 1;
+        let fences = [None, Some(("r", 5)), Some(("s", 5)), Some(("r", big))];
+        for fence in fences {
+            for token in [0, 4, 5, 6, 1 << 53, big - 1, big, u64::MAX] {
+                let _: () = redis::cmd("DEL")
+                    .arg("f")
+                    .arg("d")
+                    .query(&mut conn)
+                    .expect("DEL");
+                if let Some((guard, seen)) = fence {
+                    let _: () = redis::cmd("HSET")
+                        .arg("f")
+                        .arg("resource")
+                        .arg(guard)
+                        .arg("token")
+                        .arg(seen.to_string())
+                        .query(&mut conn)
+                        .expect("HSET");
+                }
+                let (outcome, value): (String, Value) = redis::cmd("EVAL")
+                    .arg(WRITE)
+                    .arg(2)
+                    .arg("f")
+                    .arg("d")
+                    .arg("r")
+                    .arg(token.to_string())
+                    .arg("set")
+                    .arg("v")
+                    .query(&mut conn)
+                    .expect("EVAL");
+                let script = Verdict::of_reply(&outcome, &value);
+                let case = format!("fence {fence:?}, token {token}");
+                assert_eq!(script, verdict(fence, "r", token), "{case}");
+                let (guard, seen): (Option<String>, Option<String>) = redis::cmd("HMGET")
+                    .arg("f")
+                    .arg("resource")
+                    .arg("token")
+                    .query(&mut conn)
+                    .expect("HMGET");
+                let data: Option<String> =
+                    redis::cmd("GET").arg("d").query(&mut conn).expect("GET");
+                if script == Verdict::Lands {
+                    assert_eq!(guard.as_deref(), Some("r"), "{case}");
+                    assert_eq!(seen, Some(token.to_string()), "{case}");
+                    assert_eq!(data.as_deref(), Some("v"), "{case}");
+                } else {
+                    assert_eq!(guard.as_deref(), fence.map(|f| f.0), "{case}");
+                    assert_eq!(seen, fence.map(|f| f.1.to_string()), "{case}");
+                    assert_eq!(data, None, "{case}");
+                }
+            }
+        }
     }
 }

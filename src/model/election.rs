@@ -19,7 +19,8 @@
 
 #[cfg(test)]
 mod tests {
-    use crate::model::lock::{safe, unsafe_, LockModel, FENCING};
+    use crate::model::lock::{LockModel, FENCING};
+    use crate::model::lock_rules::{safe, unsafe_};
 
     /// The lock model's exclusion property: one leader with validity left.
     const EXCLUSION: &str = "no two clients hold a valid lock at once";

@@ -32,7 +32,9 @@
 //! Properties: no two clients hold a valid lock at the same real instant;
 //! a release or an extension (failed or not) never deletes another holder's
 //! key; among fenced locks returned to their callers, tokens increase with
-//! the order in which the locks were taken.
+//! the order in which the locks were taken; and where fenced holders write
+//! to storage that checks tokens, at any time, valid or not, a write from
+//! a holder whose lock was taken earlier never lands after a later one's.
 
 use std::time::Duration;
 
@@ -43,10 +45,8 @@ use crate::lock::redlock::validity;
 use crate::model::detection::{
     check_after, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect, Restart,
 };
-use crate::model::lock_state::{
-    representative_for, send, Action, Ext, Kind, Mint, Node, Phase, State, JUMP,
-};
-use crate::model::{check, check_symmetric, insert_sorted, take_one};
+use crate::model::lock_state::{send, Action, Ext, Kind, Mint, Node, Phase, State, Store, JUMP};
+use crate::model::{insert_sorted, take_one};
 use crate::node::amnesia::assess;
 use crate::quorum::tally::{quorum, quorum_tolerating, Vote};
 
@@ -118,6 +118,9 @@ pub(crate) struct LockModel {
     /// Rule: a fenced lock is returned only if still valid when its token
     /// arrives (as shipped); otherwise it is released.
     pub(crate) check_mint: bool,
+    /// Fenced holders write to a store that admits a write by this rule on
+    /// its fence and the write's token (`None`: they do not write).
+    pub(crate) writes: Option<fn(Option<u8>, u8) -> bool>,
     /// Rule, negated: the token (an election's term) is taken from the
     /// counter before the attempt, not after it won (not shipped).
     pub(crate) mint_before_acquire: bool,
@@ -201,6 +204,7 @@ impl LockModel {
             dispatch_order: true,
             fenced: false,
             check_mint: true,
+            writes: None,
             mint_before_acquire: false,
             steps: 0,
             clock_check: true,
@@ -256,6 +260,7 @@ impl Model for LockModel {
             clock_q: vec![vec![0; self.nodes]; self.clients],
             evictions_read: vec![vec![0; self.nodes]; self.clients],
             grown: false,
+            store: Store::default(),
         }]
     }
 
@@ -440,7 +445,7 @@ impl Model for LockModel {
                     s.clients[c as usize] = Phase::Done;
                     send(&mut s.net, c, self.all(), Kind::Release);
                 } else {
-                    h.mint = Mint::None;
+                    (h.mint, h.token) = (Mint::None, token);
                     let acquired = h.acquired;
                     insert_sorted(&mut s.returned, (acquired, token));
                 }
@@ -449,6 +454,7 @@ impl Model for LockModel {
                 s.clients[c as usize] = Phase::Done;
                 send(&mut s.net, c, self.all(), Kind::Release);
             }
+            Action::Write(c) => self.write(&mut s, c),
             Action::Step(n) => s.step_clock(n, JUMP),
             Action::Evict(n) => s.evict(n),
             Action::Grow => self.grow(&mut s),
@@ -485,20 +491,12 @@ impl Model for LockModel {
     }
 }
 
-/// Safe: explored to the end, no counterexample, both clients held it.
-pub(crate) fn safe(name: &str, m: LockModel) {
-    let rep = representative_for(m.fast.is_some());
-    check_symmetric(name, m, rep).assert_safe(name, 1_000, "both clients held the lock");
-}
-
-/// Unsafe: the checker finds a counterexample to `property`.
-pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
-    check(name, m).assert_violates(name, property);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::check_symmetric;
+    use crate::model::lock_rules::{fence_admits, safe, unsafe_, FENCED_WRITES};
+    use crate::model::lock_state::representative_for;
 
     const EXCLUSION: &str = "no two clients hold a valid lock at once";
     const RELEASE_RULE: &str = "a release or an extension never deletes another holder's key";
@@ -941,6 +939,32 @@ mod tests {
             ..LockModel::shipped()
         };
         safe("lock: fenced, a slow node, clocks 10 % fast", m);
+    }
+
+    /// Fenced holders write to storage that checks tokens, each at any
+    /// moment it still holds (a pause past validity included).
+    #[test]
+    fn model_lock_fenced_writes_land_in_acquisition_order() {
+        let m = LockModel {
+            fenced: true,
+            writes: Some(fence_admits),
+            ..LockModel::shipped()
+        };
+        safe("lock: fenced writes, a slow node, clocks 10 % fast", m);
+    }
+
+    #[test]
+    fn model_lock_finds_a_lost_update_where_the_store_admits_lower_tokens() {
+        let m = LockModel {
+            fenced: true,
+            writes: Some(|_, _| true),
+            ..LockModel::shipped()
+        };
+        unsafe_(
+            "lock, weakened: a store that admits any token",
+            m,
+            FENCED_WRITES,
+        );
     }
 
     #[test]

@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use stateright::Property;
 
+use crate::fenced_writes::{verdict, Verdict};
 use crate::lock::config::Config;
 use crate::model::detection::check_after;
 use crate::model::lock::{LockModel, FENCING};
+use crate::model::lock_state::representative_for;
 use crate::model::lock_state::send;
 use crate::model::lock_state::{Action, ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::tally_of;
+use crate::model::{check, check_symmetric};
 use crate::quorum::tally::{node_bit, NodeSet, Vote};
 
 impl LockModel {
@@ -218,6 +221,8 @@ impl LockModel {
                 stalled: None,
                 due: 0,
                 ahead: 0,
+                token: 0,
+                wrote: false,
                 mint: match s.premint[c as usize] {
                     0 if self.fenced => Mint::Asked,
                     0 => Mint::None,
@@ -290,6 +295,9 @@ impl LockModel {
                 "a release or an extension never deletes another holder's key",
                 |_, s: &State| !s.foreign_delete,
             ),
+            Property::always(FENCED_WRITES, |_, s: &State| {
+                s.store.landed.windows(2).all(|w| w[0] <= w[1])
+            }),
             Property::always(Self::CUT, |_, s: &State| {
                 s.clients.iter().enumerate().all(|(c, p)| {
                     let Phase::Holding(h) = p else { return true };
@@ -323,6 +331,9 @@ impl LockModel {
             Mint::Minted(_) => actions.push(Action::Minted(c)),
             Mint::None => {
                 actions.push(Action::Release(c));
+                if self.writes.is_some() && h.token > 0 && !h.wrote {
+                    actions.push(Action::Write(c));
+                }
                 // The guard refuses to extend an expired lock.
                 if s.faults[3] > 0 && s.now < h.until {
                     actions.push(Action::Extend(c, self.ttl));
@@ -376,4 +387,41 @@ impl LockModel {
             h.due = now.saturating_add(tick);
         }
     }
+}
+
+/// The fenced store's property's name.
+pub(crate) const FENCED_WRITES: &str =
+    "a write from a holder whose lock was taken earlier never lands after a later one's";
+
+/// The store's rule as shipped: the fence's verdict (`fenced_writes.rs`),
+/// every write naming the one resource.
+pub(crate) fn fence_admits(fence: Option<u8>, token: u8) -> bool {
+    let fence = fence.map(|seen| ("r", u64::from(seen)));
+    verdict(fence, "r", u64::from(token)) == Verdict::Lands
+}
+
+impl LockModel {
+    /// Holder `c` writes to the store: it lands where the store's rule
+    /// admits it, and the fence takes its token, as the script does.
+    pub(crate) fn write(&self, s: &mut State, c: u8) {
+        let (Some(admits), Phase::Holding(h)) = (self.writes, &mut s.clients[c as usize]) else {
+            return;
+        };
+        h.wrote = true;
+        if admits(s.store.fence, h.token) {
+            s.store.fence = Some(h.token);
+            s.store.landed.push(h.acquired);
+        }
+    }
+}
+
+/// Safe: explored to the end, no counterexample, both clients held it.
+pub(crate) fn safe(name: &str, m: LockModel) {
+    let rep = representative_for(m.fast.is_some());
+    check_symmetric(name, m, rep).assert_safe(name, 1_000, "both clients held the lock");
+}
+
+/// Unsafe: the checker finds a counterexample to `property`.
+pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
+    check(name, m).assert_violates(name, property);
 }

@@ -85,6 +85,10 @@ pub(crate) struct Hold {
     pub(crate) due: u8,
     /// The nodes its client read running ahead since `basis` began.
     pub(crate) ahead: NodeSet,
+    /// Its fencing token, once returned to it (0: none).
+    pub(crate) token: u8,
+    /// It wrote to the fenced store.
+    pub(crate) wrote: bool,
 }
 
 impl Hold {
@@ -193,6 +197,17 @@ pub(crate) struct State {
     pub(crate) evictions_read: Vec<Vec<u8>>,
     /// The fast node's clock runs at its rate (see `LockModel::grows`).
     pub(crate) grown: bool,
+    /// The storage that fenced holders write to.
+    pub(crate) store: Store,
+}
+
+/// Storage that checks fencing tokens (`fenced_writes.rs`): one key.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Store {
+    /// Its fence: the highest token that wrote it (`None`: none yet).
+    pub(crate) fence: Option<u8>,
+    /// The writes that landed, in order: when each writer took its lock.
+    pub(crate) landed: Vec<u8>,
 }
 
 /// What can happen next.
@@ -217,6 +232,8 @@ pub(crate) enum Action {
     Minted(u8),
     /// A holder releases.
     Release(u8),
+    /// A fenced holder writes to the store (at any time, valid or not).
+    Write(u8),
     /// A node crashes.
     Crash(u8),
     /// A crashed node restarts.
