@@ -19,7 +19,7 @@
 //! may be any Redis or Redis Cluster, the quorum's nodes or not.
 
 use redis::aio::ConnectionLike;
-use redis::{FromRedisValue, RedisError, Script, ToRedisArgs, Value};
+use redis::{FromRedisValue, RedisError, Script, ToSingleRedisArg, Value};
 
 use crate::keys::{self, Kind};
 
@@ -133,9 +133,10 @@ end
 redis.call("HSET", KEYS[1], "resource", ARGV[1], "token", t)
 return {"ok", r}"#;
 
-/// Fenced writes to data kept in one Redis (or Redis Cluster) reached by
-/// `C`: a multiplexed connection, a connection manager, a cluster
-/// connection.
+/// Fenced writes to data kept in one Redis reached by `C`: a multiplexed
+/// connection, a connection manager; for a Redis Cluster, a cluster
+/// connection (the `redis` crate's `cluster-async` feature) or one to the
+/// shard that serves the key (the fence is in the key's slot).
 ///
 /// ```no_run
 /// # async fn f(redlock: redquorum::Redlock) -> Result<(), Box<dyn std::error::Error>> {
@@ -170,7 +171,7 @@ impl<C: ConnectionLike + Clone + Send> FencedRedis<C> {
         &self,
         fence: Fence<'_>,
         key: &str,
-        value: impl ToRedisArgs,
+        value: impl ToSingleRedisArg,
     ) -> Result<(), FenceError> {
         self.write::<i64>(fence, key, "set", value).await.map(drop)
     }
@@ -206,7 +207,7 @@ impl<C: ConnectionLike + Clone + Send> FencedRedis<C> {
         fence: Fence<'_>,
         key: &str,
         op: &str,
-        arg: impl ToRedisArgs,
+        arg: impl ToSingleRedisArg,
     ) -> Result<T, FenceError> {
         if key.starts_with(keys::RESERVED) {
             return Err(FenceError::Reserved {
