@@ -67,6 +67,31 @@ async fn a_paused_holders_write_is_refused_after_a_later_holders() {
     took_over.release().await.unwrap();
 }
 
+/// A fenced multi-lock's fences: its first resource's by default, each
+/// resource's by name, never the joined name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_locks_fences_name_each_resource() {
+    let c = Cluster::start(3);
+    let redlock = c.redlock();
+    // One hash tag: members that are clusters keep both in one slot.
+    let both = ["{t}from", "{t}to"];
+    let lock = redlock.lock_all_fenced(&both, ms(10_000)).await.unwrap();
+    let first = lock.resources()[0];
+    let fence = lock.fence().unwrap();
+    assert_eq!(fence.resource(), first);
+    assert_eq!(Some(fence.token()), lock.fencing_token_for(first));
+    for r in both {
+        let fence = lock.fence_for(r).unwrap();
+        assert_eq!(
+            (fence.resource(), Some(fence.token())),
+            (r, lock.fencing_token_for(r))
+        );
+    }
+    assert_eq!(lock.fence_for(lock.resource()), None, "{}", lock.resource());
+    assert_eq!(lock.handle().fence(), lock.fence());
+    lock.release().await.unwrap();
+}
+
 /// A holder writes as often as it likes under one token; a delete keeps
 /// the fence, so a stale holder cannot write the key again either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

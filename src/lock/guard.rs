@@ -275,13 +275,12 @@ impl Lock {
     /// for a lock taken without one. A multi-lock's first resource; see
     /// [`Lock::fence_for`].
     pub fn fence(&self) -> Option<Fence<'_>> {
-        Some(Fence::new(self.resource(), self.fencing_token()?))
+        self.shared.fence()
     }
 
     /// [`Lock::fence`] for `resource`, one of a fenced multi-lock's.
     pub fn fence_for(&self, resource: &str) -> Option<Fence<'_>> {
-        let held = self.resources().into_iter().find(|r| *r == resource)?;
-        Some(Fence::new(held, self.fencing_token_for(resource)?))
+        self.shared.fence_for(resource)
     }
 
     /// Resets the lock's TTL to `ttl` from now on a quorum of nodes.
@@ -446,18 +445,14 @@ impl LockHandle {
         self.shared.fencing_token.get().copied()
     }
 
-    /// What a write under this lock carries to storage that checks
-    /// tokens ([`crate::FencedRedis`]): the resource and its fencing token; `None`
-    /// for a lock taken without one. A multi-lock's first resource; see
-    /// [`Lock::fence_for`].
+    /// See [`Lock::fence`].
     pub fn fence(&self) -> Option<Fence<'_>> {
-        Some(Fence::new(self.resource(), self.fencing_token()?))
+        self.shared.fence()
     }
 
-    /// [`Lock::fence`] for `resource`, one of a fenced multi-lock's.
+    /// See [`Lock::fence_for`].
     pub fn fence_for(&self, resource: &str) -> Option<Fence<'_>> {
-        let held = self.resources().into_iter().find(|r| *r == resource)?;
-        Some(Fence::new(held, self.fencing_token_for(resource)?))
+        self.shared.fence_for(resource)
     }
 
     /// See [`Lock::fencing_token_for`].

@@ -17,6 +17,7 @@ use tracing::{debug, instrument, warn};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::extensions::Extensions;
+use crate::fenced_writes::Fence;
 use crate::lock::held::Held;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::node::request::Request;
@@ -152,6 +153,19 @@ impl Shared {
             Some(all) => all.iter().map(String::as_str).collect(),
             None => vec![self.resource.as_str()],
         }
+    }
+
+    /// See [`Lock::fence`]: the first resource's.
+    pub(crate) fn fence(&self) -> Option<Fence<'_>> {
+        let first = self.resources().first().copied()?;
+        self.fence_for(first)
+    }
+
+    /// See [`Lock::fence_for`]: `resource` as this lock names it, with its
+    /// token.
+    pub(crate) fn fence_for(&self, resource: &str) -> Option<Fence<'_>> {
+        let held = self.resources().into_iter().find(|r| *r == resource)?;
+        Some(Fence::new(held, self.token_for(resource)?))
     }
 
     /// See [`Lock::fencing_token_for`].
