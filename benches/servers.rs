@@ -51,22 +51,14 @@ struct Set {
 }
 
 impl Set {
-    /// Five nodes of `binary`; with `deny`, the client's user may not run
-    /// those commands.
+    /// Five nodes of `binary`; with `deny` (ACL rules: `-delifeq`), the
+    /// client's user may not run those commands.
     fn start(name: &'static str, binary: &str, deny: &[&str]) -> Self {
         let nodes = Cluster::start_on(&vec![binary.to_owned(); 5]);
         let urls = if deny.is_empty() {
             nodes.urls()
         } else {
-            for n in &nodes.nodes {
-                let mut setuser = redis::cmd("ACL");
-                setuser.arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"]);
-                for command in deny {
-                    setuser.arg(format!("-{command}"));
-                }
-                let _: () = setuser.query(&mut n.conn()).expect("ACL SETUSER");
-            }
-            nodes.urls_as("redis://app:app-pw@")
+            nodes.app_user(deny)
         };
         let client = redquorum::Redlock::builder()
             .nodes(&urls)
@@ -116,7 +108,7 @@ fn main() {
     let mut sets = [
         Set::start("redis", "redis-server", &[]),
         Set::start("valkey", &valkey, &[]),
-        Set::start("valkey, scripts", &valkey, &["delifeq"]),
+        Set::start("valkey, scripts", &valkey, &["-delifeq"]),
     ];
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

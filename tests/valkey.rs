@@ -156,16 +156,8 @@ async fn mixed_servers_share_every_primitive_and_valkey_gets_native_forms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_valkey_user_denied_delifeq_gets_the_release_script() {
     let c = Cluster::start_on(&[valkey_binary(), valkey_binary(), valkey_binary()]);
-    for n in &c.nodes {
-        let _: () = redis::cmd("ACL")
-            .arg(&[
-                "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all", "-delifeq",
-            ])
-            .query(&mut n.conn())
-            .unwrap();
-    }
     let redlock = Redlock::builder()
-        .nodes(c.urls_as("redis://app:app-pw@"))
+        .nodes(c.app_user(&["-delifeq"]))
         .build()
         .unwrap();
     let scripts: Vec<u64> = c.nodes.iter().map(|n| n.script_calls()).collect();
@@ -199,23 +191,10 @@ async fn a_valkey_user_denied_delifeq_gets_the_release_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delifeq_denied_while_connected_gives_way_to_the_script() {
     let c = Cluster::start_on(&[valkey_binary(), valkey_binary(), valkey_binary()]);
-    let setuser = |rules: &[&str]| {
-        for n in &c.nodes {
-            let _: () = redis::cmd("ACL")
-                .arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"])
-                .arg(rules)
-                .query(&mut n.conn())
-                .unwrap();
-        }
-    };
-    setuser(&[]);
-    let redlock = Redlock::builder()
-        .nodes(c.urls_as("redis://app:app-pw@"))
-        .build()
-        .unwrap();
+    let redlock = Redlock::builder().nodes(c.app_user(&[])).build().unwrap();
     let first = redlock.try_lock("revoked-0", ms(30_000)).await.unwrap();
     let second = redlock.try_lock("revoked-1", ms(30_000)).await.unwrap();
-    setuser(&["-delifeq"]);
+    c.app_user(&["-delifeq"]);
     let refused = first.release().await;
     let text = refused
         .map(|()| String::new())

@@ -1018,6 +1018,21 @@ impl Cluster {
         self.nodes.iter().map(RedisNode::url).collect()
     }
 
+    /// Sets ACL user `app` (password `app-pw`) on every node, with every
+    /// key, channel and command but what `rules` take away (`-delifeq`);
+    /// the URLs that log in as it. Again with other rules: they replace
+    /// the command rules (`+@all` first).
+    pub fn app_user(&self, rules: &[&str]) -> Vec<String> {
+        for n in &self.nodes {
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"])
+                .arg(rules)
+                .query(&mut n.conn())
+                .expect("ACL SETUSER");
+        }
+        self.urls_as("redis://app:app-pw@")
+    }
+
     /// Every node's URL as `<start>127.0.0.1:<port>`, with the scheme and
     /// any credentials in `start` (`"redis://user:pw@"`); for members that
     /// are clusters the scheme becomes `redis+cluster://`.
