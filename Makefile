@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster ensure-redis ensure-valkey metrics
+.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster ensure-redis ensure-valkey ensure-postgres metrics
 
 all: lint test
 
@@ -13,6 +13,11 @@ ensure-redis:
 # beside Redis.
 ensure-valkey:
 	@scripts/ensure-valkey.sh >/dev/null
+
+# PostgreSQL's server binaries: the fenced-writes tests start a server of
+# their own.
+ensure-postgres:
+	@scripts/ensure-postgres.sh
 
 ## make test: everything below, then the model checks and the feature builds
 ## (about 35 minutes on 2 cores, most of it the model checks); a summary per stage.
@@ -32,6 +37,9 @@ test: check
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
 	@echo "make demo with REDQUORUM_NODES set leaves those nodes untouched:"
 	scripts/demo-leaves-given-nodes-alone.sh
+	@echo "the postgres feature: fenced writes on a real PostgreSQL:"
+	$(CARGO) test -q --features postgres --test fenced_postgres
+	$(CARGO) test -q --features postgres --doc PgFence
 	@echo "the metrics feature: every documented metric, on real nodes:"
 	$(CARGO) test -q --features metrics --test metrics
 	@echo "without the cluster feature, a redis+cluster:// member is refused in words:"
@@ -44,7 +52,7 @@ test: check
 
 ## make check: the everyday subset: unit, integration, CLI and doc tests, no
 ## model checks (about 6 minutes on 2 cores); failures and a summary only.
-check: ensure-redis ensure-valkey
+check: ensure-redis ensure-valkey ensure-postgres
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --lib --bins --tests -E 'not test(model)' \
 			--status-level fail --final-status-level slow; \

@@ -97,6 +97,29 @@ pub enum FenceError {
         /// The reserved prefix.
         reserved: &'static str,
     },
+    /// The fence check was asked outside a transaction (feature
+    /// `postgres`): the fence would commit alone, before the write it
+    /// guards. Nothing was sent.
+    #[cfg(feature = "postgres")]
+    #[error(
+        "fence check for {scope:?} refused: the connection is not in a transaction; begin \
+         one (sqlx's begin()) and check the fence and write in it, so that they commit \
+         together"
+    )]
+    NotInTransaction {
+        /// The scope named.
+        scope: String,
+    },
+    /// PostgreSQL failed the check (feature `postgres`): the transaction
+    /// is to be rolled back.
+    #[cfg(feature = "postgres")]
+    #[error("fence check for {key:?} failed: {source}")]
+    Database {
+        /// The scope named.
+        key: String,
+        /// What sqlx said.
+        source: sqlx::Error,
+    },
     /// The Redis holding the data failed the write (a wrong type, an
     /// unreachable server): nothing of it landed, nor the fence.
     #[error("write to {key:?} failed: {source}")]

@@ -152,6 +152,9 @@
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   fenced_writes.rs    The storage side of fencing for data in Redis: a
 //                       write lands only past the fence beside its key.
+//   fenced_postgres.rs  The same for data in PostgreSQL (feature
+//                       `postgres`): a fence check in the caller's
+//                       transaction.
 //   clock.rs            Our clock for safety deadlines: monotonic plus the
 //                       time the machine spent suspended (CLOCK_BOOTTIME).
 //   extensions.rs       A held lock's extensions in flight: the rule that
@@ -316,6 +319,8 @@ mod election;
 mod error;
 mod explain;
 mod extensions;
+#[cfg(feature = "postgres")]
+mod fenced_postgres;
 mod fenced_writes;
 mod keys;
 mod lock;
@@ -347,6 +352,8 @@ pub use election::leadership::Leadership;
 pub use election::observe::Observer;
 pub use election::{Election, Leader};
 pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
+#[cfg(feature = "postgres")]
+pub use fenced_postgres::{PgFence, FENCE_TABLE};
 pub use fenced_writes::{Fence, FenceError, FencedRedis};
 pub use lock::builder::RedlockBuilder;
 pub use lock::config::{

@@ -1014,12 +1014,16 @@ async fn an_idle_wake_channel_is_given_up() {
 async fn a_waiter_hears_the_channel_again_after_its_connection_is_cut() {
     let c = Cluster::start(5);
     let line = "redquorum:semaphore:{cut}:cut";
-    let (held, _b, waiter) = b_waits_on_every_node(&c, "cut", || subscribers(&c, line) == 1).await;
+    let (held, b, waiter) = b_waits_on_every_node(&c, "cut", || subscribers(&c, line) == 1).await;
     let cut: usize = c.nodes.iter().map(|n| n.kill_tracking_clients()).sum();
     assert!(cut >= 1, "b's notification connections");
     assert!(
         wait_until(ms(10_000), || subscribers(&c, line) == 1).await,
-        "b hears the channel again"
+        "b hears the channel again: {} subscribers, {:?} listening, waiter done: {}, {:?}",
+        subscribers(&c, line),
+        listening(&c),
+        waiter.is_finished(),
+        b.stats()
     );
     let permit = handed_over(held, waiter).await;
     permit.release().await.unwrap();

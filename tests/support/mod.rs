@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod clock;
+pub mod postgres;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
