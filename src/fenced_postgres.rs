@@ -5,32 +5,68 @@
 //! Each scope of data (a table, a row, whatever one lock guards: the
 //! caller names it) has a row in the table `redquorum_fences` holding the
 //! resource whose tokens write it and the highest token that did. The
-//! check is one statement: an upsert that raises the token only where the
-//! resource matches and the token is not lower, which locks the row until
-//! the transaction ends. So a concurrent writer of the same scope waits
-//! for it, then meets the raised token: writes commit in token order. A
-//! refusal reads the row once more (it is locked by then) to say why.
+//! rule is one SQL function, `redquorum_fence(scope, resource, token)`,
+//! which every form calls (the library's two, and a shell's `psql`): an
+//! upsert that raises the token only where the resource matches and the
+//! token is not lower, and locks the row until the transaction ends, so a
+//! concurrent writer of the same scope waits for it, then meets the raised
+//! token: writes commit in token order. A refusal raises an error whose
+//! code says which (`RQ001` stale, `RQ002` another resource's) and whose
+//! detail holds the fence's token or resource.
 
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::fenced_writes::{Fence, FenceError};
 
-/// The table [`PgFence::check`] keeps its fences in; run once per
-/// database (as [`PgFence::create_table`] does, or in a migration of
-/// your own). Tokens are `numeric(20,0)`: every `u64` exactly.
-pub const FENCE_TABLE: &str = "CREATE TABLE IF NOT EXISTS redquorum_fences (
+/// The fences' table and the function that checks them; run once per
+/// database (as [`PgFence::install`] does, or in a migration of your
+/// own). Tokens are `numeric(20,0)`: every `u64` exactly.
+pub const FENCE_SCHEMA: &str = r#"CREATE TABLE IF NOT EXISTS redquorum_fences (
     scope    text PRIMARY KEY,
     resource text NOT NULL,
     token    numeric(20, 0) NOT NULL
-)";
+);
+CREATE OR REPLACE FUNCTION redquorum_fence(p_scope text, p_resource text, p_token numeric)
+RETURNS void LANGUAGE plpgsql AS $fence$
+DECLARE
+    f redquorum_fences%ROWTYPE;
+BEGIN
+    INSERT INTO redquorum_fences AS x (scope, resource, token)
+    VALUES (p_scope, p_resource, p_token)
+    ON CONFLICT (scope) DO UPDATE SET token = EXCLUDED.token
+    WHERE x.resource = EXCLUDED.resource AND x.token <= EXCLUDED.token;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO f FROM redquorum_fences WHERE scope = p_scope;
+    IF f.resource <> p_resource THEN
+        RAISE EXCEPTION 'fence of % refused: it is fenced with tokens of %, not of %',
+            p_scope, f.resource, p_resource
+            USING ERRCODE = 'RQ002', DETAIL = f.resource;
+    END IF;
+    RAISE EXCEPTION 'fence of % refused: token % of % is below %, which already wrote it',
+        p_scope, p_token, p_resource, f.token
+        USING ERRCODE = 'RQ001', DETAIL = f.token::text;
+END
+$fence$"#;
 
-/// Raises the fence of a scope, or leaves it: a row back means the write
-/// passes. $1 scope, $2 resource, $3 token (decimal text).
-const RAISE: &str = "INSERT INTO redquorum_fences AS f (scope, resource, token)
-VALUES ($1, $2, $3::numeric)
-ON CONFLICT (scope) DO UPDATE SET token = EXCLUDED.token
-WHERE f.resource = EXCLUDED.resource AND f.token <= EXCLUDED.token
-RETURNING 1";
+/// The check, inside a transaction. $1 scope, $2 resource, $3 token
+/// (decimal text).
+const CHECK: &str = "SELECT redquorum_fence($1, $2, $3::numeric)";
+
+/// [`CHECK`] for [`PgFence::begin`], sent with `BEGIN` as one simple query
+/// (no parameters there: the values go in as escaped literals). It runs
+/// before `BEGIN`, in the query's implicit transaction, which `BEGIN` then
+/// makes the caller's: so a refusal rolls back at once and never begins
+/// the transaction, and a pass is part of it.
+const BEGIN_CHECK: &str = "SELECT redquorum_fence({scope}, {resource}, {token}); BEGIN";
+
+/// The SQLSTATE of a refusal: a higher token wrote the scope.
+const STALE: &str = "RQ001";
+
+/// The SQLSTATE of a refusal: the scope is fenced with another resource's
+/// tokens.
+const OTHER: &str = "RQ002";
 
 /// A scope's fence: its resource and highest token.
 const READ: &str = "SELECT resource, token::text FROM redquorum_fences WHERE scope = $1";
@@ -51,8 +87,8 @@ const READ: &str = "SELECT resource, token::text FROM redquorum_fences WHERE sco
 ///             .await?;
 ///         tx.commit().await?;
 ///     }
-///     // A later holder wrote first: this lock was lost. Dropping the
-///     // transaction rolls it back.
+///     // A later holder wrote first: this lock was lost. The transaction
+///     // failed; dropping it rolls it back.
 ///     Err(FenceError::Stale { token, seen, .. }) => eprintln!("token {token} < {seen}"),
 ///     Err(e) => return Err(e.into()),
 /// }
@@ -63,9 +99,10 @@ const READ: &str = "SELECT resource, token::text FROM redquorum_fences WHERE sco
 pub struct PgFence;
 
 impl PgFence {
-    /// Creates the fences' table ([`FENCE_TABLE`]) unless it exists.
-    pub async fn create_table(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-        sqlx::query(FENCE_TABLE).execute(conn).await.map(drop)
+    /// Creates the fences' table and their function ([`FENCE_SCHEMA`]):
+    /// the table unless it exists, the function anew.
+    pub async fn install(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(FENCE_SCHEMA).execute(conn).await.map(drop)
     }
 
     /// Lets the writes of the transaction `tx` to `scope` commit only if
@@ -73,9 +110,9 @@ impl PgFence {
     /// yet at all) and no higher token of it wrote there. Passing raises
     /// the fence to `fence`'s token and locks it until `tx` ends, so
     /// `tx`'s writes and the fence commit, or roll back, together. Equal
-    /// tokens pass (a holder writing twice). On a refusal, roll `tx` back
-    /// (dropping it does). `tx` must be a transaction begun through sqlx
-    /// (`begin()`): outside one, the fence would commit alone, and
+    /// tokens pass (a holder writing twice). A refusal fails `tx` (roll it
+    /// back; dropping it does). `tx` must be a transaction begun through
+    /// sqlx (`begin()`): outside one, the fence would commit alone, and
     /// nothing is sent.
     pub async fn check(
         tx: &mut PgConnection,
@@ -87,34 +124,40 @@ impl PgFence {
                 scope: scope.to_owned(),
             });
         }
-        let raised = sqlx::query(RAISE)
+        sqlx::query(CHECK)
             .bind(scope)
             .bind(fence.resource())
             .bind(fence.token().to_string())
-            .fetch_optional(&mut *tx)
+            .execute(&mut *tx)
             .await
-            .map_err(|source| database_error(scope, source))?;
-        if raised.is_some() {
-            return Ok(());
-        }
-        match Self::fence_of(tx, scope).await? {
-            Some((guarded_by, _)) if guarded_by != fence.resource() => {
-                Err(FenceError::OtherResource {
-                    key: scope.to_owned(),
-                    resource: fence.resource().to_owned(),
-                    guarded_by,
-                })
-            }
-            Some((_, seen)) => Err(FenceError::Stale {
-                key: scope.to_owned(),
-                resource: fence.resource().to_owned(),
-                token: fence.token(),
-                seen,
-            }),
-            // The refusal locked the row: only this transaction itself
-            // can have deleted it since.
-            None => Err(database_error(scope, sqlx::Error::RowNotFound)),
-        }
+            .map(drop)
+            .map_err(|error| refused(error, fence, scope))
+    }
+
+    /// Begins a transaction on a connection of `pool` whose writes to
+    /// `scope` commit only if `fence` passes, as [`PgFence::check`]
+    /// decides, with the check sent together with `BEGIN` (one round trip:
+    /// a fenced transaction costs as many as an unfenced one). The check
+    /// runs first and `BEGIN` takes it into the transaction, so a refusal
+    /// leaves no transaction open.
+    pub async fn begin(
+        pool: &PgPool,
+        fence: Fence<'_>,
+        scope: &str,
+    ) -> Result<Transaction<'static, Postgres>, FenceError> {
+        let (Some(quoted_scope), Some(quoted_resource)) =
+            (literal(scope), literal(fence.resource()))
+        else {
+            let nul = "a scope or resource with a NUL character, which PostgreSQL text cannot hold";
+            return Err(database_error(scope, sqlx::Error::Encode(nul.into())));
+        };
+        let statement = BEGIN_CHECK
+            .replace("{scope}", &quoted_scope)
+            .replace("{resource}", &quoted_resource)
+            .replace("{token}", &fence.token().to_string());
+        pool.begin_with(statement)
+            .await
+            .map_err(|error| refused(error, fence, scope))
     }
 
     /// The fence of `scope`: the resource that guards it and the highest
@@ -141,6 +184,54 @@ impl PgFence {
         read(&row)
             .map(Some)
             .map_err(|source| database_error(scope, source))
+    }
+}
+
+/// `text` as an escaped string literal (`E'...'`: backslashes and quotes
+/// doubled, whatever `standard_conforming_strings` says); `None` if it
+/// holds a NUL, which PostgreSQL text cannot.
+fn literal(text: &str) -> Option<String> {
+    if text.contains('\0') {
+        return None;
+    }
+    let mut quoted = String::with_capacity(text.len() + 4);
+    quoted.push_str("E'");
+    for c in text.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '\'' => quoted.push_str("''"),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('\'');
+    Some(quoted)
+}
+
+/// What `error`, from a check of `fence` on `scope`, means: a refusal
+/// (by its code, with the fence's token or resource in its detail), or a
+/// failure of the database.
+fn refused(error: sqlx::Error, fence: Fence<'_>, scope: &str) -> FenceError {
+    let said = error.as_database_error().and_then(|e| {
+        let code = e.code()?.into_owned();
+        let pg = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+        Some((code, pg.detail()?.to_owned()))
+    });
+    match said {
+        Some((code, detail)) if code == STALE => match detail.parse() {
+            Ok(seen) => FenceError::Stale {
+                key: scope.to_owned(),
+                resource: fence.resource().to_owned(),
+                token: fence.token(),
+                seen,
+            },
+            Err(_) => database_error(scope, error),
+        },
+        Some((code, guarded_by)) if code == OTHER => FenceError::OtherResource {
+            key: scope.to_owned(),
+            resource: fence.resource().to_owned(),
+            guarded_by,
+        },
+        _ => database_error(scope, error),
     }
 }
 

@@ -353,7 +353,7 @@ pub use election::observe::Observer;
 pub use election::{Election, Leader};
 pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
 #[cfg(feature = "postgres")]
-pub use fenced_postgres::{PgFence, FENCE_TABLE};
+pub use fenced_postgres::{PgFence, FENCE_SCHEMA};
 pub use fenced_writes::{Fence, FenceError, FencedRedis};
 pub use lock::builder::RedlockBuilder;
 pub use lock::config::{

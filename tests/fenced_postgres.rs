@@ -27,10 +27,8 @@ async fn pool(pg: &Postgres) -> PgPool {
         .await
         .unwrap_or_else(|e| panic!("connect: {e}\n{}", pg.log()));
     let mut conn = pool.acquire().await.unwrap();
-    PgFence::create_table(&mut conn).await.unwrap();
-    PgFence::create_table(&mut conn)
-        .await
-        .expect("again: a no-op");
+    PgFence::install(&mut conn).await.unwrap();
+    PgFence::install(&mut conn).await.expect("again: no harm");
     for sql in [
         "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL)",
         "INSERT INTO accounts VALUES (7, 100)",
@@ -232,11 +230,20 @@ async fn concurrent_fenced_writers_commit_in_token_order() {
         .map(|token| {
             let pool = Arc::clone(&pool);
             tokio::spawn(async move {
-                let mut tx = pool.begin().await.unwrap();
                 let fence = Fence::new("account:7", token);
-                if PgFence::check(&mut tx, fence, "accounts:7").await.is_err() {
-                    return false;
-                }
+                // Half check in a transaction, half begin with the check.
+                let mut tx = if token % 2 == 0 {
+                    let mut tx = pool.begin().await.unwrap();
+                    if PgFence::check(&mut tx, fence, "accounts:7").await.is_err() {
+                        return false;
+                    }
+                    tx
+                } else {
+                    match PgFence::begin(&pool, fence, "accounts:7").await {
+                        Ok(tx) => tx,
+                        Err(_) => return false,
+                    }
+                };
                 tokio::time::sleep(ms(20)).await;
                 sqlx::query("INSERT INTO journal (token) VALUES ($1::numeric)")
                     .bind(token.to_string())
@@ -265,8 +272,108 @@ async fn concurrent_fenced_writers_commit_in_token_order() {
     );
 }
 
-/// The table the docs give shell scripts is the library's.
+/// The schema the docs give shell scripts is the library's.
 #[test]
-fn the_docs_fence_table_is_the_librarys() {
-    assert!(include_str!("../docs/cli.md").contains(redquorum::FENCE_TABLE));
+fn the_docs_fence_schema_is_the_librarys() {
+    assert!(include_str!("../docs/cli.md").contains(redquorum::FENCE_SCHEMA));
+}
+
+/// `PgFence::begin` decides as `check` does, in the round trip that
+/// begins the transaction: a stale token and another resource's are
+/// refused in words with no transaction left open (every connection of
+/// the pool still works), a pass rolls back with its transaction, and a
+/// pass commits with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn begin_checks_the_fence_with_the_transactions_start() {
+    let pg = Postgres::start();
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&pg.url())
+        .await
+        .unwrap();
+    {
+        let mut conn = pool.acquire().await.unwrap();
+        PgFence::install(&mut conn).await.unwrap();
+        for sql in [
+            "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL)",
+            "INSERT INTO accounts VALUES (7, 100)",
+        ] {
+            sqlx::query(sql).execute(&mut *conn).await.unwrap();
+        }
+    }
+    let set = |token: u64, resource: &'static str, to: i64| {
+        let pool = pool.clone();
+        async move {
+            let fence = Fence::new(resource, token);
+            let mut tx = PgFence::begin(&pool, fence, "accounts:7").await?;
+            sqlx::query("UPDATE accounts SET balance = $1 WHERE id = 7")
+                .bind(to)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            Ok::<_, FenceError>(())
+        }
+    };
+    set(5, "account:7", 50).await.unwrap();
+    set(5, "account:7", 55).await.expect("equal tokens pass");
+    let stale = set(4, "account:7", 40).await.unwrap_err();
+    assert!(
+        stale
+            .to_string()
+            .contains("token 4 of \"account:7\" is below 5"),
+        "{stale}"
+    );
+    let other = set(9, "account:8", 90).await;
+    assert!(
+        matches!(&other, Err(FenceError::OtherResource { guarded_by, .. }) if guarded_by == "account:7"),
+        "{other:?}"
+    );
+    assert_eq!(balance(&pool).await, 55, "refused writes wrote nothing");
+    {
+        let tx = PgFence::begin(&pool, Fence::new("account:7", 8), "accounts:7")
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+    }
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        PgFence::fence_of(&mut conn, "accounts:7").await.unwrap(),
+        Some(("account:7".to_owned(), 5)),
+        "a rolled-back begin raises nothing"
+    );
+    drop(conn);
+    set(6, "account:7", 60).await.expect("so 6 passes");
+    assert_eq!(balance(&pool).await, 60);
+}
+
+/// `begin` sends the scope and resource as literals: quotes and
+/// backslashes arrive as they are, a NUL is refused before anything is
+/// sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn begin_sends_names_exactly() {
+    let pg = Postgres::start();
+    let pool = pool(&pg).await;
+    let (scope, resource) = (r"it's a \scope'; DROP TABLE accounts; --", r"re\'s");
+    let tx = PgFence::begin(&pool, Fence::new(resource, 3), scope)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        PgFence::fence_of(&mut conn, scope).await.unwrap(),
+        Some((resource.to_owned(), 3))
+    );
+    let refused = PgFence::begin(&pool, Fence::new(resource, 2), scope).await;
+    assert!(
+        matches!(refused, Err(FenceError::Stale { seen: 3, .. })),
+        "{refused:?}"
+    );
+    let nul = PgFence::begin(&pool, Fence::new("a\0b", 3), "nul").await;
+    assert!(
+        nul.unwrap_err().to_string().contains("NUL character"),
+        "refused in words"
+    );
+    assert_eq!(PgFence::fence_of(&mut conn, "nul").await.unwrap(), None);
+    assert_eq!(balance(&pool).await, 100, "accounts is still there");
 }

@@ -111,7 +111,8 @@ fn the_docs_shell_writes_land_under_the_lock_and_a_stale_token_is_refused() {
     let o = sh(dir.path(), &command_of("psql"), &late);
     assert_eq!(code(&o), 3, "psql refuses: {o:?}");
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("no rows returned for \\gset"),
+        String::from_utf8_lossy(&o.stderr)
+            .contains(&format!("token {stale} of account:7 is below")),
         "{o:?}"
     );
     let o = sh(dir.path(), &command_of("redis-cli"), &late);
