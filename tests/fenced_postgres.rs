@@ -21,8 +21,13 @@ const fn ms(n: u64) -> Duration {
 /// A pool on `pg` with the fences' table and an `accounts` table (account
 /// 7, balance 100).
 async fn pool(pg: &Postgres) -> PgPool {
+    pool_of(pg, 16).await
+}
+
+/// [`pool`] with at most `connections` connections.
+async fn pool_of(pg: &Postgres, connections: u32) -> PgPool {
     let pool = PgPoolOptions::new()
-        .max_connections(16)
+        .max_connections(connections)
         .connect(&pg.url())
         .await
         .unwrap_or_else(|e| panic!("connect: {e}\n{}", pg.log()));
@@ -49,8 +54,23 @@ async fn balance(pool: &PgPool) -> i64 {
 /// In one transaction: the fence check for `accounts:7`, then (if it
 /// passed) the balance set to `to`, committed.
 async fn fenced_set(pool: &PgPool, fence: Fence<'_>, to: i64) -> Result<(), FenceError> {
-    let mut tx = pool.begin().await.unwrap();
-    PgFence::check(&mut tx, fence, "accounts:7").await?;
+    fenced_set_by(pool, false, fence, to).await
+}
+
+/// [`fenced_set`], with the check sent with `BEGIN` if `with_begin`.
+async fn fenced_set_by(
+    pool: &PgPool,
+    with_begin: bool,
+    fence: Fence<'_>,
+    to: i64,
+) -> Result<(), FenceError> {
+    let mut tx = if with_begin {
+        PgFence::begin(pool, fence, "accounts:7").await?
+    } else {
+        let mut tx = pool.begin().await.unwrap();
+        PgFence::check(&mut tx, fence, "accounts:7").await?;
+        tx
+    };
     sqlx::query("UPDATE accounts SET balance = $1 WHERE id = 7")
         .bind(to)
         .execute(&mut *tx)
@@ -286,34 +306,11 @@ fn the_docs_fence_schema_is_the_librarys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn begin_checks_the_fence_with_the_transactions_start() {
     let pg = Postgres::start();
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&pg.url())
-        .await
-        .unwrap();
-    {
-        let mut conn = pool.acquire().await.unwrap();
-        PgFence::install(&mut conn).await.unwrap();
-        for sql in [
-            "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL)",
-            "INSERT INTO accounts VALUES (7, 100)",
-        ] {
-            sqlx::query(sql).execute(&mut *conn).await.unwrap();
-        }
-    }
+    // One connection: a refusal that left a transaction open would show.
+    let pool = pool_of(&pg, 1).await;
     let set = |token: u64, resource: &'static str, to: i64| {
         let pool = pool.clone();
-        async move {
-            let fence = Fence::new(resource, token);
-            let mut tx = PgFence::begin(&pool, fence, "accounts:7").await?;
-            sqlx::query("UPDATE accounts SET balance = $1 WHERE id = 7")
-                .bind(to)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            tx.commit().await.unwrap();
-            Ok::<_, FenceError>(())
-        }
+        async move { fenced_set_by(&pool, true, Fence::new(resource, token), to).await }
     };
     set(5, "account:7", 50).await.unwrap();
     set(5, "account:7", 55).await.expect("equal tokens pass");
