@@ -55,11 +55,14 @@ $fence$"#;
 const CHECK: &str = "SELECT redquorum_fence($1, $2, $3::numeric)";
 
 /// [`CHECK`] for [`PgFence::begin`], sent with `BEGIN` as one simple query
-/// (no parameters there: the values go in as escaped literals). It runs
-/// before `BEGIN`, in the query's implicit transaction, which `BEGIN` then
-/// makes the caller's: so a refusal rolls back at once and never begins
-/// the transaction, and a pass is part of it.
-const BEGIN_CHECK: &str = "SELECT redquorum_fence({scope}, {resource}, {token}); BEGIN";
+/// (no parameters there: the values go in as escaped literals, see
+/// [`literal`]). It runs before `BEGIN`, in the query's implicit
+/// transaction, which `BEGIN` then makes the caller's: so a refusal rolls
+/// back at once and never begins the transaction, and a pass is part of
+/// it.
+fn begin_check(quoted_scope: &str, quoted_resource: &str, token: u64) -> String {
+    format!("SELECT redquorum_fence({quoted_scope}, {quoted_resource}, {token}); BEGIN")
+}
 
 /// The SQLSTATE of a refusal: a higher token wrote the scope.
 const STALE: &str = "RQ001";
@@ -151,10 +154,8 @@ impl PgFence {
             let nul = "a scope or resource with a NUL character, which PostgreSQL text cannot hold";
             return Err(database_error(scope, sqlx::Error::Encode(nul.into())));
         };
-        let statement = BEGIN_CHECK
-            .replace("{scope}", &quoted_scope)
-            .replace("{resource}", &quoted_resource)
-            .replace("{token}", &fence.token().to_string());
+        // Built in one pass: a name holding "{resource}" stays a name.
+        let statement = begin_check(&quoted_scope, &quoted_resource, fence.token());
         pool.begin_with(statement)
             .await
             .map_err(|error| refused(error, fence, scope))

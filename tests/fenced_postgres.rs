@@ -351,7 +351,10 @@ async fn begin_checks_the_fence_with_the_transactions_start() {
 async fn begin_sends_names_exactly() {
     let pg = Postgres::start();
     let pool = pool(&pg).await;
-    let (scope, resource) = (r"it's a \scope'; DROP TABLE accounts; --", r"re\'s");
+    let (scope, resource) = (
+        r"it's a \scope {resource} {token}'; DROP TABLE accounts; --",
+        r"re\'s'); DROP TABLE accounts; --",
+    );
     let tx = PgFence::begin(&pool, Fence::new(resource, 3), scope)
         .await
         .unwrap();
