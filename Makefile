@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster ensure-redis ensure-valkey ensure-postgres metrics
+.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster docker-demo-postgres ensure-redis ensure-valkey ensure-postgres metrics
 
 all: lint test
 
@@ -116,3 +116,10 @@ docker-demo:
 docker-demo-cluster:
 	@docker/ensure-docker.sh
 	docker/run-demo.sh cluster
+
+## make docker-demo-postgres: five nodes and a PostgreSQL; the workers' balance
+## writes are fenced, the chaos pauses the lock's holder past its validity
+## (FENCE=off: the same unfenced, which must lose an update; see docker/README.md).
+docker-demo-postgres:
+	@docker/ensure-docker.sh
+	docker/run-demo.sh postgres

@@ -2,12 +2,15 @@
 # Builds local stand-ins for the public images the example uses, for machines
 # that cannot reach a container registry: a Debian bookworm root file system
 # made with debootstrap (from this machine's apt mirror), with redis-server,
-# imported as a base image; and a docker-CLI image for the chaos service.
+# imported as a base image; a docker-CLI image for the chaos service; and,
+# with the argument `postgres` (the PostgreSQL example), the same base with
+# Debian's postgresql instead.
 # Prints the environment overrides to use them.
 set -euo pipefail
 cd "$(dirname "$0")"
 BASE=redquorum-local/debian:bookworm
 CLI=redquorum-local/docker-cli:latest
+PG=redquorum-local/postgres:bookworm
 
 mirror() {
     # The Debian mirror this machine's apt already uses (never hard-coded).
@@ -42,4 +45,18 @@ if ! docker image inspect "$CLI" >/dev/null 2>&1; then
     echo "built $CLI" >&2
 fi
 
-echo "REDIS_IMAGE=$BASE BASE_IMAGE=$BASE DOCKER_CLI_IMAGE=$CLI"
+if [ "${1:-}" = postgres ] && ! docker image inspect "$PG" >/dev/null 2>&1; then
+    root=$(mktemp -d -t redquorum-pg-rootfs.XXXXXX)
+    echo "debootstrap bookworm (minbase + postgresql) from $(mirror) ..." >&2
+    debootstrap --variant=minbase --include=postgresql,procps bookworm "$root" "$(mirror)" >/dev/null
+    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+    tar -C "$root" -c . | docker import - "$PG" >/dev/null
+    rm -rf "$root"
+    echo "built $PG" >&2
+fi
+
+if [ "${1:-}" = postgres ]; then
+    echo "REDIS_IMAGE=$BASE BASE_IMAGE=$BASE DOCKER_CLI_IMAGE=$CLI PG_IMAGE=$PG"
+else
+    echo "REDIS_IMAGE=$BASE BASE_IMAGE=$BASE DOCKER_CLI_IMAGE=$CLI"
+fi

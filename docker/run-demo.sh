@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: docker/run-demo.sh [cluster]
+# Usage: docker/run-demo.sh [cluster | postgres]
 # make docker-demo: runs the five-node example (compose.yaml) end to end and
 # prints
 #   numbers=N duplicates=D lost_updates=L
@@ -7,7 +7,11 @@
 # docker-demo-cluster): the same on five members that are Redis Clusters
 # (compose-cluster.yaml), with shard failovers; it also fails when the chaos
 # did not run to its end or the workers never set the failed-over member's
-# votes aside. Starts dockerd if it is installed but not running; builds
+# votes aside. With `postgres` (make docker-demo-postgres): five nodes, a
+# PostgreSQL and ledger workers whose balance writes are fenced, the chaos
+# pausing the lock's holder past its validity; verify counts from the
+# database and also fails when no stale write was refused (FENCE=off: when
+# no update was lost). Starts dockerd if it is installed but not running; builds
 # local base images when no registry is reachable. Everything it starts is
 # removed on exit.
 set -euo pipefail
@@ -20,7 +24,10 @@ case "$variant" in
     cluster) file=docker/compose-cluster.yaml; default_project=redquorum-demo-cluster
         services="worker1 worker2 worker3 chaos"
         doing="chaos kills and pauses members and fails shards over" ;;
-    *) echo "usage: docker/run-demo.sh [cluster]" >&2; exit 2 ;;
+    postgres) file=docker/compose-postgres.yaml; default_project=redquorum-demo-postgres
+        services="redis1 redis2 redis3 redis4 redis5 postgres worker1 worker2 worker3 chaos"
+        doing="chaos pauses the lock's holder past its validity (fence ${FENCE:-on})" ;;
+    *) echo "usage: docker/run-demo.sh [cluster | postgres]" >&2; exit 2 ;;
 esac
 docker/ensure-docker.sh
 PROJECT=${COMPOSE_PROJECT_NAME:-$default_project}
@@ -51,14 +58,21 @@ if [ -z "${REDIS_IMAGE:-}" ]; then
         : # registry works: the compose defaults apply
     else
         echo "no container registry reachable: building local base images" >&2
-        eval "export $(docker/build-local-images.sh | tail -n1)"
+        eval "export $(docker/build-local-images.sh "$variant" | tail -n1)"
     fi
 fi
 
 echo "building the worker (cargo build --release) ..." >&2
-cargo build --release -p redquorum-demo -p redquorum-cli --bin worker --bin redquorum
+rm -rf docker/dist
 mkdir -p docker/dist
-cp target/release/worker target/release/redquorum docker/dist/
+if [ "$variant" = postgres ]; then
+    cargo build --release -p redquorum-demo -p redquorum-cli --features redquorum-demo/postgres \
+        --bin ledger --bin redquorum
+    cp target/release/ledger target/release/redquorum docker/dist/
+else
+    cargo build --release -p redquorum-demo -p redquorum-cli --bin worker --bin redquorum
+    cp target/release/worker target/release/redquorum docker/dist/
+fi
 
 cleanup() { compose down -v --remove-orphans >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -77,7 +91,7 @@ if ! timeout 600 docker wait $workers >/dev/null; then
 fi
 [ "$variant" = cluster ] && compose logs --no-color clusters | sed 's/^[^|]*| //'
 compose logs --no-color chaos | sed 's/^[^|]*| //'
-if [ "$variant" = cluster ]; then
+if [ "$variant" != nodes ]; then
     chaos_status=$(docker wait "$(compose ps -q chaos)")
     if [ "$chaos_status" != 0 ]; then
         echo "the chaos service failed (exit $chaos_status): not every fault happened" >&2
@@ -88,7 +102,7 @@ worker_logs=$(compose logs --no-color worker1 worker2 worker3 | sed 's/^[^|]*| /
 grep 'done:' <<<"$worker_logs"
 # Why a call failed, if one did (a reported failure is allowed while two
 # of five nodes are out; its cause is what to look at).
-grep -E ': (lock|serial|release): ' <<<"$worker_logs" | head -n 20 || true
+grep -E ': (lock|serial|release|write): ' <<<"$worker_logs" | head -n 20 || true
 status=0
 compose run --rm --no-deps verify || status=$?
 exit $status
