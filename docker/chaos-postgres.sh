@@ -2,11 +2,11 @@
 # Pauses the lock's holder past its lock's validity while the ledger
 # workers run (compose-postgres.yaml). Each worker notes in the shared
 # volume that it holds docker-demo:ledger right after taking it, then
-# prepares (300 ms), then reads, checks validity, thinks (100 ms) and
+# prepares (300 ms), then reads, checks validity, thinks (300 ms) and
 # writes. Eight rounds, bounded: wait for a new note, then freeze that
 # worker's container for 3 s (its lock's TTL is 2 s: another worker takes
 # the lock meanwhile) and thaw it: at once in odd rounds (it is preparing:
-# with the fence, its write is refused), 350 ms later in even ones (it is
+# with the fence, its write is refused), 400 ms later in even ones (it is
 # thinking, past its validity check: without the fence, its write loses
 # the next holder's increment). Then tells the workers the chaos is over.
 set -eu
@@ -31,7 +31,7 @@ for round in 1 2 3 4 5 6 7 8; do
     esac
     case $round in
         1|3|5|7) when="while it prepares" ;;
-        *) sleep 0.35; when="while it thinks" ;;
+        *) sleep 0.4; when="while it thinks" ;;
     esac
     docker pause "$(cid "worker$holder")" >/dev/null
     echo "chaos round $round: paused worker$holder $when, for 3 s"

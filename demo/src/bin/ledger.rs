@@ -103,7 +103,7 @@ async fn run(pool: &PgPool, fenced: bool) -> Result<(), BoxError> {
     let iterations: u64 = env_or("ITERATIONS", 300);
     let pace = Duration::from_millis(env_or("PACE_MS", 0));
     let prepare = Duration::from_millis(env_or("PREPARE_MS", 300));
-    let think = Duration::from_millis(env_or("THINK_MS", 100));
+    let think = Duration::from_millis(env_or("THINK_MS", 300));
     let data = PathBuf::from(std::env::var("DATA_DIR").unwrap_or_else(|_| "/data".into()));
     std::fs::create_dir_all(&data)?;
     let until = std::env::var_os("RUN_UNTIL").map(PathBuf::from);
