@@ -31,6 +31,12 @@ RETURNS void LANGUAGE plpgsql AS $fence$
 DECLARE
     f redquorum_fences%ROWTYPE;
 BEGIN
+    IF p_token IS NULL OR p_token = 'NaN' OR p_token < 0
+        OR p_token > 18446744073709551615 OR p_token <> trunc(p_token) THEN
+        RAISE EXCEPTION 'fence of % refused: % is not a fencing token (a whole number in 0..=18446744073709551615)',
+            p_scope, p_token
+            USING ERRCODE = '22023';
+    END IF;
     INSERT INTO redquorum_fences AS x (scope, resource, token)
     VALUES (p_scope, p_resource, p_token)
     ON CONFLICT (scope) DO UPDATE SET token = EXCLUDED.token
@@ -142,7 +148,12 @@ impl PgFence {
     /// decides, with the check sent together with `BEGIN` (one round trip:
     /// a fenced transaction costs as many as an unfenced one). The check
     /// runs first and `BEGIN` takes it into the transaction, so a refusal
-    /// leaves no transaction open.
+    /// leaves no transaction open. The transaction runs at the session's
+    /// default isolation level. Do not drop the returned future before
+    /// it completes (a timeout around it): as with sqlx's own `begin`, the
+    /// connection can then go back to the pool inside the transaction,
+    /// holding the fence's row; bound waits with PostgreSQL's
+    /// `lock_timeout` instead.
     pub async fn begin(
         pool: &PgPool,
         fence: Fence<'_>,

@@ -377,3 +377,35 @@ async fn begin_sends_names_exactly() {
     assert_eq!(PgFence::fence_of(&mut conn, "nul").await.unwrap(), None);
     assert_eq!(balance(&pool).await, 100, "accounts is still there");
 }
+
+/// The function refuses what is not a fencing token, as a psql script
+/// with a broken variable would pass it: a fraction (which the column
+/// would round up past the fence), NaN (above every number, so it would
+/// block every later token), a negative number, one past `u64::MAX`, and
+/// NULL; the fence stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_function_refuses_what_is_not_a_token() {
+    let pg = Postgres::start();
+    let pool = pool(&pg).await;
+    fenced_set(&pool, Fence::new("account:7", 5), 1)
+        .await
+        .unwrap();
+    for token in ["4.6", "NaN", "-1", "18446744073709551616", "1e25"] {
+        let refused = sqlx::query("SELECT redquorum_fence('accounts:7', 'account:7', $1::numeric)")
+            .bind(token)
+            .execute(&pool)
+            .await
+            .expect_err(token);
+        let said = refused.to_string();
+        assert!(said.contains("is not a fencing token"), "{token}: {said}");
+    }
+    let null = sqlx::query("SELECT redquorum_fence('accounts:7', 'account:7', NULL)")
+        .execute(&pool)
+        .await;
+    assert!(null.is_err(), "NULL");
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        PgFence::fence_of(&mut conn, "accounts:7").await.unwrap(),
+        Some(("account:7".to_owned(), 5))
+    );
+}

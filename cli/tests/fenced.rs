@@ -122,6 +122,33 @@ fn the_docs_shell_writes_land_under_the_lock_and_a_stale_token_is_refused() {
         said.contains(&format!("STALE token {stale} is below")),
         "{o:?}"
     );
+    // What is not a token, and a fence key of another key, are refused.
+    // ("05" is 5 to PostgreSQL's numbers, but not to Lua's string
+    // comparison: refused there.)
+    for bad in ["4.6", "abc", "05", "18446744073709551616"] {
+        let mut odd = env.clone();
+        odd.push(("REDQUORUM_FENCING_TOKEN", bad.to_owned()));
+        if bad != "05" {
+            let o = sh(dir.path(), &command_of("psql"), &odd);
+            assert_ne!(code(&o), 0, "psql takes {bad}: {o:?}");
+        }
+        let o = sh(dir.path(), &command_of("redis-cli"), &odd);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            code(&o) == 1 && said.contains("BADTOKEN"),
+            "redis-cli takes {bad}: {o:?}"
+        );
+    }
+    let fresh = (last + 10).to_string();
+    let mut fine = env.clone();
+    fine.push(("REDQUORUM_FENCING_TOKEN", fresh));
+    let elsewhere = command_of("redis-cli").replace(
+        "redquorum:write-fence:{account:7:balance}:account:7:balance",
+        "redquorum:write-fence:{other}:other",
+    );
+    let o = sh(dir.path(), &elsewhere, &fine);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(code(&o) == 1 && said.contains("BADFENCE"), "{o:?}");
     assert_eq!(balance().trim(), "40", "no stale withdrawal");
     assert_eq!(data.get("account:7:balance").as_deref(), Some("40"));
     // The shell's fence is the library's: it reads it, and refuses the
