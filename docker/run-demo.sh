@@ -65,13 +65,14 @@ fi
 echo "building the worker (cargo build --release) ..." >&2
 rm -rf docker/dist
 mkdir -p docker/dist
+release="${CARGO_TARGET_DIR:-target}/release"
 if [ "$variant" = postgres ]; then
     cargo build --release -p redquorum-demo -p redquorum-cli --features redquorum-demo/postgres \
         --bin ledger --bin redquorum
-    cp target/release/ledger target/release/redquorum docker/dist/
+    cp "$release/ledger" "$release/redquorum" docker/dist/
 else
     cargo build --release -p redquorum-demo -p redquorum-cli --bin worker --bin redquorum
-    cp target/release/worker target/release/redquorum docker/dist/
+    cp "$release/worker" "$release/redquorum" docker/dist/
 fi
 
 cleanup() { compose down -v --remove-orphans >/dev/null 2>&1 || true; }
