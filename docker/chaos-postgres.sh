@@ -3,9 +3,9 @@
 # workers run (compose-postgres.yaml). Each worker notes in the shared
 # volume that it holds docker-demo:ledger right after taking it, then
 # prepares (300 ms), then reads, checks validity, thinks (300 ms) and
-# writes. Eight rounds, bounded: wait for a new note, then freeze that
-# worker's container for 3 s (its lock's TTL is 2 s: another worker takes
-# the lock meanwhile) and thaw it: at once in odd rounds (it is preparing:
+# writes. Eight rounds, bounded: wait for a new note, then SIGSTOP that
+# worker (its container's process) for 3 s (its lock's TTL is 2 s: another worker takes
+# the lock meanwhile) and SIGCONT it: at once in odd rounds (it is preparing:
 # with the fence, its write is refused), 400 ms later in even ones (it is
 # thinking, past its validity check: without the fence, its write loses
 # the next holder's increment). Then tells the workers the chaos is over.
@@ -33,10 +33,10 @@ for round in 1 2 3 4 5 6 7 8; do
         1|3|5|7) when="while it prepares" ;;
         *) sleep 0.4; when="while it thinks" ;;
     esac
-    docker pause "$(cid "worker$holder")" >/dev/null
-    echo "chaos round $round: paused worker$holder $when, for 3 s"
+    docker kill --signal STOP "$(cid "worker$holder")" >/dev/null
+    echo "chaos round $round: SIGSTOP to worker$holder $when, for 3 s"
     sleep 3
-    docker unpause "$(cid "worker$holder")" >/dev/null
+    docker kill --signal CONT "$(cid "worker$holder")" >/dev/null
     echo "chaos round $round: worker$holder resumed"
     sleep 1
 done
