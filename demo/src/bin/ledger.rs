@@ -163,12 +163,23 @@ async fn run(pool: &PgPool, fenced: bool) -> Result<(), BoxError> {
                     .bind(&id)
                     .execute(pool)
                     .await;
-                if inserted.is_err() {
-                    sqlx::query("INSERT INTO duplicates (number, worker) VALUES ($1, $2)")
-                        .bind(&number)
-                        .bind(&id)
-                        .execute(pool)
-                        .await?;
+                match inserted {
+                    Ok(_) => {}
+                    // The primary key refused it: a number issued twice.
+                    Err(e)
+                        if e.as_database_error()
+                            .is_some_and(|d| d.is_unique_violation()) =>
+                    {
+                        sqlx::query("INSERT INTO duplicates (number, worker) VALUES ($1, $2)")
+                            .bind(&number)
+                            .bind(&id)
+                            .execute(pool)
+                            .await?;
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        eprintln!("ledger {id}: iteration {i}: keeping {number}: {e}");
+                    }
                 }
             }
             Err(e) => {
@@ -247,20 +258,12 @@ async fn increment(
 }
 
 async fn verify(pool: &PgPool, fenced: bool) -> Result<(), BoxError> {
-    let balance: i64 = sqlx::query_scalar("SELECT balance FROM ledger WHERE id = 1")
-        .fetch_one(pool)
-        .await?;
-    let count = |table: &str| format!("SELECT count(*) FROM {table}");
-    let increments: i64 = sqlx::query_scalar(&count("increments"))
-        .fetch_one(pool)
-        .await?;
-    let numbers: i64 = sqlx::query_scalar(&count("serials"))
-        .fetch_one(pool)
-        .await?;
-    let duplicates: i64 = sqlx::query_scalar(&count("duplicates"))
-        .fetch_one(pool)
-        .await?;
-    let refused: i64 = sqlx::query_scalar(&count("refusals"))
+    let (balance, increments, numbers, duplicates, refused): (i64, i64, i64, i64, i64) =
+        sqlx::query_as(
+            "SELECT (SELECT balance FROM ledger WHERE id = 1),
+                    (SELECT count(*) FROM increments), (SELECT count(*) FROM serials),
+                    (SELECT count(*) FROM duplicates), (SELECT count(*) FROM refusals)",
+        )
         .fetch_one(pool)
         .await?;
     let lost = increments - balance;
