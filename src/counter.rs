@@ -39,6 +39,7 @@ use std::cmp::Ordering;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
@@ -51,8 +52,12 @@ use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
 use crate::quorum::{Counts, Quorum};
 use crate::scripts;
 
-/// Most compare-and-set rounds one allocation tries before giving up.
-pub(crate) const MAX_CAS_ATTEMPTS: u32 = 32;
+/// Fewest compare-and-set rounds one allocation tries before giving up.
+pub(crate) const MIN_CAS_ATTEMPTS: u32 = 32;
+
+/// How long one allocation keeps trying rounds (at least
+/// [`MIN_CAS_ATTEMPTS`] of them) before giving up.
+pub(crate) const CONTENTION_PATIENCE: Duration = Duration::from_secs(2);
 
 /// A counter's high-water mark: `(period, n)`, ordered by period then n.
 /// Period stamps are fixed-width digit strings (or empty for "never
@@ -159,13 +164,15 @@ pub(crate) fn cas_outcome(
 /// `plan` turns the best known high-water mark into the new record to
 /// propose (applying period rollover, the clock rule and the width limit);
 /// it may refuse with an error. Starts from `hint` (the last record this
-/// process saw) to save a round trip. Returns `(expected, new)` of the winning
-/// proposal: the numbers issued are `new.n - k + 1 ..= new.n` in `new.period`.
+/// process saw) to save a round trip. Returns `(expected, new)` of the
+/// winning proposal: the numbers issued are `new.n - k + 1 ..= new.n` in
+/// `new.period`.
 ///
 /// # Errors
 ///
 /// What `plan` returns, [`Error::NoQuorum`] when too few nodes answer, and
-/// [`Error::CounterContention`] after [`MAX_CAS_ATTEMPTS`] lost rounds.
+/// [`Error::CounterContention`] after [`MIN_CAS_ATTEMPTS`] lost rounds and
+/// [`CONTENTION_PATIENCE`].
 #[instrument(skip_all, fields(counter = name, outcome, conflicts, nodes))]
 pub(crate) async fn allocate(
     nodes: &Quorum,
@@ -203,7 +210,10 @@ async fn cas_rounds(
     conflicts: &mut u32,
 ) -> Result<(Record, Record)> {
     let mut expected = hint.unwrap_or_default();
-    for attempt in 1..=MAX_CAS_ATTEMPTS {
+    let started = Instant::now();
+    let mut attempt = 0;
+    while attempt < MIN_CAS_ATTEMPTS || started.elapsed() < CONTENTION_PATIENCE {
+        attempt += 1;
         let new = plan(&expected)?;
         match cas_round(nodes, name, key, &expected, &new).await? {
             Round::Won => return Ok((expected, new)),
@@ -216,7 +226,7 @@ async fn cas_rounds(
     }
     Err(Error::CounterContention {
         counter: name.to_owned(),
-        attempts: MAX_CAS_ATTEMPTS,
+        attempts: attempt,
     })
 }
 

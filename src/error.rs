@@ -198,8 +198,8 @@ pub enum Error {
     #[error("runtime shut down before the operation completed")]
     Shutdown,
 
-    /// Concurrent writers kept winning the compare-and-set, and the bounded
-    /// number of retries ran out.
+    /// Concurrent writers kept winning the compare-and-set for two seconds
+    /// (and at least 32 rounds), and this allocation gave up.
     #[error("counter {counter:?}: too much contention, gave up after {attempts} attempts")]
     CounterContention {
         /// The counter name.

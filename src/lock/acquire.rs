@@ -309,15 +309,17 @@ impl Redlock {
     }
 
     /// Takes one of our own locks (its key in the reserved namespace, see
-    /// `keys.rs`), waiting as [`Redlock::lock`] does; `label` names it in
-    /// errors and logs.
+    /// `keys.rs`), which only spaces its takers out: waiting as
+    /// [`Redlock::lock`] does while another holds it, giving up at the first
+    /// attempt that fails for want of nodes; `label` names it in errors and
+    /// logs.
     pub(crate) async fn lock_internal(
         &self,
         label: &str,
         key: &str,
         ttl: Duration,
     ) -> Result<Lock> {
-        let patience = Patience::quiet_for(self);
+        let patience = Patience::while_held(self);
         let ttl_ms = self.config().check_ttl(ttl)?;
         let key = KeyAttempt::new(self, label, key.to_owned(), ttl, ttl_ms)
             .standing_for(Primitive::Internal);

@@ -17,6 +17,9 @@ pub(crate) struct Patience {
     /// Give up with [`Error::Timeout`] (saying how long it waited) rather
     /// than the last attempt's error (one attempt only).
     timeout: bool,
+    /// Pause and try again after an attempt that failed for want of nodes
+    /// (not only while the lock is held by another).
+    outwaits_failures: bool,
 }
 
 impl Patience {
@@ -27,15 +30,20 @@ impl Patience {
         Self {
             until: deadline_in(patience),
             timeout: !patience.is_zero(),
+            outwaits_failures: true,
         }
     }
 
-    /// The retry count's worth of pauses, then the last attempt's error
-    /// (for our own locks, whose callers explain the failure themselves).
-    pub(crate) fn quiet_for(redlock: &Redlock) -> Self {
+    /// For a lock that only spaces its takers out (a counter's turns):
+    /// waits, up to the retry count's worth of pauses, while another holds
+    /// it, but gives up with the attempt's own error at the first attempt
+    /// that fails for want of nodes (its taker goes on without it rather
+    /// than waiting out a node that is down).
+    pub(crate) fn while_held(redlock: &Redlock) -> Self {
         Self {
             until: deadline_in(redlock.config().lock_patience()),
             timeout: false,
+            outwaits_failures: false,
         }
     }
 
@@ -44,6 +52,7 @@ impl Patience {
         Self {
             until: deadline_in(wait),
             timeout: true,
+            outwaits_failures: true,
         }
     }
 
@@ -56,6 +65,12 @@ impl Patience {
     /// does (an attempt after it may start).
     pub(crate) fn allows_pause(&self, pause: Duration) -> bool {
         deadline_in(pause) < self.until
+    }
+
+    /// Whether a retry pause after nodes failed (`pause`) is taken: the
+    /// patience outwaits failures and allows it.
+    pub(crate) fn allows_failure_pause(&self, pause: Duration) -> bool {
+        self.outwaits_failures && self.allows_pause(pause)
     }
 
     /// The error to give up with, after `last`.

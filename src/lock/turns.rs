@@ -44,9 +44,10 @@ impl Redlock {
     ) -> Result<(Record, Record)> {
         let hint = turns.hint();
         let name = keys.name.as_str();
-        // Skip the lock while quarantined nodes (which the counter does not
+        // Skip the lock while a node does not answer (an attempt would
+        // wait for it) or quarantined nodes (which the counter does not
         // need) leave too few for a lock quorum.
-        let result = if turns.contended() && self.nodes().lock_quorum_possible() {
+        let result = if turns.contended() && self.nodes().lock_quorum_prompt() {
             let guard = match self
                 .lock_internal(name, &keys.turns, COUNTER_LOCK_TTL)
                 .await

@@ -148,7 +148,7 @@ impl Redlock {
                 // nothing says when to try again, so pause with jitter (our
                 // place in the list was given up: those behind go first).
                 let pause = self.retry_pause();
-                if !patience.allows_pause(pause) {
+                if !patience.allows_failure_pause(pause) {
                     return Err(give_up(error));
                 }
                 if pause.is_zero() {

@@ -149,11 +149,14 @@ impl Quorum {
         self.needed
     }
 
-    /// Whether enough nodes are out of quarantine to win a lock quorum.
-    pub(crate) fn lock_quorum_possible(&self) -> bool {
+    /// Whether every node answered its last request and enough are out of
+    /// quarantine to win a lock quorum: a lock attempt is then decided in
+    /// about a round trip (with a node that hangs, attempts that split
+    /// wait for its timeout).
+    pub(crate) fn lock_quorum_prompt(&self) -> bool {
         let now = std::time::Instant::now();
         let trusted = self.nodes.iter().filter(|n| n.quarantined(now).is_none());
-        trusted.count() >= self.needed
+        self.nodes.iter().all(|n| n.is_healthy()) && trusted.count() >= self.needed
     }
 
     /// Every node.
