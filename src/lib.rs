@@ -173,6 +173,8 @@
 //                       marker), read when a connection is made.
 //   node/amnesia.rs     The table that decides from it whether a node may
 //                       have lost writes, and the quarantine that follows.
+//   node/nodebound.rs   A quarantine's end on the node's clock too, so a
+//                       client clock running fast cannot end it early.
 //   node/trust.rs       What a client knows of a node's trust (quarantine,
 //                       suspicion, when a loss was found, from when).
 //   node/check.rs       The connection's check that fills it in and keeps

@@ -173,6 +173,12 @@ pub(crate) struct LockModel {
     /// Off: each node's excess is cut where its yes counted, as for a node
     /// whose clock jumped.
     pub(crate) odd_clock: bool,
+    /// Client 0's own clock runs four times as fast as real time: a
+    /// quarantine measured on it alone ends after a quarter.
+    pub(crate) fast_client: bool,
+    /// Rule: a quarantine is over only once the node's clock shows it too,
+    /// by the crate's `NodeBound` (as shipped: `node/nodebound.rs`).
+    pub(crate) both_clocks: bool,
 }
 
 impl LockModel {
@@ -219,6 +225,8 @@ impl LockModel {
             stalls: 0,
             tick: 1,
             odd_clock: true,
+            fast_client: false,
+            both_clocks: true,
         }
     }
 }
@@ -233,6 +241,7 @@ impl Model for LockModel {
             up: true,
             down_since: 0,
             quarantined_until: 0,
+            quarantined_from: 0,
             unprobed_since: None,
             jumped: 0,
             evicted: 0,
@@ -376,7 +385,7 @@ impl Model for LockModel {
                 let vote = match done {
                     // A quarantined node's yes to a SET or an extension
                     // does not count (it still applied it).
-                    true if !clock_ok || s.now < s.nodes[m.node as usize].quarantined_until => {
+                    true if !clock_ok || self.quarantined(&s, m.client, m.node) => {
                         Vote::Failed(NodeErrorKind::UnexpectedReply)
                     }
                     true => Vote::Yes,
@@ -589,6 +598,43 @@ mod tests {
             ..LockModel::shipped()
         };
         safe("lock: a node restarts empty at once, quarantined", m);
+    }
+
+    /// A node restarts empty at once; client 0's clock runs four times as
+    /// fast as real time, so its quarantine (4 ms), on its clock alone,
+    /// ends after a quarter; one extension (the holder's, which the
+    /// restarted node may be first to see); 4 ms of time.
+    fn fast_client() -> LockModel {
+        LockModel {
+            horizon: 4,
+            extends: 1,
+            crashes: 1,
+            timeouts: 0,
+            restart: Restart::Empty,
+            fast_client: true,
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_lock_safe_when_a_client_clock_runs_fast_through_a_quarantine() {
+        safe(
+            "lock: a node restarts empty, a client's clock runs four times as fast",
+            fast_client(),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_a_fast_client_clock_alone_ends_a_quarantine() {
+        let m = LockModel {
+            both_clocks: false,
+            ..fast_client()
+        };
+        unsafe_(
+            "lock, weakened: a quarantine ends on the client's fast clock alone",
+            m,
+            EXCLUSION,
+        );
     }
 
     /// A node evicts a holder's key while every client stays connected
@@ -850,7 +896,7 @@ mod tests {
         // Depth first: breadth first walks 19 million states to the 20th
         // step where the counterexample is.
         let name = "lock, weakened: a quorum ahead of a stalled holder cuts only each excess";
-        check_symmetric(name, m, representative_for(false)).assert_violates(name, EXCLUSION);
+        check_symmetric(name, m, representative_for(false, false)).assert_violates(name, EXCLUSION);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::model::lock_state::send;
 use crate::model::lock_state::{Action, ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::tally_of;
 use crate::model::{check, check_symmetric};
+use crate::node::nodebound::NodeBound;
 use crate::quorum::tally::{node_bit, NodeSet, Vote};
 
 impl LockModel {
@@ -51,7 +52,27 @@ impl LockModel {
         if a.loss.is_some() {
             let left = a.remaining.saturating_mul(g.into());
             node.quarantined_until = now.saturating_add(u8::try_from(left).unwrap_or(u8::MAX));
+            node.quarantined_from = now;
         }
+    }
+
+    /// Whether client `c` counts node `n` as quarantined now: by the real
+    /// time, on a true clock; on the fast client's (see
+    /// [`LockModel::fast_client`]) by its own clock, and by the node's too
+    /// where the rule is on.
+    pub(crate) fn quarantined(&self, s: &State, c: u8, n: u8) -> bool {
+        let node = &s.nodes[n as usize];
+        if !(self.fast_client && c == 0) || node.quarantined_until == 0 {
+            return s.now < node.quarantined_until;
+        }
+        let (from, length) = (
+            node.quarantined_from,
+            node.quarantined_until - node.quarantined_from,
+        );
+        let ours_over = s.now >= from + length / 4;
+        let nodes_over =
+            !self.both_clocks || node_shows_over(from, s.now, length, self.drift_factor);
+        !(ours_over && nodes_over)
     }
 
     /// Validity left by a round of `ttl` that decided `elapsed` ms after it
@@ -417,11 +438,25 @@ impl LockModel {
 
 /// Safe: explored to the end, no counterexample, both clients held it.
 pub(crate) fn safe(name: &str, m: LockModel) {
-    let rep = representative_for(m.fast.is_some());
+    let rep = representative_for(m.fast.is_some(), m.fast_client);
     check_symmetric(name, m, rep).assert_safe(name, 1_000, "both clients held the lock");
 }
 
 /// Unsafe: the checker finds a counterexample to `property`.
 pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
     check(name, m).assert_violates(name, property);
+}
+
+/// Whether a quarantine of `length` ms that began at real ms `from` is
+/// over by `now` on the node's clock, which runs the drift fast, as the
+/// crate's [`NodeBound`] judges it from a reading at each end.
+fn node_shows_over(from: u8, now: u8, length: u8, drift: f64) -> bool {
+    let base = std::time::Instant::now();
+    let at = |t: u8| base + Duration::from_millis(t.into());
+    let node_us = |t: u8| 1_000_000_000 + (f64::from(t) * 1e3 * (1.0 + drift)) as u64;
+    let mut bound = NodeBound::default();
+    bound.reading(at(from), node_us(from), drift, false);
+    bound.begin(at(from));
+    bound.reading(at(now), node_us(now), drift, true);
+    bound.left(Duration::from_millis(length.into())).is_none()
 }

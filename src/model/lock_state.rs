@@ -25,6 +25,8 @@ pub(crate) struct Node {
     /// Until when (real ms) it is quarantined: it restarted empty, so its
     /// yes does not count toward a lock quorum (0: never was).
     pub(crate) quarantined_until: u8,
+    /// When (real ms) that quarantine began.
+    pub(crate) quarantined_from: u8,
     /// When it restarted empty, until a client's connection check has
     /// read its uptime and set `quarantined_until` (coarse uptime only).
     pub(crate) unprobed_since: Option<u8>,
@@ -260,14 +262,26 @@ pub(crate) fn representative(s: &State) -> State {
     least_renaming(s, s.nodes.len(), &client_orders, renamed)
 }
 
-/// The symmetry reduction for a model whose nodes are all alike, or (with
-/// `fast`) one of which differs (a fast clock): clients only are renamed.
-pub(crate) fn representative_for(fast: bool) -> fn(&State) -> State {
-    if fast {
-        representative_clients
-    } else {
-        representative
+/// The symmetry reduction for a model whose nodes and clients are all
+/// alike; with `fast_node`, one node differs (a fast clock): clients only
+/// are renamed; with `fast_client`, one client does: nodes only.
+pub(crate) fn representative_for(fast_node: bool, fast_client: bool) -> fn(&State) -> State {
+    match (fast_node, fast_client) {
+        (false, false) => representative,
+        (true, false) => representative_clients,
+        (false, true) => representative_nodes,
+        (true, true) => State::clone,
     }
+}
+
+/// The least of the states equal to `s` but for the names of its nodes.
+fn representative_nodes(s: &State) -> State {
+    let clients: Vec<usize> = (0..s.clients.len()).collect();
+    permutations(s.nodes.len())
+        .iter()
+        .map(|nodes| renamed(s, nodes, &clients))
+        .min()
+        .unwrap_or_else(|| s.clone())
 }
 
 /// The least of the states equal to `s` but for the names of its clients.

@@ -19,6 +19,7 @@ pub(crate) mod clockrate;
 pub(crate) mod clockwatch;
 pub(crate) mod evidence;
 pub(crate) mod link;
+pub(crate) mod nodebound;
 pub(crate) mod open;
 pub(crate) mod push;
 pub(crate) mod queue;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::node::amnesia::{Assessment, Cause, Memory};
 use crate::node::evidence::Probe;
+use crate::node::nodebound::NodeBound;
 
 /// What a client knows of a node's trust, from its latest connection.
 #[derive(Debug, Default)]
@@ -92,6 +93,11 @@ pub(crate) struct TrustState {
     pub(crate) cause: Option<Cause>,
     /// The end of its quarantine (also after it passed).
     pub(crate) until: Option<Instant>,
+    /// When the quarantine on now (or the last one) began.
+    since: Option<Instant>,
+    /// The node's clock against that quarantine: it is over only once the
+    /// node's clock shows it too (see `nodebound.rs`).
+    bound: NodeBound,
     /// Whether its end was logged.
     left_logged: bool,
     /// Whether the quarantine on now is (also) for a clock that ran ahead.
@@ -113,6 +119,26 @@ pub(crate) struct TrustState {
 }
 
 impl TrustState {
+    /// A quarantine is to last until `until` at least, from `now`: one that
+    /// was not on begins (dated on the node's clock too).
+    fn extend(&mut self, until: Instant, now: Instant) {
+        if self.until.is_none_or(|u| u <= now) {
+            self.since = Some(now);
+            self.bound.begin(now);
+        }
+        if self.until.is_none_or(|u| u < until) {
+            self.until = Some(until);
+            self.left_logged = false;
+        }
+    }
+
+    /// How much longer, about, the node's clock must run before the
+    /// quarantine is over on it too (`None`: it is).
+    fn node_left(&self) -> Option<Duration> {
+        let length = self.until?.saturating_duration_since(self.since?);
+        self.bound.left(length)
+    }
+
     /// Whether this client knows of a loss in the process there (not a
     /// clock that ran ahead) that our marker does not say was served.
     pub(crate) fn loss_unserved(&self) -> bool {
@@ -208,9 +234,8 @@ impl Trust {
         let until = at.checked_add(quarantine);
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let new = st.until.is_none_or(|u| u < at);
-        if until.is_some() && st.until < until {
-            st.until = until;
-            st.left_logged = false;
+        if let Some(until) = until {
+            st.extend(until, at);
         }
         st.cause = Some(cause);
         self.active.store(true, Ordering::Release);
@@ -316,11 +341,18 @@ impl Trust {
         if fresh {
             self.lost(&mut st);
         }
-        if until_all.is_some() {
-            st.until = until_all;
+        if let Some(until) = until_all {
+            if st.until.is_none_or(|u| u <= at) {
+                st.since = Some(at);
+                st.bound.begin(at);
+            }
+            st.until = Some(until);
             st.left_logged = false;
         }
-        self.active.store(until_all.is_some(), Ordering::Release);
+        // A quarantine over on our clock and not yet on the node's stays on.
+        let pending = until_all.is_none() && st.until.is_some() && st.node_left().is_some();
+        self.active
+            .store(until_all.is_some() || pending, Ordering::Release);
         self.suspect.store(st.cause.is_some(), Ordering::Release);
         drop(st);
         match (new, until, verdict.cause) {
@@ -337,6 +369,7 @@ impl Trust {
         st.run_id == run_id
             && st.loss == Some(loss)
             && matches!(st.sight, Some((first, until)) if until > first && until <= now)
+            && st.node_left().is_none()
     }
 
     /// True the first time it is asked (whether the node's settings were
@@ -368,6 +401,7 @@ impl Trust {
         st.sight = None;
         st.received = false;
         st.until = None;
+        st.since = None;
         self.active.store(false, Ordering::Release);
         self.suspect.store(false, Ordering::Release);
     }
@@ -381,6 +415,8 @@ impl Trust {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match st.until {
             Some(u) if u > now => (Some(u), false),
+            // Over on our clock, not yet on the node's.
+            Some(_) if let Some(left) = st.node_left() => (Some(now + left), false),
             _ => {
                 self.active.store(false, Ordering::Release);
                 st.clock_ahead = false;
@@ -391,15 +427,20 @@ impl Trust {
         }
     }
 
+    /// A reading of the node's clock (`clockwatch.rs`): its time `node_us`
+    /// in a reply that came in at `recv`, its drift factor `allowance`.
+    pub(crate) fn node_time(&self, recv: Instant, node_us: u64, allowance: f64) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let on = st.until.is_some() && self.active.load(Ordering::Acquire);
+        st.bound.reading(recv, node_us, allowance, on);
+    }
+
     /// The node's clock ran ahead of ours beyond the allowance (see
     /// `clockwatch.rs`): out of lock quorums until `until` at least. Not a
     /// reason to distrust its counter records.
     pub(crate) fn clock_ran_ahead(&self, until: Instant) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if st.until.is_none_or(|u| u < until) {
-            st.until = Some(until);
-            st.left_logged = false;
-        }
+        st.extend(until, Instant::now());
         st.clock_ahead = true;
         self.active.store(true, Ordering::Release);
     }
@@ -411,11 +452,9 @@ impl Trust {
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn slots_received(&self, until: Instant) -> bool {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let new = st.until.is_none_or(|u| u < Instant::now());
-        if st.until.is_none_or(|u| u < until) {
-            st.until = Some(until);
-            st.left_logged = false;
-        }
+        let now = Instant::now();
+        let new = st.until.is_none_or(|u| u < now);
+        st.extend(until, now);
         st.received = true;
         st.cause = st.cause.or(Some(Cause::Received));
         self.active.store(true, Ordering::Release);

@@ -1,0 +1,143 @@
+//! A client whose own clock runs fast does not end a quarantine early: a
+//! client process whose monotonic, boot-time and wall clocks all run twice
+//! as fast as real time (the test harness's clock preload,
+//! `tests/support/clockshift.c`) meets a node that restarted empty under a
+//! held lock. Its quarantine (4 s, the longest TTL) would end after 2 s of
+//! real time on its clock alone, while the holder's lock, whose key the
+//! node forgot, is still valid; it ends only once the node's clock shows it
+//! too, and the fast client never holds the lock while the first holder
+//! counts it valid.
+//!
+//! The fast client is this test binary run again with the preload, in the
+//! role `REDQUORUM_TEST_FAST_CLIENT` names (the nodes' URLs); it tells the
+//! test, on its stdout, the real instant it took the lock at. Real
+//! instants are `CLOCK_MONOTONIC` read by the system call itself, which the
+//! preload does not change.
+
+mod support;
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use redquorum::Redlock;
+use support::clock::{preload, real_ns, ClockFile};
+use support::{Cluster, Persistence};
+
+/// The fast client's clocks run at this rate.
+const RATE: f64 = 2.0;
+/// The role's environment variable.
+const ROLE: &str = "REDQUORUM_TEST_FAST_CLIENT";
+/// The restart quarantine, and the lock's TTL.
+const TTL: Duration = Duration::from_secs(4);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early() {
+    if let Ok(urls) = std::env::var(ROLE) {
+        return fast_client(urls.split(',').map(str::to_owned).collect()).await;
+    }
+    for _ in 0..support::clock::runs() {
+        once().await;
+    }
+}
+
+/// The test: five nodes; a holder here takes `R` on nodes 0-2 only (3 and
+/// 4 hold another's key for a moment); node 0 restarts empty; the fast
+/// client, in a process of its own, tries `R` every few milliseconds.
+async fn once() {
+    let mut c = Cluster::start(5);
+    // A wide drift allowance: its lock's validity ends 200 ms before its
+    // keys expire, so a lock taken on nodes 1-4 once they expired is never
+    // one taken while it counts its own valid.
+    let holder = c
+        .builder()
+        .restart_quarantine(TTL)
+        .drift_factor(0.05)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    support::connected(&holder).await;
+    let key = holder.key_for("R");
+    for node in &c.nodes[3..] {
+        node.set(&key, "another", ms(300));
+    }
+    let lock = holder.try_lock("R", TTL).await.unwrap();
+    assert_eq!(c.holding(&key, &c.values(&key)[0].clone().unwrap()), 3);
+    let valid_until = real_ns() + lock.validity().as_nanos() as i128;
+    c.nodes[0].restart(Persistence::None);
+    assert!(
+        lock.validity() > ms(3_000),
+        "too slow a start: {:?} left",
+        lock.validity()
+    );
+    let clock = ClockFile::new();
+    clock.wall(0, RATE);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(ROLE, c.urls().join(","))
+        .env("LD_PRELOAD", preload())
+        .env("REDQUORUM_TEST_CLOCK", &clock.path)
+        .env("REDQUORUM_TEST_MONOTONIC_RATE", RATE.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let took = tokio::task::spawn_blocking(move || {
+        // Read to the end: the child writes on after its report.
+        let lines: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        // libtest's "test <name> ... " may come first on the line.
+        lines.iter().find_map(|line| {
+            let at = line.find("took ")?;
+            line[at + 5..].trim().parse::<i128>().ok()
+        })
+    })
+    .await
+    .unwrap();
+    assert!(child.wait().unwrap().success(), "the fast client failed");
+    let took = took.expect("the fast client took the lock");
+    let after = (took - valid_until) as f64 / 1e6;
+    println!("fast client clock: took the lock {after:.1} ms after the holder's validity ended");
+    assert!(
+        took >= valid_until,
+        "two valid holders: the fast client took the lock {:.1} ms before the holder's \
+         validity ended",
+        -after
+    );
+    let _ = lock.release().await;
+}
+
+/// The fast client's role: try `R` every 5 ms (of its clock) for up to
+/// 20 s (of its clock) and report the real instant it took it at.
+async fn fast_client(urls: Vec<String>) {
+    let client = Redlock::builder()
+        .nodes(urls)
+        .restart_quarantine(TTL)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    for _ in 0..4_000 {
+        let at = real_ns();
+        if let Ok(lock) = client.try_lock("R", TTL).await {
+            println!("took {at}");
+            std::io::stdout().flush().unwrap();
+            lock.release().await.unwrap();
+            return;
+        }
+        tokio::time::sleep(ms(5)).await;
+    }
+    panic!("never took R: {:?}", client.stats().nodes);
+}
