@@ -175,6 +175,8 @@
 //                       have lost writes, and the quarantine that follows.
 //   node/nodebound.rs   A quarantine's end on the node's clock too, so a
 //                       client clock running fast cannot end it early.
+//   node/counts.rs      The rules on a node's counts of drops and commands
+//                       (a drop, a statistics reset), pure.
 //   node/trust.rs       What a client knows of a node's trust (quarantine,
 //                       suspicion, when a loss was found, from when).
 //   node/check.rs       The connection's check that fills it in and keeps

@@ -15,11 +15,10 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use redquorum::Redlock;
-use support::clock::{preload, real_ns, ClockFile};
+use support::clock::{real_ns, run_preloaded, ClockFile};
 use support::Cluster;
 
 /// The slow client's clocks run at this rate.
@@ -49,23 +48,13 @@ async fn slow_client_hands_over() {
     let c = Cluster::start(5);
     let clock = ClockFile::new();
     clock.wall(0, RATE);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_client_whose_clock_runs_slow_counts_every_node_fast",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(ROLE, c.urls().join(","))
-        .env("LD_PRELOAD", preload())
-        .env("REDQUORUM_TEST_CLOCK", &clock.path)
-        .env("REDQUORUM_TEST_MONOTONIC_RATE", RATE.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let urls = c.urls().join(",");
+    let mut child = run_preloaded(
+        "a_client_whose_clock_runs_slow_counts_every_node_fast",
+        (ROLE, &urls),
+        &clock,
+        RATE,
+    );
     let mut to_child = child.stdin.take().unwrap();
     let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
     let stdout = child.stdout.take().unwrap();

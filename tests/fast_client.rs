@@ -17,11 +17,10 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use redquorum::Redlock;
-use support::clock::{preload, real_ns, ClockFile};
+use support::clock::{real_ns, run_preloaded, ClockFile};
 use support::{Cluster, Persistence};
 
 /// The fast client's clocks run at this rate.
@@ -76,22 +75,13 @@ async fn once() {
     );
     let clock = ClockFile::new();
     clock.wall(0, RATE);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(ROLE, c.urls().join(","))
-        .env("LD_PRELOAD", preload())
-        .env("REDQUORUM_TEST_CLOCK", &clock.path)
-        .env("REDQUORUM_TEST_MONOTONIC_RATE", RATE.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let urls = c.urls().join(",");
+    let mut child = run_preloaded(
+        "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
+        (ROLE, &urls),
+        &clock,
+        RATE,
+    );
     let stdout = child.stdout.take().unwrap();
     let took = tokio::task::spawn_blocking(move || {
         // Read to the end: the child writes on after its report.

@@ -173,11 +173,9 @@ pub(crate) struct LockModel {
     /// Off: each node's excess is cut where its yes counted, as for a node
     /// whose clock jumped.
     pub(crate) odd_clock: bool,
-    /// Client 0's own clock runs four times as fast as real time: a
-    /// quarantine measured on it alone ends after a quarter.
+    /// Client 0's clock runs four times as fast as real time.
     pub(crate) fast_client: bool,
-    /// Rule: a quarantine is over only once the node's clock shows it too,
-    /// by the crate's `NodeBound` (as shipped: `node/nodebound.rs`).
+    /// Rule: its quarantine is over once the node's clock shows it too.
     pub(crate) both_clocks: bool,
 }
 

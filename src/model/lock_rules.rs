@@ -455,8 +455,10 @@ fn node_shows_over(from: u8, now: u8, length: u8, drift: f64) -> bool {
     let at = |t: u8| base + Duration::from_millis(t.into());
     let node_us = |t: u8| 1_000_000_000 + (f64::from(t) * 1e3 * (1.0 + drift)) as u64;
     let mut bound = NodeBound::default();
-    bound.reading(at(from), node_us(from), drift, false);
     bound.begin(at(from));
-    bound.reading(at(now), node_us(now), drift, true);
-    bound.left(Duration::from_millis(length.into())).is_none()
+    let before = Some((at(from), node_us(from)));
+    bound.reading(before, (at(now), node_us(now)), drift);
+    bound
+        .left(Duration::from_millis(length.into()), true)
+        .is_none()
 }

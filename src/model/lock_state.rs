@@ -5,7 +5,7 @@
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
 use crate::node::clockrate::Reading;
 use crate::node::clockwatch::{judge, Verdict};
-use crate::node::trust::dropped;
+use crate::node::counts::dropped;
 use crate::quorum::probe::ours_is_odd;
 use crate::quorum::tally::{node_bit, NodeSet};
 

@@ -195,8 +195,9 @@ impl ClockWatch {
             let (mut accepted, mut grew) = (None, false);
             if before.is_none_or(|b| b.recv <= recv) {
                 track.last = Some(now);
-                let recv = recv.into_std();
-                self.trust.node_time(recv, node_us, self.allowance);
+                let std = |r: &Reading| (r.recv.into_std(), r.node_us);
+                self.trust
+                    .node_time(before.as_ref().map(std), std(&now), self.allowance);
                 let was = track.rate.rate();
                 track.rate.observe(now);
                 if let Some(rate) = track.rate.rate().filter(|r| Some(*r) != was) {

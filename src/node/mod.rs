@@ -17,6 +17,7 @@ pub(crate) mod channels;
 pub(crate) mod check;
 pub(crate) mod clockrate;
 pub(crate) mod clockwatch;
+pub(crate) mod counts;
 pub(crate) mod evidence;
 pub(crate) mod link;
 pub(crate) mod nodebound;

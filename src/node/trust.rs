@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::node::amnesia::{Assessment, Cause, Memory};
+use crate::node::counts::{dropped, reset};
 use crate::node::evidence::Probe;
 use crate::node::nodebound::NodeBound;
 
@@ -30,6 +31,8 @@ pub(crate) struct Trust {
     evicted: AtomicU64,
     /// Its damage count (`evidence::damage`) as last read, the same way.
     damage: AtomicU64,
+    /// Whether the node's clock was ever read (see `nodebound.rs`).
+    clock_read: AtomicBool,
     /// Whether what makes the node unsafe to keep locks on (no durable
     /// persistence, a policy that evicts) was said: once per client.
     linted: AtomicBool,
@@ -56,25 +59,6 @@ fn store(at: &AtomicU64, read: Option<u64>) {
         read.unwrap_or(NOT_READ).min(NOT_READ - 1),
         Ordering::Relaxed,
     );
-}
-
-/// The rule, pure: whether a count that only changes when keys are
-/// dropped (evictions, flushes) reads `read` where the client last read
-/// `before` (`None`: not read or unreadable, and then it may have). A
-/// count that went down was reset (`CONFIG RESETSTAT`), which may hide
-/// drops.
-pub(crate) fn dropped(before: Option<u64>, read: Option<u64>) -> bool {
-    match (before, read) {
-        (Some(b), Some(r)) => r != b,
-        _ => true,
-    }
-}
-
-/// The rule, pure: whether a count that only grows (commands run) went
-/// down from `before` to `read`: the statistics were reset, which may
-/// hide evictions and flushes before it. Nothing to tell without both.
-pub(crate) fn reset(before: Option<u64>, read: Option<u64>) -> bool {
-    matches!((before, read), (Some(b), Some(r)) if r < b)
 }
 
 /// The part of [`Trust`] read off the hot path.
@@ -133,10 +117,11 @@ impl TrustState {
     }
 
     /// How much longer, about, the node's clock must run before the
-    /// quarantine is over on it too (`None`: it is).
-    fn node_left(&self) -> Option<Duration> {
+    /// quarantine is over on it too (`None`: it is); `read`: whether the
+    /// node's clock was ever read.
+    fn node_left(&self, read: bool) -> Option<Duration> {
         let length = self.until?.saturating_duration_since(self.since?);
-        self.bound.left(length)
+        self.bound.left(length, read)
     }
 
     /// Whether this client knows of a loss in the process there (not a
@@ -350,7 +335,10 @@ impl Trust {
             st.left_logged = false;
         }
         // A quarantine over on our clock and not yet on the node's stays on.
-        let pending = until_all.is_none() && st.until.is_some() && st.node_left().is_some();
+        let read = self.clock_read.load(Ordering::Relaxed);
+        let pending = until_all.is_none()
+            && self.active.load(Ordering::Acquire)
+            && st.node_left(read).is_some();
         self.active
             .store(until_all.is_some() || pending, Ordering::Release);
         self.suspect.store(st.cause.is_some(), Ordering::Release);
@@ -369,7 +357,9 @@ impl Trust {
         st.run_id == run_id
             && st.loss == Some(loss)
             && matches!(st.sight, Some((first, until)) if until > first && until <= now)
-            && st.node_left().is_none()
+            && st
+                .node_left(self.clock_read.load(Ordering::Relaxed))
+                .is_none()
     }
 
     /// True the first time it is asked (whether the node's settings were
@@ -416,7 +406,9 @@ impl Trust {
         match st.until {
             Some(u) if u > now => (Some(u), false),
             // Over on our clock, not yet on the node's.
-            Some(_) if let Some(left) = st.node_left() => (Some(now + left), false),
+            Some(_) if let Some(left) = st.node_left(self.clock_read.load(Ordering::Relaxed)) => {
+                (Some(now + left), false)
+            }
             _ => {
                 self.active.store(false, Ordering::Release);
                 st.clock_ahead = false;
@@ -427,12 +419,24 @@ impl Trust {
         }
     }
 
-    /// A reading of the node's clock (`clockwatch.rs`): its time `node_us`
-    /// in a reply that came in at `recv`, its drift factor `allowance`.
-    pub(crate) fn node_time(&self, recv: Instant, node_us: u64, allowance: f64) {
+    /// A reading of the node's clock (`clockwatch.rs`), `(recv, node_us)`:
+    /// its time in a reply that came in at `recv`; `before` the reading
+    /// before it; `allowance` its drift factor. Taken in only while a
+    /// quarantine may be on (one atomic load otherwise).
+    pub(crate) fn node_time(
+        &self,
+        before: Option<(Instant, u64)>,
+        reading: (Instant, u64),
+        allowance: f64,
+    ) {
+        if !self.clock_read.load(Ordering::Relaxed) {
+            self.clock_read.store(true, Ordering::Relaxed);
+        }
+        if !self.active.load(Ordering::Acquire) {
+            return;
+        }
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let on = st.until.is_some() && self.active.load(Ordering::Acquire);
-        st.bound.reading(recv, node_us, allowance, on);
+        st.bound.reading(before, reading, allowance);
     }
 
     /// The node's clock ran ahead of ours beyond the allowance (see

@@ -10,7 +10,7 @@
 //!   ours. On such a node every request that asks for a vote carries an
 //!   `INFO stats` behind its `TIME`, in the same write, and its
 //!   `evicted_keys` is read before the vote is counted: a count above the
-//!   last one this client read (`trust::dropped`) means a key may have gone
+//!   last one this client read (`counts::dropped`) means a key may have gone
 //!   before the request ran, so the node is quarantined from now, as after
 //!   a restart, and that very vote does not count. The key an attempt found
 //!   free was evicted before the attempt's command ran, and the `INFO` ran
@@ -23,7 +23,7 @@
 //!   `TIME` calls in `INFO commandstats`, below the last reading: `CONFIG
 //!   RESETSTAT` could hide either; commands of other kinds padded after a
 //!   reset bring the first back, not the second) and our marker
-//!   gone are found in that very round (`trust::dropped`, `trust::reset`).
+//!   gone are found in that very round (`counts::dropped`, `counts::reset`).
 //! * **Everything the connection's check reads** (a flush, our marker
 //!   deleted, a promotion, slots taken over, and the policy and memory
 //!   limit, which `CONFIG SET` changes at run time): the whole check runs

@@ -129,3 +129,27 @@ pub fn real_ns() -> i128 {
     assert_eq!(r, 0, "clock_gettime");
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
+
+/// This test binary run again as `test` alone (`--exact`), in the role
+/// the variable `role` names (given `value`), its clocks preloaded from
+/// `clock` and its monotonic clock running at `rate`: stdin and stdout
+/// piped, stderr inherited.
+pub fn run_preloaded(
+    test: &str,
+    (role, value): (&str, &str),
+    clock: &ClockFile,
+    rate: f64,
+) -> std::process::Child {
+    use std::process::Stdio;
+    Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(role, value)
+        .env("LD_PRELOAD", preload())
+        .env("REDQUORUM_TEST_CLOCK", &clock.path)
+        .env("REDQUORUM_TEST_MONOTONIC_RATE", rate.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
