@@ -293,19 +293,21 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
 async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
     let c = Cluster::start(3);
     let holder = c.redlock();
-    let held = holder.try_lock("{m7}-a", ms(10_000)).await.expect("a");
+    let held = holder.try_lock("{m7}-a", ms(30_000)).await.expect("a");
     let first = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let task = {
         let first = first.clone();
         tokio::spawn(async move {
             first
-                .lock_all_timeout(&["{m7}-a", "{m7}-b"], ms(10_000), ms(9_000))
+                .lock_all_timeout(&["{m7}-a", "{m7}-b"], ms(10_000), ms(25_000))
                 .await
                 .expect("a+b")
         })
     };
+    // Bounds on conditions awaited (a fresh client connects, checks and
+    // sets up its notifications first: seconds on a loaded machine).
     assert!(
-        wait_until(ms(5_000), || c.waiting_on("{m7}-a") == 3
+        wait_until(ms(15_000), || c.waiting_on("{m7}-a") == 3
             && c.nodes.iter().all(|n| n.tracked_keys() >= 2))
         .await,
         "the first waiter is listed on every node, and every node tracks its keys for it"
@@ -314,12 +316,12 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
     let newcomer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let later = tokio::spawn(async move {
         newcomer
-            .lock_all_timeout(&["{m7}-b", "{m7}-a"], ms(10_000), ms(9_000))
+            .lock_all_timeout(&["{m7}-b", "{m7}-a"], ms(10_000), ms(25_000))
             .await
             .expect("b+a")
     });
     assert!(
-        wait_until(ms(5_000), || c.listed_everywhere("{m7}-a", 2)
+        wait_until(ms(15_000), || c.listed_everywhere("{m7}-a", 2)
             && c.listed_everywhere("{m7}-b", 2))
         .await,
         "the newcomer is listed behind it on every node"
