@@ -9,7 +9,9 @@
 //! for that shard alone, while a client without the check hands the lock
 //! to a second holder; a slot moved out of such a shard (failed over, or
 //! restarted without its data) keeps the shard that took it out too; a
-//! member down when first asked is reached at the first request once back.
+//! member down when first asked is reached at the first request once back;
+//! a re-check a shard cannot answer (its marker's slot no longer served)
+//! makes a new connection, checked again.
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -296,6 +298,58 @@ async fn connect_opens_and_checks_every_shard_of_every_member_up_front() {
     // No limit at all: done as soon as every shard answers.
     let again = redlock.connect(Duration::MAX).await.unwrap();
     assert!(!again.contains(&NodeTrust::Unknown), "{again:?}");
+}
+
+/// A re-check the shard cannot answer makes a new connection: with
+/// `cluster-require-full-coverage no` and our marker's slot no longer
+/// served, the marker's read answers `CLUSTERDOWN` while the shard's other
+/// slots still take votes. The old connection would keep voting with the
+/// check unread; a new one is checked again, in a slot the shard still
+/// serves, which writes our marker there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recheck_the_shard_cannot_answer_makes_a_new_connection_checked_again() {
+    let members = clusters(3, 1, 0);
+    let urls: Vec<String> = members.iter().map(ShardedCluster::url).collect();
+    let redlock = declared(&urls).await;
+    let shard = &members[0].nodes[0];
+    let before = markers(shard);
+    assert_eq!(before.len(), 1, "one marker after the first check");
+    let mut conn = shard.conn();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&before[0])
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("cluster-require-full-coverage")
+        .arg("no")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("DELSLOTS")
+        .arg(slot)
+        .query(&mut conn)
+        .unwrap();
+    // Requests keep coming, so that re-checks fall due behind them.
+    let requests = async {
+        for i in 0..400 {
+            if let Ok(lock) = redlock.try_lock(&format!("r-{i}"), ms(5_000)).await {
+                let _ = lock.release().await;
+            }
+            if markers(shard).len() > 1 {
+                return true;
+            }
+            tokio::time::sleep(ms(50)).await;
+        }
+        false
+    };
+    assert!(
+        requests.await,
+        "the shard's evidence was read again, on a new connection, in a slot it serves: \
+         markers {:?}",
+        markers(shard)
+    );
 }
 
 /// Shard `shard`'s master dies and its replica takes over without `key`,

@@ -199,12 +199,19 @@ impl Link {
             .unwrap_or(crate::node::evidence::MARKER_KEY)
     }
 
-    /// Runs the connection's check again on `conn` if it is due (see
-    /// `vigil.rs`).
-    fn recheck_if_due(&self, conn: &redis::aio::MultiplexedConnection) {
+    /// Runs the connection's check again on `conn` (connection `id`) if it
+    /// is due (see `vigil.rs`); one it cannot read makes a new connection.
+    fn recheck_if_due(self: &Arc<Self>, conn: &redis::aio::MultiplexedConnection, id: u64) {
         if self.vigil.due() {
             let addr = self.client.get_connection_info().addr().to_string();
-            self.vigil.recheck(conn, &addr, self.connect_timeout);
+            let link = Arc::downgrade(self);
+            let unread = move || {
+                if let Some(link) = link.upgrade() {
+                    link.lost(id);
+                }
+            };
+            self.vigil
+                .recheck(conn, &addr, self.connect_timeout, unread);
         }
     }
 
@@ -270,7 +277,7 @@ impl Link {
                 let id = *id;
                 let slot = Slot::new();
                 let (req2, waker) = (Arc::clone(req), slot.waker());
-                self.recheck_if_due(conn);
+                self.recheck_if_due(conn, id);
                 match hand_over(conn.clone(), req2, scripts, &waker, &self.vigil) {
                     Ok(reply) => {
                         *outstanding += 1;
@@ -322,7 +329,7 @@ impl Link {
                     if queue.is_empty() {
                         None
                     } else {
-                        self.recheck_if_due(conn);
+                        self.recheck_if_due(conn, id);
                         match send_batch(conn, std::mem::take(queue), scripts, &self.vigil) {
                             Ok(batch) => {
                                 *outstanding += 1;

@@ -33,6 +33,9 @@
 //!   in every round from at most [`RECHECK`] (plus a round trip) after the
 //!   change on: an eviction within that first second is found by the next
 //!   check, not by the round it happened before.
+//!   A re-check the node does not answer, or answers only with a refusal
+//!   for the moment (`CLUSTERDOWN` for our marker's slot), makes a new
+//!   connection, checked as any new one before it carries a request.
 //! * **Another process behind the address** (a name that now leads
 //!   elsewhere, a virtual IP, a proxy) always comes with a new connection,
 //!   which is checked when made.
@@ -234,12 +237,18 @@ impl Vigil {
 
     /// Runs the connection's check again on `conn`, in the background,
     /// unless one is in flight; `addr` as for the check when the connection
-    /// was made, each reply bounded by `timeout`.
+    /// was made, each reply bounded by `timeout`. A check the node does not
+    /// answer, or answers only with a refusal for the moment (a cluster
+    /// down, a slot not served, a script running), calls `unread`: what only
+    /// the check reads (a promotion, a policy that now evicts) would go
+    /// unread while the connection kept voting, so the link makes a new
+    /// connection, whose own check keeps the node out until it answers.
     pub(crate) fn recheck(
         self: &Arc<Self>,
         conn: &MultiplexedConnection,
         addr: &str,
         timeout: Duration,
+        unread: impl FnOnce() + Send + 'static,
     ) {
         if self.rechecking.swap(true, Ordering::AcqRel) {
             return;
@@ -257,7 +266,12 @@ impl Vigil {
                 let checked =
                     check::check(&mut conn, check, &vigil.trust, node, timeout, marker).await;
                 if let Err(e) = checked {
-                    tracing::debug!(node = vigil.index, error = %e, "re-check not answered");
+                    tracing::debug!(
+                        node = vigil.index,
+                        error = %e,
+                        "re-check not answered: a new connection"
+                    );
+                    unread();
                 }
             }
             vigil.schedule();
