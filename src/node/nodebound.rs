@@ -34,6 +34,17 @@ impl NodeBound {
         self.from = None;
     }
 
+    /// When (our clock) the quarantine on now, or the last one, began.
+    pub(crate) fn since(&self) -> Option<Instant> {
+        self.since
+    }
+
+    /// No quarantine is on any more, nor to be judged (a served loss).
+    pub(crate) fn end(&mut self) {
+        self.since = None;
+        self.from = None;
+    }
+
     /// A reading of the node's clock while a quarantine is on: `node_us`
     /// in a reply that came in at `recv`, the reading before it `before`
     /// (as `(recv, node_us)`), judged with the drift factor `allowance`.

@@ -77,10 +77,9 @@ pub(crate) struct TrustState {
     pub(crate) cause: Option<Cause>,
     /// The end of its quarantine (also after it passed).
     pub(crate) until: Option<Instant>,
-    /// When the quarantine on now (or the last one) began.
-    since: Option<Instant>,
-    /// The node's clock against that quarantine: it is over only once the
-    /// node's clock shows it too (see `nodebound.rs`).
+    /// When the quarantine on now (or the last one) began, and the node's
+    /// clock against it: it is over only once the node's clock shows it
+    /// too (see `nodebound.rs`).
     bound: NodeBound,
     /// Whether its end was logged.
     left_logged: bool,
@@ -106,13 +105,17 @@ impl TrustState {
     /// A quarantine is to last until `until` at least, from `now`: one that
     /// was not on begins (dated on the node's clock too).
     fn extend(&mut self, until: Instant, now: Instant) {
-        if self.until.is_none_or(|u| u <= now) {
-            self.since = Some(now);
-            self.bound.begin(now);
-        }
+        self.begin_if_off(now);
         if self.until.is_none_or(|u| u < until) {
             self.until = Some(until);
             self.left_logged = false;
+        }
+    }
+
+    /// A quarantine begins at `now` unless one is on.
+    fn begin_if_off(&mut self, now: Instant) {
+        if self.until.is_none_or(|u| u <= now) {
+            self.bound.begin(now);
         }
     }
 
@@ -120,7 +123,7 @@ impl TrustState {
     /// quarantine is over on it too (`None`: it is); `read`: whether the
     /// node's clock was ever read.
     fn node_left(&self, read: bool) -> Option<Duration> {
-        let length = self.until?.saturating_duration_since(self.since?);
+        let length = self.until?.saturating_duration_since(self.bound.since()?);
         self.bound.left(length, read)
     }
 
@@ -327,10 +330,9 @@ impl Trust {
             self.lost(&mut st);
         }
         if let Some(until) = until_all {
-            if st.until.is_none_or(|u| u <= at) {
-                st.since = Some(at);
-                st.bound.begin(at);
-            }
+            // Set outright, not only raised: a check of another process
+            // may end a quarantine sooner (see above).
+            st.begin_if_off(at);
             st.until = Some(until);
             st.left_logged = false;
         }
@@ -391,7 +393,7 @@ impl Trust {
         st.sight = None;
         st.received = false;
         st.until = None;
-        st.since = None;
+        st.bound.end();
         self.active.store(false, Ordering::Release);
         self.suspect.store(false, Ordering::Release);
     }
