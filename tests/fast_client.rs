@@ -6,7 +6,9 @@
 //! real time on its clock alone, while the holder's lock, whose key the
 //! node forgot, is still valid; it ends only once the node's clock shows it
 //! too, and the fast client never holds the lock while the first holder
-//! counts it valid.
+//! counts it valid. Nor when the node's clock steps forward during the
+//! quarantine: the step, seen in the `TIME` behind a reply, is a loss of
+//! its own, and the node's clock counts the quarantine from then on.
 //!
 //! The fast client is this test binary run again with the preload, in the
 //! role `REDQUORUM_TEST_FAST_CLIENT` names (the nodes' URLs); it tells the
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use redquorum::Redlock;
 use support::clock::{real_ns, run_preloaded, ClockFile};
-use support::{Cluster, Persistence};
+use support::{Cluster, Persistence, Proxy, ProxyMode, RedisNode};
 
 /// The fast client's clocks run at this rate.
 const RATE: f64 = 2.0;
@@ -75,30 +77,13 @@ async fn once() {
         "too slow a start: {:?} left",
         lock.validity()
     );
-    let clock = ClockFile::new();
-    clock.wall(0, RATE);
     let urls = c.urls().join(",");
-    let mut child = run_preloaded(
+    let (mut child, took) = spawn_fast_client(
         "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
-        (ROLE, &urls),
-        &clock,
+        &urls,
         RATE,
     );
-    let stdout = child.stdout.take().unwrap();
-    let took = tokio::task::spawn_blocking(move || {
-        // Read to the end: the child writes on after its report.
-        let lines: Vec<String> = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect();
-        // libtest's "test <name> ... " may come first on the line.
-        lines.iter().find_map(|line| {
-            let at = line.find("took ")?;
-            line[at + 5..].trim().parse::<i128>().ok()
-        })
-    })
-    .await
-    .unwrap();
+    let took = took.await.unwrap();
     assert!(child.wait().unwrap().success(), "the fast client failed");
     let took = took.expect("the fast client took the lock");
     let after = (took - valid_until) as f64 / 1e6;
@@ -132,4 +117,119 @@ async fn fast_client(urls: Vec<String>) {
         tokio::time::sleep(ms(5)).await;
     }
     panic!("never took R: {:?}", client.stats().nodes);
+}
+
+/// Starts the fast client (this binary, test `test`, clocks at `rate`) on
+/// the nodes `urls`; the real instant it took the lock at, once it has.
+fn spawn_fast_client(
+    test: &str,
+    urls: &str,
+    rate: f64,
+) -> (std::process::Child, tokio::task::JoinHandle<Option<i128>>) {
+    let clock = ClockFile::new();
+    clock.wall(0, rate);
+    let mut child = run_preloaded(test, (ROLE, urls), &clock, rate);
+    let stdout = child.stdout.take().unwrap();
+    let took = tokio::task::spawn_blocking(move || {
+        // The file must outlive the child's reads of it.
+        let _clock = clock;
+        // Read to the end: the child writes on after its report.
+        let lines: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        // libtest's "test <name> ... " may come first on the line.
+        lines.iter().find_map(|line| {
+            let at = line.find("took ")?;
+            line[at + 5..].trim().parse::<i128>().ok()
+        })
+    });
+    (child, took)
+}
+
+/// The fast client's clocks run at this rate in the test of a step.
+const STEP_RATE: f64 = 4.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client() {
+    if let Ok(urls) = std::env::var(ROLE) {
+        return fast_client(urls.split(',').map(str::to_owned).collect()).await;
+    }
+    for _ in 0..support::clock::runs() {
+        stepped_once().await;
+    }
+}
+
+/// Three plain nodes, node 0's clock under the preload; the holder reaches
+/// them through proxies and takes `R` on nodes 0 and 1 (2 holds another's
+/// key for a moment), then never hears from node 0 again (its proxy
+/// refuses), so it keeps counting its lock valid; node 0 restarts empty;
+/// the fast client (four times fast) tries `R`, and a second after it
+/// started node 0's clock steps 20 s forward.
+async fn stepped_once() {
+    let node_clock = ClockFile::new();
+    let c = Cluster {
+        nodes: vec![
+            RedisNode::start_with_clock(Persistence::Aof, &node_clock),
+            RedisNode::start(Persistence::Aof),
+            RedisNode::start(Persistence::Aof),
+        ],
+    };
+    c.declare_new();
+    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    let holder = Redlock::builder()
+        .nodes(proxies.iter().map(Proxy::url))
+        .restart_quarantine(TTL)
+        .drift_factor(0.05)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    support::connected(&holder).await;
+    let key = holder.key_for("R");
+    c.nodes[2].set(&key, "another", ms(300));
+    let lock = holder.try_lock("R", TTL).await.unwrap();
+    let value = c.values(&key)[0].clone().unwrap();
+    assert_eq!(c.holding(&key, &value), 2, "the lock on nodes 0 and 1");
+    let valid_until = real_ns() + lock.validity().as_nanos() as i128;
+    proxies[0].set_mode(ProxyMode::Refuse);
+    proxies[0].cut();
+    // Where the holder is told of a loss, its validity ends then.
+    let lost = lock.lost();
+    let lost_at = tokio::spawn(async move {
+        lost.await;
+        real_ns()
+    });
+    let mut c = c;
+    c.nodes[0].restart(Persistence::None);
+    assert!(
+        lock.validity() > ms(5_000),
+        "too slow a start: {:?} left",
+        lock.validity()
+    );
+    let urls = c.urls().join(",");
+    let (mut child, took) = spawn_fast_client(
+        "a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client",
+        &urls,
+        STEP_RATE,
+    );
+    tokio::time::sleep(ms(1_000)).await;
+    node_clock.wall(20_000_000_000, 1.0);
+    let took = took.await.unwrap();
+    assert!(child.wait().unwrap().success(), "the fast client failed");
+    let took = took.expect("the fast client took the lock");
+    let ended = if lost_at.is_finished() {
+        lost_at.await.unwrap().min(valid_until)
+    } else {
+        lost_at.abort();
+        valid_until
+    };
+    let after = (took - ended) as f64 / 1e6;
+    println!("node clock stepped: took the lock {after:.1} ms after the holder's validity ended");
+    assert!(
+        took >= ended,
+        "two valid holders: the fast client took the lock {:.1} ms before the holder's \
+         validity ended",
+        -after
+    );
+    let _ = lock.release().await;
 }

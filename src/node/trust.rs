@@ -102,10 +102,17 @@ pub(crate) struct TrustState {
 }
 
 impl TrustState {
-    /// A quarantine is to last until `until` at least, from `now`: one that
-    /// was not on begins (dated on the node's clock too).
+    /// A loss found at `now` (a clock that ran ahead, keys dropped while
+    /// connected, slots taken over): the quarantine lasts until `until` at
+    /// least, and the node's clock counts it from `now`, also where one was
+    /// on. What the node's clock showed before must not count toward its
+    /// end: a step forward, the very loss a clock that ran ahead is, would
+    /// end a quarantine at once on the node's clock, and a client whose own
+    /// clock runs fast would then end it early (`nodebound.rs`). Every
+    /// caller's `until` is a whole quarantine from `now`, so counting from
+    /// `now` never asks less of the node's clock than before.
     fn extend(&mut self, until: Instant, now: Instant) {
-        self.begin_if_off(now);
+        self.bound.begin(now);
         if self.until.is_none_or(|u| u < until) {
             self.until = Some(until);
             self.left_logged = false;
