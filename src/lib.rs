@@ -177,6 +177,8 @@
 //                       client clock running fast cannot end it early.
 //   node/counts.rs      The rules on a node's counts of drops and commands
 //                       (a drop, a statistics reset), pure.
+//   node/truststate.rs  The state read off the hot path: a quarantine's
+//                       start and end, on our clock and the node's.
 //   node/trust.rs       What a client knows of a node's trust (quarantine,
 //                       suspicion, when a loss was found, from when).
 //   node/check.rs       The connection's check that fills it in and keeps

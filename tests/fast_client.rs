@@ -40,12 +40,45 @@ fn ms(n: u64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early() {
+    role_or(once).await;
+}
+
+/// The holder, from `builder`, connected: a drift allowance of 5 %, so
+/// that its validity ends 200 ms before its keys expire.
+async fn holder(builder: redquorum::RedlockBuilder) -> Redlock {
+    let holder = builder
+        .restart_quarantine(TTL)
+        .drift_factor(0.05)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    support::connected(&holder).await;
+    holder
+}
+
+/// The fast client's role where this process is it; otherwise the test,
+/// `once`, as many times as asked.
+async fn role_or<F: std::future::Future<Output = ()>>(once: fn() -> F) {
     if let Ok(urls) = std::env::var(ROLE) {
         return fast_client(urls.split(',').map(str::to_owned).collect()).await;
     }
     for _ in 0..support::clock::runs() {
         once().await;
     }
+}
+
+/// Asserts the fast client took the lock (at real instant `took`) no
+/// sooner than the holder's validity `ended`; prints by how much.
+fn assert_after(took: Option<i128>, ended: i128, what: &str) {
+    let took = took.expect("the fast client took the lock");
+    let after = (took - ended) as f64 / 1e6;
+    println!("{what}: took the lock {after:.1} ms after the holder's validity ended");
+    assert!(
+        took >= ended,
+        "two valid holders: the fast client took the lock {:.1} ms before the holder's \
+         validity ended",
+        -after
+    );
 }
 
 /// The test: five nodes; a holder here takes `R` on nodes 0-2 only (3 and
@@ -56,14 +89,7 @@ async fn once() {
     // A wide drift allowance: its lock's validity ends 200 ms before its
     // keys expire, so a lock taken on nodes 1-4 once they expired is never
     // one taken while it counts its own valid.
-    let holder = c
-        .builder()
-        .restart_quarantine(TTL)
-        .drift_factor(0.05)
-        .node_timeout(ms(500))
-        .build()
-        .unwrap();
-    support::connected(&holder).await;
+    let holder = holder(c.builder()).await;
     let key = holder.key_for("R");
     for node in &c.nodes[3..] {
         node.set(&key, "another", ms(300));
@@ -71,29 +97,15 @@ async fn once() {
     let lock = holder.try_lock("R", TTL).await.unwrap();
     assert_eq!(c.holding(&key, &c.values(&key)[0].clone().unwrap()), 3);
     let valid_until = real_ns() + lock.validity().as_nanos() as i128;
-    c.nodes[0].restart(Persistence::None);
-    assert!(
-        lock.validity() > ms(5_000),
-        "too slow a start: {:?} left",
-        lock.validity()
-    );
-    let urls = c.urls().join(",");
-    let (mut child, took) = spawn_fast_client(
+    let (mut child, took) = restart_and_spawn(
+        &mut c,
+        &lock,
         "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
-        &urls,
         RATE,
     );
     let took = took.await.unwrap();
     assert!(child.wait().unwrap().success(), "the fast client failed");
-    let took = took.expect("the fast client took the lock");
-    let after = (took - valid_until) as f64 / 1e6;
-    println!("fast client clock: took the lock {after:.1} ms after the holder's validity ended");
-    assert!(
-        took >= valid_until,
-        "two valid holders: the fast client took the lock {:.1} ms before the holder's \
-         validity ended",
-        -after
-    );
+    assert_after(took, valid_until, "fast client clock");
     let _ = lock.release().await;
 }
 
@@ -119,16 +131,25 @@ async fn fast_client(urls: Vec<String>) {
     panic!("never took R: {:?}", client.stats().nodes);
 }
 
-/// Starts the fast client (this binary, test `test`, clocks at `rate`) on
-/// the nodes `urls`; the real instant it took the lock at, once it has.
-fn spawn_fast_client(
+/// Restarts node 0 of `c` empty under `lock` (which must have 5 s left
+/// after it), then starts the fast client (this binary, test `test`,
+/// clocks at `rate`) on the nodes; the real instant it took the lock at,
+/// once it has.
+fn restart_and_spawn(
+    c: &mut Cluster,
+    lock: &redquorum::Lock,
     test: &str,
-    urls: &str,
     rate: f64,
 ) -> (std::process::Child, tokio::task::JoinHandle<Option<i128>>) {
+    c.nodes[0].restart(Persistence::None);
+    assert!(
+        lock.validity() > ms(5_000),
+        "too slow a start: {:?} left",
+        lock.validity()
+    );
     let clock = ClockFile::new();
     clock.wall(0, rate);
-    let mut child = run_preloaded(test, (ROLE, urls), &clock, rate);
+    let mut child = run_preloaded(test, (ROLE, &c.urls().join(",")), &clock, rate);
     let stdout = child.stdout.take().unwrap();
     let took = tokio::task::spawn_blocking(move || {
         // The file must outlive the child's reads of it.
@@ -152,12 +173,7 @@ const STEP_RATE: f64 = 4.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client() {
-    if let Ok(urls) = std::env::var(ROLE) {
-        return fast_client(urls.split(',').map(str::to_owned).collect()).await;
-    }
-    for _ in 0..support::clock::runs() {
-        stepped_once().await;
-    }
+    role_or(stepped_once).await;
 }
 
 /// Three plain nodes, node 0's clock under the preload; the holder reaches
@@ -177,14 +193,7 @@ async fn stepped_once() {
     };
     c.declare_new();
     let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    let holder = Redlock::builder()
-        .nodes(proxies.iter().map(Proxy::url))
-        .restart_quarantine(TTL)
-        .drift_factor(0.05)
-        .node_timeout(ms(500))
-        .build()
-        .unwrap();
-    support::connected(&holder).await;
+    let holder = holder(Redlock::builder().nodes(proxies.iter().map(Proxy::url))).await;
     let key = holder.key_for("R");
     c.nodes[2].set(&key, "another", ms(300));
     let lock = holder.try_lock("R", TTL).await.unwrap();
@@ -200,36 +209,22 @@ async fn stepped_once() {
         real_ns()
     });
     let mut c = c;
-    c.nodes[0].restart(Persistence::None);
-    assert!(
-        lock.validity() > ms(5_000),
-        "too slow a start: {:?} left",
-        lock.validity()
-    );
-    let urls = c.urls().join(",");
-    let (mut child, took) = spawn_fast_client(
+    let (mut child, took) = restart_and_spawn(
+        &mut c,
+        &lock,
         "a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client",
-        &urls,
         STEP_RATE,
     );
     tokio::time::sleep(ms(1_000)).await;
     node_clock.wall(20_000_000_000, 1.0);
     let took = took.await.unwrap();
     assert!(child.wait().unwrap().success(), "the fast client failed");
-    let took = took.expect("the fast client took the lock");
     let ended = if lost_at.is_finished() {
         lost_at.await.unwrap().min(valid_until)
     } else {
         lost_at.abort();
         valid_until
     };
-    let after = (took - ended) as f64 / 1e6;
-    println!("node clock stepped: took the lock {after:.1} ms after the holder's validity ended");
-    assert!(
-        took >= ended,
-        "two valid holders: the fast client took the lock {:.1} ms before the holder's \
-         validity ended",
-        -after
-    );
+    assert_after(took, ended, "node clock stepped");
     let _ = lock.release().await;
 }

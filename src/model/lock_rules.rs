@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use stateright::Property;
 
+use crate::error::NodeErrorKind;
 use crate::fenced_writes::{verdict, Verdict};
 use crate::lock::config::Config;
 use crate::model::detection::check_after;
@@ -15,7 +16,6 @@ use crate::model::lock_state::send;
 use crate::model::lock_state::{Action, ClockRules, Hold, Kind, Mint, Msg, Node, Phase, State};
 use crate::model::tally_of;
 use crate::model::{check, check_symmetric};
-use crate::node::nodebound::NodeBound;
 use crate::quorum::tally::{node_bit, NodeSet, Vote};
 
 impl LockModel {
@@ -56,23 +56,50 @@ impl LockModel {
         }
     }
 
-    /// Whether client `c` counts node `n` as quarantined now: by the real
-    /// time, on a true clock; on the fast client's (see
-    /// [`LockModel::fast_client`]) by its own clock, and by the node's too
-    /// where the rule is on.
-    pub(crate) fn quarantined(&self, s: &State, c: u8, n: u8) -> bool {
-        let node = &s.nodes[n as usize];
-        if !(self.fast_client && c == 0) || node.quarantined_until == 0 {
-            return s.now < node.quarantined_until;
+    /// Message `m` arrives at its node, which is up: the node applies it
+    /// (probing it first where it restarted), the client reads the node's
+    /// clock and evictions from the reply, and counts the vote.
+    pub(crate) fn deliver(&self, s: &mut State, m: &Msg) {
+        self.probe(&mut s.nodes[m.node as usize], s.now);
+        let done = self.apply(s, m);
+        let clock_ok = self.steps == 0 || self.read_clock(s, m.client, m.node);
+        let q = self.real_ttl(self.ttl);
+        let kept_ok = !self.connected_reads || s.read_evictions((m.client, m.node), q);
+        let vote = match done {
+            // A quarantined node's yes to a SET or an extension does not
+            // count (it still applied it).
+            true if !(clock_ok && kept_ok) || self.quarantined(s, m.client, m.node) => {
+                Vote::Failed(NodeErrorKind::UnexpectedReply)
+            }
+            true => Vote::Yes,
+            false => Vote::No,
+        };
+        match m.kind {
+            Kind::Set => self.vote(s, m.client, m.node, vote),
+            Kind::Extend { seq, .. } => self.ext_vote(s, m.client, seq, m.node, vote),
+            Kind::Release => {}
         }
-        let (from, length) = (
-            node.quarantined_from,
-            node.quarantined_until - node.quarantined_from,
+    }
+
+    /// Client `c` reads node `n`'s clock with a reply; whether the node's
+    /// yes counts by it. The fast client's quarantine for a clock that ran
+    /// ahead is judged with the restart's instead, on its own clock and
+    /// the node's (`fast_view.rs`): it notes when it first saw a step.
+    pub(crate) fn read_clock(&self, s: &mut State, c: u8, n: u8) -> bool {
+        let (jumped, q) = (
+            s.readings[c as usize][n as usize],
+            s.clock_q[c as usize][n as usize],
         );
-        let ours_over = s.now >= from + length / 4;
-        let nodes_over =
-            !self.both_clocks || node_shows_over(from, s.now, length, self.drift_factor);
-        !(ours_over && nodes_over)
+        let counts = s.read_clock((c, n), self.clock());
+        if !(self.fast_client && c == 0) {
+            return counts;
+        }
+        s.clock_q[0][n as usize] = q;
+        let node = &mut s.nodes[n as usize];
+        if node.step_seen == 0 && s.readings[0][n as usize] != jumped {
+            node.step_seen = s.now + 1;
+        }
+        true
     }
 
     /// Validity left by a round of `ttl` that decided `elapsed` ms after it
@@ -445,20 +472,4 @@ pub(crate) fn safe(name: &str, m: LockModel) {
 /// Unsafe: the checker finds a counterexample to `property`.
 pub(crate) fn unsafe_(name: &str, m: LockModel, property: &str) {
     check(name, m).assert_violates(name, property);
-}
-
-/// Whether a quarantine of `length` ms that began at real ms `from` is
-/// over by `now` on the node's clock, which runs the drift fast, as the
-/// crate's [`NodeBound`] judges it from a reading at each end.
-fn node_shows_over(from: u8, now: u8, length: u8, drift: f64) -> bool {
-    let base = std::time::Instant::now();
-    let at = |t: u8| base + Duration::from_millis(t.into());
-    let node_us = |t: u8| 1_000_000_000 + (f64::from(t) * 1e3 * (1.0 + drift)) as u64;
-    let mut bound = NodeBound::default();
-    bound.begin(at(from));
-    let before = Some((at(from), node_us(from)));
-    bound.reading(before, (at(now), node_us(now)), drift);
-    bound
-        .left(Duration::from_millis(length.into()), true)
-        .is_none()
 }

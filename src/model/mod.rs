@@ -13,6 +13,7 @@ mod counter;
 mod counter_state;
 mod detection;
 mod election;
+mod fast_view;
 mod lock;
 mod lock_rules;
 mod lock_state;

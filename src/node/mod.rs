@@ -33,6 +33,7 @@ pub(crate) mod slot;
 pub(crate) mod slotset;
 pub(crate) mod tick;
 pub(crate) mod trust;
+pub(crate) mod truststate;
 pub(crate) mod vigil;
 pub(crate) mod watch;
 pub(crate) mod watches;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::node::amnesia::{Assessment, Cause, Memory};
 use crate::node::counts::{dropped, reset};
 use crate::node::evidence::Probe;
-use crate::node::nodebound::NodeBound;
+pub(crate) use crate::node::truststate::TrustState;
 
 /// What a client knows of a node's trust, from its latest connection.
 #[derive(Debug, Default)]
@@ -59,90 +59,6 @@ fn store(at: &AtomicU64, read: Option<u64>) {
         read.unwrap_or(NOT_READ).min(NOT_READ - 1),
         Ordering::Relaxed,
     );
-}
-
-/// The part of [`Trust`] read off the hot path.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct TrustState {
-    /// Whether a probe ever completed.
-    pub(crate) probed: bool,
-    /// The node's process, as of the last probe.
-    pub(crate) run_id: String,
-    /// Whether our marker named that process after the last probe: what
-    /// this client will remember if the marker is gone next time.
-    pub(crate) marked: bool,
-    /// The last probe, for declaring a new node ([`Trust::declared_new`]).
-    pub(crate) last: Option<Probe>,
-    /// Why the node may lack writes, if it may.
-    pub(crate) cause: Option<Cause>,
-    /// The end of its quarantine (also after it passed).
-    pub(crate) until: Option<Instant>,
-    /// When the quarantine on now (or the last one) began, and the node's
-    /// clock against it: it is over only once the node's clock shows it
-    /// too (see `nodebound.rs`).
-    bound: NodeBound,
-    /// Whether its end was logged.
-    left_logged: bool,
-    /// Whether the quarantine on now is (also) for a clock that ran ahead.
-    pub(crate) clock_ahead: bool,
-    /// Whether the process took slots over from another shard (see
-    /// [`Trust::slots_received`]).
-    pub(crate) received: bool,
-    /// The loss second the last check found (see [`Assessment::loss`]).
-    pub(crate) loss: Option<u64>,
-    /// When (our clock) a loss was last found that may have taken keys
-    /// this client set on the node before: a restart, a drop, a flush, a
-    /// marker gone, found by a check or while connected. A held lock whose
-    /// quorum needed the node's yes from before then is cut.
-    pub(crate) lost_at: Option<tokio::time::Instant>,
-    /// When this client first saw the loss `loss` names, and when its
-    /// quarantine for it ends: the quarantine counts from that first
-    /// sight, on our clock, whatever later checks find (see `amnesia.rs`).
-    sight: Option<(Instant, Instant)>,
-}
-
-impl TrustState {
-    /// A loss found at `now` (a clock that ran ahead, keys dropped while
-    /// connected, slots taken over): the quarantine lasts until `until` at
-    /// least, and the node's clock counts it from `now`, also where one was
-    /// on. What the node's clock showed before must not count toward its
-    /// end: a step forward, the very loss a clock that ran ahead is, would
-    /// end a quarantine at once on the node's clock, and a client whose own
-    /// clock runs fast would then end it early (`nodebound.rs`). Every
-    /// caller's `until` is a whole quarantine from `now`, so counting from
-    /// `now` never asks less of the node's clock than before.
-    fn extend(&mut self, until: Instant, now: Instant) {
-        self.bound.begin(now);
-        if self.until.is_none_or(|u| u < until) {
-            self.until = Some(until);
-            self.left_logged = false;
-        }
-    }
-
-    /// A quarantine begins at `now` unless one is on.
-    fn begin_if_off(&mut self, now: Instant) {
-        if self.until.is_none_or(|u| u <= now) {
-            self.bound.begin(now);
-        }
-    }
-
-    /// How much longer, about, the node's clock must run before the
-    /// quarantine is over on it too (`None`: it is); `read`: whether the
-    /// node's clock was ever read.
-    fn node_left(&self, read: bool) -> Option<Duration> {
-        let length = self.until?.saturating_duration_since(self.bound.since()?);
-        self.bound.left(length, read)
-    }
-
-    /// Whether this client knows of a loss in the process there (not a
-    /// clock that ran ahead) that our marker does not say was served.
-    pub(crate) fn loss_unserved(&self) -> bool {
-        let served = matches!(
-            self.last.as_ref().and_then(|p| p.marker.as_ref()),
-            Some(crate::node::evidence::Marker::Found { served: true, .. })
-        );
-        self.loss.is_some() && self.cause.is_some() && !served
-    }
 }
 
 impl Trust {
@@ -337,11 +253,7 @@ impl Trust {
             self.lost(&mut st);
         }
         if let Some(until) = until_all {
-            // Set outright, not only raised: a check of another process
-            // may end a quarantine sooner (see above).
-            st.begin_if_off(at);
-            st.until = Some(until);
-            st.left_logged = false;
+            st.checked_until(until, at);
         }
         // A quarantine over on our clock and not yet on the node's stays on.
         let read = self.clock_read.load(Ordering::Relaxed);
@@ -412,13 +324,9 @@ impl Trust {
             return (None, false);
         }
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match st.until {
-            Some(u) if u > now => (Some(u), false),
-            // Over on our clock, not yet on the node's.
-            Some(_) if let Some(left) = st.node_left(self.clock_read.load(Ordering::Relaxed)) => {
-                (Some(now + left), false)
-            }
-            _ => {
+        match st.on_at(now, self.clock_read.load(Ordering::Relaxed)) {
+            Some(end) => (Some(end), false),
+            None => {
                 self.active.store(false, Ordering::Release);
                 st.clock_ahead = false;
                 let first = !st.left_logged;
@@ -445,7 +353,7 @@ impl Trust {
             return;
         }
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        st.bound.reading(before, reading, allowance);
+        st.node_reading(before, reading, allowance);
     }
 
     /// The node's clock ran ahead of ours beyond the allowance (see
