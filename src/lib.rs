@@ -295,7 +295,9 @@
 //   model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
-//                       model/lock_state.rs, model/lock_rules.rs and
+//                       model/lock_state.rs, model/lock_rules.rs,
+//                       model/fast_view.rs (a fast client's view of a
+//                       quarantine, by the crate's TrustState) and
 //                       model/lock.rs (the lock), model/detection.rs (the
 //                       node-loss table as the models' detection step),
 //                       model/served.rs (a loss handed on through our
