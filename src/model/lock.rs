@@ -252,7 +252,6 @@ impl Model for LockModel {
             quarantined_from: 0,
             unprobed_since: None,
             jumped: 0,
-            stepped_at: 0,
             step_seen: 0,
             evicted: 0,
         };
@@ -640,7 +639,7 @@ mod tests {
             jump: 16,
             fast_rate: 8,
             // The fast client's own reply is a first sight too (`Probe`);
-            // with the holder's extension as well: 80 M states, 12 min.
+            // with the holder's extension as well, safe in 12 min (once).
             extends: 0,
             ..fast_client()
         }

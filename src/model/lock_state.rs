@@ -32,8 +32,6 @@ pub(crate) struct Node {
     pub(crate) unprobed_since: Option<u8>,
     /// How far (ms) its clock has jumped ahead in all.
     pub(crate) jumped: u8,
-    /// When (real ms) it last jumped.
-    pub(crate) stepped_at: u8,
     /// When (real ms, plus one; 0: never) the fast client (see
     /// `LockModel::fast_client`) first read a jump of its clock.
     pub(crate) step_seen: u8,
@@ -383,7 +381,6 @@ impl State {
         let now = self.now;
         let node = &mut self.nodes[n as usize];
         node.jumped = node.jumped.saturating_add(jump);
-        node.stepped_at = now;
         node.key = node
             .key
             .map(|(c, expires)| (c, expires.saturating_sub(jump)))
