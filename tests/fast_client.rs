@@ -184,7 +184,7 @@ async fn a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast
 /// started node 0's clock steps 20 s forward.
 async fn stepped_once() {
     let node_clock = ClockFile::new();
-    let c = Cluster {
+    let mut c = Cluster {
         nodes: vec![
             RedisNode::start_with_clock(Persistence::Aof, &node_clock),
             RedisNode::start(Persistence::Aof),
@@ -208,7 +208,6 @@ async fn stepped_once() {
         lost.await;
         real_ns()
     });
-    let mut c = c;
     let (mut child, took) = restart_and_spawn(
         &mut c,
         &lock,

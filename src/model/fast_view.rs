@@ -1,9 +1,9 @@
 //! The lock model's clients' view of a node's quarantine. Client 0's
 //! clocks may run several times as fast as real time
 //! (`LockModel::fast_client`): on its clock alone a quarantine would end
-//! early, so the
-//! crate also asks the node's clock (`node/nodebound.rs`), and a step of the
-//! node's clock read while a quarantine is on counts it anew there
+//! early, so the crate also asks the node's clock (`node/nodebound.rs`),
+//! and a step of the node's clock read while a quarantine is on counts it
+//! anew there
 //! (`TrustState::extend`). The fast client's view is the crate's own
 //! `TrustState`, fed what that client saw of the node, in order: the
 //! restart found at `quarantined_from`, the step read at `step_seen`, and

@@ -8,7 +8,7 @@ use crate::node::amnesia::Cause;
 use crate::node::evidence::Probe;
 use crate::node::nodebound::NodeBound;
 
-/// The part of [`Trust`] read off the hot path.
+/// The part of [`Trust`](super::trust::Trust) read off the hot path.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TrustState {
     /// Whether a probe ever completed.
@@ -18,7 +18,7 @@ pub(crate) struct TrustState {
     /// Whether our marker named that process after the last probe: what
     /// this client will remember if the marker is gone next time.
     pub(crate) marked: bool,
-    /// The last probe, for declaring a new node ([`Trust::declared_new`]).
+    /// The last probe, for declaring a new node ([`Trust::declared_new`](super::trust::Trust::declared_new)).
     pub(crate) last: Option<Probe>,
     /// Why the node may lack writes, if it may.
     pub(crate) cause: Option<Cause>,
@@ -33,9 +33,9 @@ pub(crate) struct TrustState {
     /// Whether the quarantine on now is (also) for a clock that ran ahead.
     pub(crate) clock_ahead: bool,
     /// Whether the process took slots over from another shard (see
-    /// [`Trust::slots_received`]).
+    /// [`Trust::slots_received`](super::trust::Trust::slots_received)).
     pub(crate) received: bool,
-    /// The loss second the last check found (see [`Assessment::loss`]).
+    /// The loss second the last check found (see [`Assessment::loss`](super::amnesia::Assessment::loss)).
     pub(crate) loss: Option<u64>,
     /// When (our clock) a loss was last found that may have taken keys
     /// this client set on the node before: a restart, a drop, a flush, a
@@ -83,7 +83,7 @@ impl TrustState {
         self.left_logged = false;
     }
 
-    /// A reading of the node's clock (see [`Trust::node_time`]).
+    /// A reading of the node's clock (see [`Trust::node_time`](super::trust::Trust::node_time)).
     pub(crate) fn node_reading(
         &mut self,
         before: Option<(Instant, u64)>,
