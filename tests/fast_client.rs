@@ -6,9 +6,12 @@
 //! real time on its clock alone, while the holder's lock, whose key the
 //! node forgot, is still valid; it ends only once the node's clock shows it
 //! too, and the fast client never holds the lock while the first holder
-//! counts it valid. Nor when the node's clock steps forward during the
-//! quarantine: the step, seen in the `TIME` behind a reply, is a loss of
-//! its own, and the node's clock counts the quarantine from then on.
+//! counts it valid. Nor when the node's clock misbehaves too: a step seen
+//! in the `TIME` behind a reply is a loss of its own, counted anew from
+//! then; steps between two of the fast client's sparse readings, which
+//! its fast clock lets pass unseen, and a node clock running fast are
+//! outvoted by the other members' clocks, a majority of which must show
+//! the quarantine over as well.
 //!
 //! The fast client is this test binary run again with the preload, in the
 //! role `REDQUORUM_TEST_FAST_CLIENT` names (the nodes' URLs); it tells the
@@ -59,8 +62,10 @@ async fn holder(builder: redquorum::RedlockBuilder) -> Redlock {
 /// The fast client's role where this process is it; otherwise the test,
 /// `once`, as many times as asked.
 async fn role_or<F: std::future::Future<Output = ()>>(once: fn() -> F) {
-    if let Ok(urls) = std::env::var(ROLE) {
-        return fast_client(urls.split(',').map(str::to_owned).collect()).await;
+    if let Ok(spec) = std::env::var(ROLE) {
+        let (urls, pause) = spec.split_once(';').unwrap();
+        let urls = urls.split(',').map(str::to_owned).collect();
+        return fast_client(urls, ms(pause.parse().unwrap())).await;
     }
     for _ in 0..support::clock::runs() {
         once().await;
@@ -97,10 +102,13 @@ async fn once() {
     let lock = holder.try_lock("R", TTL).await.unwrap();
     assert_eq!(c.holding(&key, &c.values(&key)[0].clone().unwrap()), 3);
     let valid_until = real_ns() + lock.validity().as_nanos() as i128;
-    let (mut child, took) = restart_and_spawn(
+    let (mut child, took, _) = restart_and_spawn(
         &mut c,
         &lock,
-        "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
+        (
+            "a_client_whose_clock_runs_fast_does_not_end_a_quarantine_early",
+            5,
+        ),
         RATE,
     );
     let took = took.await.unwrap();
@@ -109,9 +117,9 @@ async fn once() {
     let _ = lock.release().await;
 }
 
-/// The fast client's role: try `R` every 5 ms (of its clock) for up to
-/// 40 s (of its clock) and report the real instant it took it at.
-async fn fast_client(urls: Vec<String>) {
+/// The fast client's role: try `R` every `pause` of real time (at most
+/// 8,000 times) and report the real instant it took it at.
+async fn fast_client(urls: Vec<String>, pause: Duration) {
     let client = Redlock::builder()
         .nodes(urls)
         .restart_quarantine(TTL)
@@ -120,27 +128,43 @@ async fn fast_client(urls: Vec<String>) {
         .unwrap();
     for _ in 0..8_000 {
         let at = real_ns();
-        if let Ok(lock) = client.try_lock("R", TTL).await {
+        let tried = client.try_lock("R", TTL).await;
+        if let Ok(lock) = tried {
             println!("took {at}");
             std::io::stdout().flush().unwrap();
             lock.release().await.unwrap();
             return;
         }
-        tokio::time::sleep(ms(5)).await;
+        println!("tried");
+        std::io::stdout().flush().unwrap();
+        // In real time (a timer's wait is not: the thread sleeps by the
+        // system's clock).
+        let end = real_ns() + pause.as_nanos() as i128;
+        while real_ns() < end {
+            tokio::time::sleep(ms(1)).await;
+        }
     }
     panic!("never took R: {:?}", client.stats().nodes);
 }
 
+/// What [`restart_and_spawn`] returns: the fast client's process, the real
+/// instant it took the lock at once it has, and where its first try is
+/// told.
+type Spawned = (
+    std::process::Child,
+    tokio::task::JoinHandle<Option<i128>>,
+    std::sync::mpsc::Receiver<()>,
+);
+
 /// Restarts node 0 of `c` empty under `lock` (which must have 5 s left
 /// after it), then starts the fast client (this binary, test `test`,
-/// clocks at `rate`) on the nodes; the real instant it took the lock at,
-/// once it has.
+/// clocks at `rate`, `pause` ms between tries) on the nodes.
 fn restart_and_spawn(
     c: &mut Cluster,
     lock: &redquorum::Lock,
-    test: &str,
+    (test, pause): (&str, u64),
     rate: f64,
-) -> (std::process::Child, tokio::task::JoinHandle<Option<i128>>) {
+) -> Spawned {
     c.nodes[0].restart(Persistence::None);
     assert!(
         lock.validity() > ms(5_000),
@@ -149,23 +173,26 @@ fn restart_and_spawn(
     );
     let clock = ClockFile::new();
     clock.wall(0, rate);
-    let mut child = run_preloaded(test, (ROLE, &c.urls().join(",")), &clock, rate);
+    let spec = format!("{};{pause}", c.urls().join(","));
+    let mut child = run_preloaded(test, (ROLE, &spec), &clock, rate);
     let stdout = child.stdout.take().unwrap();
+    let (tried, first) = std::sync::mpsc::channel();
     let took = tokio::task::spawn_blocking(move || {
         // The file must outlive the child's reads of it.
         let _clock = clock;
         // Read to the end: the child writes on after its report.
-        let lines: Vec<String> = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect();
-        // libtest's "test <name> ... " may come first on the line.
-        lines.iter().find_map(|line| {
-            let at = line.find("took ")?;
-            line[at + 5..].trim().parse::<i128>().ok()
-        })
+        let mut took = None;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // libtest's "test <name> ... " may come first on the line.
+            if line.ends_with("tried") {
+                let _ = tried.send(());
+            } else if let Some(at) = line.find("took ") {
+                took = took.or(line[at + 5..].trim().parse::<i128>().ok());
+            }
+        }
+        took
     });
-    (child, took)
+    (child, took, first)
 }
 
 /// The fast client's clocks run at this rate in the test of a step.
@@ -173,16 +200,60 @@ const STEP_RATE: f64 = 4.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client() {
-    role_or(stepped_once).await;
+    role_or(|| {
+        misbehaving_node(
+            "a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client",
+            5,
+            NodeClock::Steps(1_000, 0, 20_000, 1),
+        )
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_clock_steps_between_a_fast_client_sparse_readings_do_not_end_a_quarantine() {
+    // A try every 0.5 s (2 s of its clock), a step of 1.5 s every 0.5 s:
+    // each reading pair shows 2 s on both clocks, no jump.
+    role_or(|| {
+        misbehaving_node(
+            "node_clock_steps_between_a_fast_client_sparse_readings_do_not_end_a_quarantine",
+            500,
+            NodeClock::Steps(200, 500, 1_500, 6),
+        )
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_clock_running_fast_does_not_end_a_quarantine_for_a_fast_client() {
+    // The node's clock at twice real time looks, to a client at four
+    // times, like one running at half: never ahead.
+    role_or(|| {
+        misbehaving_node(
+            "a_node_clock_running_fast_does_not_end_a_quarantine_for_a_fast_client",
+            5,
+            NodeClock::Rate(2.0),
+        )
+    })
+    .await;
+}
+
+/// What the restarted node's clock does while the fast client tries.
+#[derive(Clone, Copy)]
+enum NodeClock {
+    /// Steps forward: `.0` ms after the fast client's first try, then every
+    /// `.1` ms, by `.2` ms, `.3` times.
+    Steps(u64, u64, i64, u32),
+    /// Runs this many times as fast as real time from the restart.
+    Rate(f64),
 }
 
 /// Three plain nodes, node 0's clock under the preload; the holder reaches
 /// them through proxies and takes `R` on nodes 0 and 1 (2 holds another's
 /// key for a moment), then never hears from node 0 again (its proxy
 /// refuses), so it keeps counting its lock valid; node 0 restarts empty;
-/// the fast client (four times fast) tries `R`, and a second after it
-/// started node 0's clock steps 20 s forward.
-async fn stepped_once() {
+/// the fast client (four times fast, `pause` ms between tries) tries `R` while node 0's clock does as `node` says.
+async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
     let node_clock = ClockFile::new();
     let mut c = Cluster {
         nodes: vec![
@@ -208,14 +279,22 @@ async fn stepped_once() {
         lost.await;
         real_ns()
     });
-    let (mut child, took) = restart_and_spawn(
-        &mut c,
-        &lock,
-        "a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client",
-        STEP_RATE,
-    );
-    tokio::time::sleep(ms(1_000)).await;
-    node_clock.wall(20_000_000_000, 1.0);
+    let (mut child, took, first) = restart_and_spawn(&mut c, &lock, (test, pause), STEP_RATE);
+    match node {
+        NodeClock::Rate(rate) => node_clock.wall(0, rate),
+        NodeClock::Steps(first_after, every, by, times) => {
+            // From its first try on.
+            tokio::task::spawn_blocking(move || first.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            tokio::time::sleep(ms(first_after)).await;
+            for n in 1..=i64::from(times) {
+                node_clock.wall(n * by * 1_000_000, 1.0);
+                tokio::time::sleep(ms(every)).await;
+            }
+        }
+    }
     let took = took.await.unwrap();
     assert!(child.wait().unwrap().success(), "the fast client failed");
     let ended = if lost_at.is_finished() {
@@ -224,6 +303,6 @@ async fn stepped_once() {
         lost_at.abort();
         valid_until
     };
-    assert_after(took, ended, "node clock stepped");
+    assert_after(took, ended, test);
     let _ = lock.release().await;
 }

@@ -320,6 +320,7 @@ impl RedlockBuilder {
         });
         let mut seen = HashMap::new();
         let clock_news: ClockNews = Arc::new(tokio::sync::watch::Sender::new(0));
+        let panel = Arc::new(crate::node::panel::Panel::new(clients.len()));
         let mut nodes = Vec::with_capacity(clients.len());
         let mut watched = Vec::with_capacity(clients.len());
         // A connection attempt is never waited for past a round's deadline,
@@ -347,6 +348,7 @@ impl RedlockBuilder {
                         amnesia: amnesia.clone(),
                         allowance: c.drift_factor,
                         news: Arc::clone(&clock_news),
+                        panel: Arc::clone(&panel),
                     },
                 ),
                 _ => Node::new(
@@ -354,7 +356,7 @@ impl RedlockBuilder {
                     client,
                     connect_timeout,
                     amnesia.clone(),
-                    (c.drift_factor, &clock_news),
+                    (c.drift_factor, &clock_news, &panel),
                 ),
             };
             watched.push((watch_client, node.watch_route()));

@@ -1,25 +1,31 @@
 //! The lock model's clients' view of a node's quarantine. Client 0's
 //! clocks may run several times as fast as real time
 //! (`LockModel::fast_client`): on its clock alone a quarantine would end
-//! early, so the crate also asks the node's clock (`node/nodebound.rs`),
-//! and a step of the node's clock read while a quarantine is on counts it
-//! anew there
+//! early, so the crate also asks the node's clock (`node/nodebound.rs`)
+//! and a majority of the members' (`node/panel.rs`), and a step of the
+//! node's clock seen while a quarantine is on counts it anew
 //! (`TrustState::extend`). The fast client's view is the crate's own
-//! `TrustState`, fed what that client saw of the node, in order: the
-//! restart found at `quarantined_from`, the step read at `step_seen`, and
-//! the node's clock as each of those replies and the one being counted
-//! showed it.
+//! `TrustState` and `Panel`, fed what that client read, in order: the
+//! restart's check at `quarantined_from`, the reply that first showed a
+//! step, and the reply being counted, each reading judged by the crate's
+//! own rule against the one before (`judge`), on the fast clock: a step
+//! between two readings far enough apart passes unseen.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::model::lock::LockModel;
 use crate::model::lock_state::{Action, Phase, State};
+use crate::node::clockrate::Reading;
+use crate::node::clockwatch::{judge, Verdict};
+use crate::node::panel::Panel;
 use crate::node::truststate::TrustState;
 
 impl LockModel {
     /// Node `n`'s clock steps (with a fast client, only once the node
-    /// restarted), and the fast client may read the step before that
-    /// node's vote, with a reply to an earlier request of its.
+    /// restarted), and the fast client may read the step, or check the
+    /// restart, before that node's vote, with a reply to an earlier
+    /// request of its.
     pub(crate) fn step_actions(&self, s: &State, n: u8, actions: &mut Vec<Action>) {
         let node = &s.nodes[n as usize];
         let restarted = node.quarantined_until != 0 || node.unprobed_since.is_some();
@@ -33,7 +39,11 @@ impl LockModel {
             } => (yes | no | failed) & (1 << n) == 0,
             _ => false,
         };
-        if self.fast_client && node.up && node.jumped > 0 && node.step_seen == 0 && unasked {
+        // Or a restart it has not checked yet: it checks it then, and may
+        // read a later step only with its vote.
+        let news = (node.jumped > 0 && node.step_seen == 0)
+            || (self.steps > 0 && node.unprobed_since.is_some());
+        if self.fast_client && node.up && news && unasked {
             actions.push(Action::Probe(0, n));
         }
     }
@@ -58,33 +68,70 @@ impl LockModel {
         let ms = |t: u8| Duration::from_millis(u64::from(t));
         // The fast client's clock at real ms `t`.
         let ours = |t: u8| base + ms(t) * u32::from(self.fast_rate);
-        // The node's clock at real ms `t`, as a reply then showed it: the
-        // drift fast, and its step from the reply that first showed it.
-        let node_us = |t: u8| {
+        // A node's clock at real ms `t`, as a reply then showed it: the
+        // drift fast, and node `n`'s step in a reply from the first that
+        // showed it on (`after_check`: not in the restart's check, which
+        // comes before any step). The others never step: one node's clock
+        // misbehaves.
+        let clock_us = |k: usize, t: u8, after_check: bool| {
             let steady = (f64::from(t) * 1e3 * (1.0 + self.drift_factor)) as u64;
             let step = match seen {
-                Some(j) if t >= j => u64::from(node.jumped) * 1000,
+                Some(j) if after_check && t >= j && k == n as usize => {
+                    u64::from(node.jumped) * 1000
+                }
                 _ => 0,
             };
             1_000_000_000 + steady + step
         };
-        // The events in order (at one instant, the probe comes before the
-        // reply's reading: `deliver`).
+        // The members' clocks (`node/panel.rs`): read, at the latest, at
+        // each moment the client reads node `n` (the latest readings show
+        // the most time passed: the rule's hardest case).
+        let panel = Arc::new(Panel::new(s.nodes.len()));
+        let seats: Vec<_> = (0..s.nodes.len()).map(|k| panel.seat(k)).collect();
+        let read_all = |t: u8, after_check: bool| {
+            for (k, seat) in seats.iter().enumerate() {
+                seat.reading(ours(t), clock_us(k, t, after_check), self.drift_factor);
+            }
+        };
+        let reading = |(at, us): (Instant, u64)| {
+            let at = tokio::time::Instant::from_std(at);
+            Reading {
+                sent: at,
+                recv: at,
+                node_us: us,
+            }
+        };
+        // What the client hears of node `n`, in order: the restart's check
+        // (`false`), the reply that first showed a step, and the reply now
+        // being counted (`true`; at one instant, the check comes first).
         let mut events: Vec<(u8, bool)> = restart.map(|(f, _)| (f, false)).into_iter().collect();
-        if let Some(j) = seen {
-            events.push((j, true));
-        }
+        events.extend(seen.filter(|j| *j < s.now).map(|j| (j, true)));
         events.sort_unstable();
+        events.push((s.now, true));
         let mut st = TrustState::default();
+        st.panel = self.panel.then_some(Arc::clone(&panel));
         // Clients read every clock at 0 (`read_clock`).
-        let mut before = Some((ours(0), node_us(0)));
+        read_all(0, true);
+        let mut before = (ours(0), clock_us(n as usize, 0, true));
         let drift = self.drift_factor;
-        for (t, step) in events {
-            let (at, reading) = (ours(t), (ours(t), node_us(t)));
-            if step {
-                // The reading comes in first, then the verdict on it: a
-                // clock that ran ahead, a quarantine of one TTL from now.
-                st.node_reading(before, reading, drift);
+        for (t, after_check) in events {
+            let at = ours(t);
+            read_all(t, after_check);
+            if !after_check {
+                // A reply just before the restart is the reading before:
+                // a client that polls has one, and it dates the start on
+                // the node's clock latest.
+                before = (at, clock_us(n as usize, t, false));
+                let length = restart.map_or(0, |(_, l)| l);
+                st.checked_until(at + ms(length), at);
+            }
+            // Each reading comes in, then the crate's verdict on it against
+            // the one before (`clockwatch.rs`): on our fast clock, a step
+            // between sparse readings may pass unseen.
+            let now = (at, clock_us(n as usize, t, after_check));
+            st.node_reading(Some(before), now, drift);
+            if let Verdict::Ahead(_) = judge(&reading(before), &reading(now), drift) {
+                // A clock that ran ahead: a quarantine of one TTL from now.
                 let until = at + ms(self.ttl);
                 if self.rebegin {
                     st.extend(until, at);
@@ -93,16 +140,10 @@ impl LockModel {
                     st.begin_if_off(at);
                     st.until = st.until.max(Some(until));
                 }
-            } else {
-                let length = restart.map_or(0, |(_, l)| l);
-                st.checked_until(at + ms(length), at);
-                st.node_reading(before, reading, drift);
             }
-            before = Some(reading);
+            before = now;
         }
-        // The reply now being counted.
         let now = ours(s.now);
-        st.node_reading(before, (now, node_us(s.now)), drift);
         if self.both_clocks {
             st.on_at(now, true).is_some()
         } else {

@@ -46,6 +46,7 @@ use tokio::time::Instant;
 
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockrate::{Rate, RateTrack, Reading};
+use crate::node::panel::Seat;
 use crate::node::trust::Trust;
 use crate::telemetry::metrics;
 
@@ -140,6 +141,8 @@ pub(crate) struct ClockWatch {
     jumps: Mutex<Jumps>,
     /// Where a jump ahead is told.
     news: ClockNews,
+    /// Where each reading goes, for quarantines' ends (`panel.rs`).
+    seat: Seat,
     /// The accepted rate's excess ([`RateTrack::excess`]) as `f64` bits,
     /// read on every acquisition without taking the lock.
     excess: AtomicU64,
@@ -152,13 +155,14 @@ pub(crate) struct ClockWatch {
 impl ClockWatch {
     /// Watches node `index`'s clock with the drift factor `allowance`,
     /// quarantining it in `trust` for the restart quarantine of `check`
-    /// after a jump ahead (never without a check), and telling `news`.
+    /// after a jump ahead (never without a check), telling `news` and
+    /// putting each reading on `seat`.
     pub(crate) fn new(
         index: usize,
         allowance: f64,
         check: Option<&AmnesiaCheck>,
         trust: &Arc<Trust>,
-        news: &ClockNews,
+        (news, seat): (&ClockNews, Seat),
     ) -> Self {
         Self {
             index,
@@ -168,6 +172,7 @@ impl ClockWatch {
             last: Mutex::default(),
             jumps: Mutex::default(),
             news: Arc::clone(news),
+            seat,
             excess: AtomicU64::new(0.0_f64.to_bits()),
             ahead: AtomicU64::new(0),
             behind: AtomicU64::new(0),
@@ -180,6 +185,7 @@ impl ClockWatch {
     /// is passed on, so a vote that comes with a jump is not counted.
     pub(crate) fn reading(&self, sent: Instant, recv: Instant, time: &Value) {
         let Some(node_us) = node_micros(time) else {
+            self.seat.refused();
             return;
         };
         let now = Reading {
@@ -198,6 +204,7 @@ impl ClockWatch {
                 let std = |r: &Reading| (r.recv.into_std(), r.node_us);
                 self.trust
                     .node_time(before.as_ref().map(std), std(&now), self.allowance);
+                self.seat.reading(recv.into_std(), node_us, allowance);
                 let was = track.rate.rate();
                 track.rate.observe(now);
                 if let Some(rate) = track.rate.rate().filter(|r| Some(*r) != was) {

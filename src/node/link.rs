@@ -11,6 +11,7 @@ use redis::{RedisError, RedisResult, Value};
 use crate::error::{NodeError, NodeErrorKind};
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockwatch::{ClockNews, ClockWatch};
+use crate::node::panel::Panel;
 use crate::node::queue::{fail_all, send_batch, Conn, LinkState, ReplyRx, Waiting};
 use crate::node::request::Request;
 use crate::node::slot::Slot;
@@ -129,15 +130,15 @@ impl Link {
         client: redis::Client,
         connect_timeout: Duration,
         amnesia: Option<AmnesiaCheck>,
-        (allowance, news): (f64, &ClockNews),
+        (allowance, news, panel): (f64, &ClockNews, &Arc<Panel>),
     ) -> Self {
-        let trust = Arc::new(Trust::telling(news));
+        let trust = Arc::new(Trust::telling(news, panel));
         let clock = Arc::new(ClockWatch::new(
             index,
             allowance,
             amnesia.as_ref(),
             &trust,
-            news,
+            (news, panel.seat(index)),
         ));
         let marker = crate::node::evidence::MARKER_KEY;
         let vigil = Vigil::new(index, Arc::clone(&clock), &trust, amnesia.clone(), marker);

@@ -22,6 +22,7 @@ pub(crate) mod evidence;
 pub(crate) mod link;
 pub(crate) mod nodebound;
 pub(crate) mod open;
+pub(crate) mod panel;
 pub(crate) mod push;
 pub(crate) mod queue;
 pub(crate) mod request;
@@ -115,14 +116,14 @@ impl fmt::Debug for Node {
 
 impl Node {
     /// Wraps a client; connects to nothing yet. `clock` is the drift
-    /// factor its clock is judged by and where a jump ahead is told
-    /// (`clockwatch.rs`).
+    /// factor its clock is judged by, where a jump ahead is told
+    /// (`clockwatch.rs`) and where its readings go (`panel.rs`).
     pub(crate) fn new(
         index: usize,
         client: redis::Client,
         connect_timeout: Duration,
         amnesia: Option<AmnesiaCheck>,
-        clock: (f64, &ClockNews),
+        clock: (f64, &ClockNews, &Arc<panel::Panel>),
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();

@@ -5,8 +5,10 @@
 //! quarantine also lasts until the node's own clock, as its replies show
 //! it (`TIME` behind every request: `clockwatch.rs`), advanced by the
 //! quarantine's length times `1 + drift_factor` (the node's clock may run
-//! that much fast) since it began: both clocks must show it over. A node
-//! whose clock is never read (`TIME` refused) is judged on ours alone.
+//! that much fast) since it began: both clocks must show it over, and a
+//! majority of the members' too (`panel.rs`: the node's clock alone may
+//! step or run fast unseen). A node whose clock is never read (`TIME`
+//! refused) is judged on ours alone.
 
 use std::time::{Duration, Instant};
 

@@ -55,6 +55,8 @@ pub(crate) struct LinkSettings {
     pub(crate) allowance: f64,
     /// Where a shard's clock jump ahead is told.
     pub(crate) news: ClockNews,
+    /// Where a shard's clock readings go (`panel.rs`).
+    pub(crate) panel: Arc<crate::node::panel::Panel>,
 }
 
 /// A member that is a Redis Cluster.
@@ -370,7 +372,7 @@ impl Shards {
                 client,
                 s.connect_timeout,
                 s.amnesia.clone(),
-                (s.allowance, &s.news),
+                (s.allowance, &s.news, &s.panel),
             )
             .with_shard(
                 marker,

@@ -63,10 +63,19 @@ fn store(at: &AtomicU64, read: Option<u64>) {
 
 impl Trust {
     /// A node's trust that tells `news` of each loss found (see
-    /// [`TrustState::lost_at`]).
-    pub(crate) fn telling(news: &Arc<tokio::sync::watch::Sender<u64>>) -> Self {
+    /// [`TrustState::lost_at`]), and whose quarantines are over only once
+    /// a majority of the members' clocks on `panel` show it too.
+    pub(crate) fn telling(
+        news: &Arc<tokio::sync::watch::Sender<u64>>,
+        panel: &Arc<crate::node::panel::Panel>,
+    ) -> Self {
+        let state = TrustState {
+            panel: Some(Arc::clone(panel)),
+            ..TrustState::default()
+        };
         Self {
             news: Some(Arc::clone(news)),
+            state: Mutex::new(state),
             ..Self::default()
         }
     }

@@ -1,12 +1,14 @@
 //! The part of a node's [`Trust`](super::trust::Trust) read off the hot
 //! path, and the rules that set a quarantine's start and end: on our clock,
-//! and on the node's too (`nodebound.rs`).
+//! on the node's too (`nodebound.rs`), and on a majority of the members'
+//! (`panel.rs`).
 
 use std::time::{Duration, Instant};
 
 use crate::node::amnesia::Cause;
 use crate::node::evidence::Probe;
 use crate::node::nodebound::NodeBound;
+use crate::node::panel::{Panel, Start};
 
 /// The part of [`Trust`](super::trust::Trust) read off the hot path.
 #[derive(Clone, Debug, Default)]
@@ -46,6 +48,11 @@ pub(crate) struct TrustState {
     /// quarantine for it ends: the quarantine counts from that first
     /// sight, on our clock, whatever later checks find (see `amnesia.rs`).
     pub(super) sight: Option<(Instant, Instant)>,
+    /// The members' clocks, which must show a quarantine over too (see
+    /// `panel.rs`; `None`: not asked).
+    pub(crate) panel: Option<std::sync::Arc<Panel>>,
+    /// Where they stood when the quarantine on now (or the last one) began.
+    pub(super) start: Start,
 }
 
 impl TrustState {
@@ -59,7 +66,7 @@ impl TrustState {
     /// caller's `until` is a whole quarantine from `now`, so counting from
     /// `now` never asks less of the node's clock than before.
     pub(crate) fn extend(&mut self, until: Instant, now: Instant) {
-        self.bound.begin(now);
+        self.begin(now);
         if self.until.is_none_or(|u| u < until) {
             self.until = Some(until);
             self.left_logged = false;
@@ -69,7 +76,15 @@ impl TrustState {
     /// A quarantine begins at `now` unless one is on.
     pub(crate) fn begin_if_off(&mut self, now: Instant) {
         if self.until.is_none_or(|u| u <= now) {
-            self.bound.begin(now);
+            self.begin(now);
+        }
+    }
+
+    /// A quarantine begins at `now`, on the node's clock and the members'.
+    fn begin(&mut self, now: Instant) {
+        self.bound.begin(now);
+        if let Some(panel) = &self.panel {
+            self.start = panel.start(now);
         }
     }
 
@@ -104,12 +119,16 @@ impl TrustState {
         }
     }
 
-    /// How much longer, about, the node's clock must run before the
-    /// quarantine is over on it too (`None`: it is); `read`: whether the
-    /// node's clock was ever read.
+    /// How much longer, about, the node's clock and a majority of the
+    /// members' must run before the quarantine is over on them too
+    /// (`None`: it is); `read`: whether the node's clock was ever read.
     pub(crate) fn node_left(&self, read: bool) -> Option<Duration> {
         let length = self.until?.saturating_duration_since(self.bound.since()?);
-        self.bound.left(length, read)
+        let members = self
+            .panel
+            .as_ref()
+            .and_then(|p| p.left(&self.start, length));
+        self.bound.left(length, read).max(members)
     }
 
     /// Whether this client knows of a loss in the process there (not a

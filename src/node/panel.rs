@@ -1,0 +1,245 @@
+//! The members' clocks together, for a quarantine's end. A quarantine is
+//! measured on our clock and on the node's (`nodebound.rs`), but neither
+//! is enough where both misbehave: a client whose clock runs fast ends it
+//! early on ours, and the node's clock may step forward between two of our
+//! readings by no more than our fast clock lets pass unseen (a client that
+//! reads the node twice a second at four times real time misses a step of
+//! 1.5 s), or run fast itself. The node's clock then shows the quarantine
+//! over while a lock it forgot is still valid.
+//!
+//! So a quarantine is also over only once a majority of the members'
+//! clocks show it: each advanced by its length times `1 + drift` (the
+//! drift factor, or the clock's measured rate where that is more) since it
+//! began. As locks are, this rests on a majority of the members: a
+//! majority holds at least one member whose clock is sound, whatever one
+//! node's clock or ours does. Every member's `TIME` already comes behind
+//! every request (`clockwatch.rs`): each reading is kept here, the latest
+//! per connection, at the cost of one uncontended lock per reply.
+//!
+//! Where a quarantine began: each clock's latest reading before it, moved
+//! on by our clock's time since (more than real time where our clock runs
+//! fast: it asks more), or else its first reading after. A member whose
+//! `TIME` is refused (answered, never with a time) counts as showing it,
+//! as such a node alone is judged on our clock; where no member's clock
+//! was ever read, the panel says nothing.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+/// One connection's readings of its node's clock.
+#[derive(Debug, Default)]
+struct Clock {
+    /// Its first reading: when (our clock) the reply came in, and the
+    /// node's time in µs.
+    first: Option<(Instant, u64)>,
+    /// Its latest reading, the same way.
+    latest: Option<(Instant, u64)>,
+    /// The drift factor it is judged by (or its measured rate's excess).
+    allowance: f64,
+    /// Whether it answered `TIME` with something that is not a time.
+    refused: bool,
+}
+
+/// Locks `clock`, whatever a panicked holder left.
+fn open(clock: &Mutex<Clock>) -> std::sync::MutexGuard<'_, Clock> {
+    clock.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One client's members' clocks.
+#[derive(Debug)]
+pub(crate) struct Panel {
+    /// How many members there are.
+    members: usize,
+    /// Each connection's clock, with its member.
+    clocks: Mutex<Vec<(usize, Weak<Mutex<Clock>>)>>,
+}
+
+/// Where one connection puts its readings.
+#[derive(Clone, Debug)]
+pub(crate) struct Seat(Arc<Mutex<Clock>>);
+
+impl Seat {
+    /// The node's clock read `node_us` in a reply that came in at `recv`,
+    /// judged by the drift factor `allowance`.
+    pub(crate) fn reading(&self, recv: Instant, node_us: u64, allowance: f64) {
+        let mut c = open(&self.0);
+        if c.latest.is_some_and(|(r, _)| r > recv) {
+            return;
+        }
+        c.first.get_or_insert((recv, node_us));
+        c.latest = Some((recv, node_us));
+        c.allowance = allowance;
+    }
+
+    /// The node answered `TIME` with something that is not a time.
+    pub(crate) fn refused(&self) {
+        open(&self.0).refused = true;
+    }
+}
+
+/// Where each clock stood when a quarantine began.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Start {
+    /// When (our clock) it began.
+    since: Option<Instant>,
+    /// Each clock read before then, with its time then at the latest.
+    from: Vec<(Weak<Mutex<Clock>>, u64)>,
+}
+
+impl Panel {
+    /// A panel for `members` members.
+    pub(crate) fn new(members: usize) -> Self {
+        Self {
+            members,
+            clocks: Mutex::default(),
+        }
+    }
+
+    /// A seat for a connection to member `member`.
+    pub(crate) fn seat(&self, member: usize) -> Seat {
+        let clock = Arc::new(Mutex::new(Clock::default()));
+        let mut clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
+        clocks.retain(|(_, c)| c.strong_count() > 0);
+        clocks.push((member, Arc::downgrade(&clock)));
+        Seat(clock)
+    }
+
+    /// The clocks that are still kept, with their members.
+    fn live(&self) -> Vec<(usize, Arc<Mutex<Clock>>)> {
+        let clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
+        clocks
+            .iter()
+            .filter_map(|(m, c)| Some((*m, c.upgrade()?)))
+            .collect()
+    }
+
+    /// Where each clock stands for a quarantine that begins at `since`.
+    pub(crate) fn start(&self, since: Instant) -> Start {
+        let from = self
+            .live()
+            .into_iter()
+            .filter_map(|(_, clock)| {
+                let (r, us) = open(&clock).latest?;
+                let on = since.saturating_duration_since(r).as_micros();
+                let us = us.saturating_add(u64::try_from(on).unwrap_or(u64::MAX));
+                Some((Arc::downgrade(&clock), us))
+            })
+            .collect();
+        Start {
+            since: Some(since),
+            from,
+        }
+    }
+
+    /// How much longer, about, until a majority of the members' clocks
+    /// show a quarantine of `length` that began at `start` over (`None`:
+    /// they do, or no member's clock was ever read).
+    pub(crate) fn left(&self, start: &Start, length: Duration) -> Option<Duration> {
+        let since = start.since?;
+        let length_us = length.as_secs_f64() * 1e6;
+        // Per member, the least any of its clocks still has to run.
+        let mut member_left = vec![f64::INFINITY; self.members];
+        let mut any_read = false;
+        for (member, clock) in self.live() {
+            let c = open(&clock);
+            let left = if c.latest.is_none() && c.refused {
+                0.0
+            } else if let Some((_, latest)) = c.latest {
+                any_read = true;
+                let known = start
+                    .from
+                    .iter()
+                    .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&clock)));
+                let from = match (known, c.first) {
+                    (Some((_, us)), _) => Some(*us),
+                    (None, Some((r, us))) if r >= since => Some(us),
+                    _ => None,
+                };
+                let need = length_us * (1.0 + c.allowance);
+                from.map_or(need, |f| (need - latest.saturating_sub(f) as f64).max(0.0))
+            } else {
+                continue;
+            };
+            if let Some(slot) = member_left.get_mut(member) {
+                *slot = slot.min(left);
+            }
+        }
+        if !any_read {
+            return None;
+        }
+        member_left.sort_by(f64::total_cmp);
+        let majority = self.members / 2 + 1;
+        let left = *member_left.get(majority - 1)?;
+        if left <= 0.0 {
+            None
+        } else if left.is_finite() {
+            Some(Duration::from_micros(left.ceil() as u64))
+        } else {
+            // Too few members read since: at least the whole of it.
+            Some(length)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000;
+
+    #[test]
+    fn a_majority_of_the_members_clocks_must_show_it() {
+        let t0 = Instant::now();
+        let panel = Panel::new(3);
+        let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
+        for s in &seats {
+            s.reading(t0, 100 * S, 0.0);
+        }
+        let start = panel.start(t0);
+        let ten = Duration::from_secs(10);
+        assert_eq!(panel.left(&start, ten), Some(ten));
+        // One clock stepped 20 s: one member is no majority.
+        let t1 = t0 + Duration::from_secs(1);
+        seats[0].reading(t1, 121 * S, 0.0);
+        seats[1].reading(t1, 101 * S, 0.0);
+        assert_eq!(panel.left(&start, ten), Some(Duration::from_secs(9)));
+        // A second member's clock shows it.
+        seats[1].reading(t1, 110 * S, 0.0);
+        assert_eq!(panel.left(&start, ten), None);
+    }
+
+    #[test]
+    fn a_start_is_dated_by_the_reading_before_it_moved_on_or_the_first_after() {
+        let t0 = Instant::now();
+        let panel = Panel::new(3);
+        let (a, b) = (panel.seat(0), panel.seat(1));
+        a.reading(t0, 100 * S, 0.0);
+        // Begun 2 s after a's last reading: a's time then is 102 s at the
+        // latest; b was never read before, so its first reading dates it.
+        let start = panel.start(t0 + Duration::from_secs(2));
+        let t = t0 + Duration::from_secs(3);
+        a.reading(t, 105 * S, 0.0);
+        b.reading(t, 500 * S, 0.0);
+        let five = Duration::from_secs(5);
+        assert_eq!(panel.left(&start, five), Some(Duration::from_secs(5)));
+        let t = t0 + Duration::from_secs(8);
+        a.reading(t, 107 * S, 0.0);
+        b.reading(t, 505 * S, 0.0);
+        assert_eq!(panel.left(&start, five), None);
+    }
+
+    #[test]
+    fn refused_clocks_count_and_none_read_says_nothing() {
+        let t0 = Instant::now();
+        let panel = Panel::new(3);
+        let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
+        let start = panel.start(t0);
+        let ten = Duration::from_secs(10);
+        assert_eq!(panel.left(&start, ten), None);
+        seats[0].reading(t0, 100 * S, 0.1);
+        assert_eq!(panel.left(&start, ten), Some(ten));
+        seats[1].refused();
+        seats[0].reading(t0 + ten, 111 * S, 0.1);
+        assert_eq!(panel.left(&start, ten), None);
+    }
+}
