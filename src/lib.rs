@@ -175,6 +175,8 @@
 //                       have lost writes, and the quarantine that follows.
 //   node/nodebound.rs   A quarantine's end on the node's clock too, so a
 //                       client clock running fast cannot end it early.
+//   node/panel.rs       The members' clocks together: a majority must show
+//                       a quarantine over too (one node's clock may lie).
 //   node/counts.rs      The rules on a node's counts of drops and commands
 //                       (a drop, a statistics reset), pure.
 //   node/truststate.rs  The state read off the hot path: a quarantine's
