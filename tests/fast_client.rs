@@ -63,9 +63,12 @@ async fn holder(builder: redquorum::RedlockBuilder) -> Redlock {
 /// `once`, as many times as asked.
 async fn role_or<F: std::future::Future<Output = ()>>(once: fn() -> F) {
     if let Ok(spec) = std::env::var(ROLE) {
-        let (urls, pause) = spec.split_once(';').unwrap();
+        let (urls, rest) = spec.split_once(';').unwrap();
         let urls = urls.split(',').map(str::to_owned).collect();
-        return fast_client(urls, ms(pause.parse().unwrap())).await;
+        if let Some((pause, run)) = rest.split_once(';') {
+            return for_a_while(urls, ms(pause.parse().unwrap()), ms(run.parse().unwrap())).await;
+        }
+        return fast_client(urls, ms(rest.parse().unwrap())).await;
     }
     for _ in 0..support::clock::runs() {
         once().await;
@@ -145,6 +148,27 @@ async fn fast_client(urls: Vec<String>, pause: Duration) {
         }
     }
     panic!("never took R: {:?}", client.stats().nodes);
+}
+
+/// Another role: take `R` and release it, every `pause` of real time, for
+/// `run` of real time.
+async fn for_a_while(urls: Vec<String>, pause: Duration, run: Duration) {
+    let client = Redlock::builder()
+        .nodes(urls)
+        .restart_quarantine(TTL)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    let end = real_ns() + run.as_nanos() as i128;
+    while real_ns() < end {
+        if let Ok(lock) = client.try_lock("R", TTL).await {
+            let _ = lock.release().await;
+        }
+        let next = real_ns() + pause.as_nanos() as i128;
+        while real_ns() < next {
+            tokio::time::sleep(ms(1)).await;
+        }
+    }
 }
 
 /// What [`restart_and_spawn`] returns: the fast client's process, the real
@@ -304,5 +328,70 @@ async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
         valid_until
     };
     assert_after(took, ended, test);
+    let _ = lock.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_client_of_one_member_does_not_vouch_that_a_quarantine_is_over() {
+    role_or(one_member_vouching).await;
+}
+
+/// As [`misbehaving_node`], with node 0's clock three times fast from its
+/// restart; a client eight times fast whose only member is node 0 takes
+/// and releases `R` for 3.5 s (on its clock and its one member's, the
+/// quarantine is soon over, and its connection checks behind its requests
+/// would write our marker's `served`); then a client with a true clock,
+/// on all three nodes, tries `R` every 5 ms.
+async fn one_member_vouching() {
+    let node_clock = ClockFile::new();
+    let mut c = Cluster {
+        nodes: vec![
+            RedisNode::start_with_clock(Persistence::Aof, &node_clock),
+            RedisNode::start(Persistence::Aof),
+            RedisNode::start(Persistence::Aof),
+        ],
+    };
+    c.declare_new();
+    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    let holder = holder(Redlock::builder().nodes(proxies.iter().map(Proxy::url))).await;
+    let key = holder.key_for("R");
+    c.nodes[2].set(&key, "another", ms(300));
+    let lock = holder.try_lock("R", TTL).await.unwrap();
+    let value = c.values(&key)[0].clone().unwrap();
+    assert_eq!(c.holding(&key, &value), 2, "the lock on nodes 0 and 1");
+    let valid_until = real_ns() + lock.validity().as_nanos() as i128;
+    proxies[0].set_mode(ProxyMode::Refuse);
+    proxies[0].cut();
+    c.nodes[0].restart(Persistence::None);
+    node_clock.wall(0, 3.0);
+    let fast_from = std::time::Instant::now();
+    let clock = ClockFile::new();
+    clock.wall(0, 8.0);
+    let test = "a_fast_client_of_one_member_does_not_vouch_that_a_quarantine_is_over";
+    let spec = format!("{};20;3500", c.urls()[0]);
+    let mut alone = run_preloaded(test, (ROLE, &spec), &clock, 8.0);
+    let waited = tokio::task::spawn_blocking(move || alone.wait())
+        .await
+        .unwrap();
+    assert!(waited.unwrap().success(), "the one-member client failed");
+    // Node 0's clock on at the true rate, as far ahead as it got.
+    let ahead = fast_from.elapsed().as_nanos() as i64 * 2;
+    node_clock.wall(ahead, 1.0);
+    let client = Redlock::builder()
+        .nodes(c.urls())
+        .restart_quarantine(TTL)
+        .node_timeout(ms(500))
+        .build()
+        .unwrap();
+    let took = loop {
+        let at = real_ns();
+        if let Ok(got) = client.try_lock("R", TTL).await {
+            let _ = got.release().await;
+            break at;
+        }
+        assert!(at < valid_until + 10_000_000_000, "never took R");
+        tokio::time::sleep(ms(5)).await;
+    };
+    assert_after(Some(took), valid_until, test);
     let _ = lock.release().await;
 }

@@ -17,8 +17,13 @@
 //! did not name the process (`check.rs`) and `served` where [`serves`]
 //! says so; a later check that finds `served` counts the node at once.
 //!
-//! Property: no client counts the node within one quarantine after its
-//! loss. And, so that it is not vacuous: some client counts the node from
+//! One client (with `fast_alone`) has this node as its only member and
+//! clocks twice as fast, beside a node whose clock runs fast too: its
+//! quarantine ends in half the time on both, and its check must not vouch
+//! for the others (`Panel::vouches`: two members' clocks at least).
+//!
+//! Property: no other client counts the node within one quarantine after
+//! its loss. And, so that it is not vacuous: some client counts the node from
 //! a served marker before its own quarantine from its own first sight
 //! would have ended.
 
@@ -29,7 +34,7 @@ use crate::node::check::serves;
 use crate::node::evidence::{marker_is, Marker, Probe};
 
 /// Whether a check writes `served`: [`serves`], or a mutant.
-type Serves = fn(&Assessment, bool, bool) -> bool;
+type Serves = fn(&Assessment, bool, bool, bool) -> bool;
 
 /// One run's bounds and rules.
 #[derive(Clone)]
@@ -42,6 +47,12 @@ pub(crate) struct ServedModel {
     pub(crate) horizon: u8,
     /// The rule that writes `served`.
     pub(crate) serves: Serves,
+    /// Client 0's clocks run twice as fast, and its only member is this
+    /// node, whose clock runs fast too: on both, its quarantine ends in
+    /// half the time. Outside the assumptions for its own locks (a
+    /// majority of its members' clocks misbehave), so the property judges
+    /// the others; its check must not vouch for them (`node/panel.rs`).
+    pub(crate) fast_alone: bool,
 }
 
 /// Our marker on the node.
@@ -112,6 +123,7 @@ impl ServedModel {
             quarantine: 3,
             horizon: 8,
             serves,
+            fast_alone: true,
         }
     }
 
@@ -168,8 +180,14 @@ impl ServedModel {
         if !kept {
             c.until = None;
         }
+        let alone = self.fast_alone && i == 0;
         if verdict.loss.is_some() && verdict.remaining > 0 && c.until.is_none() {
-            c.until = Some(now.saturating_add(verdict.remaining as u8));
+            let left = if alone {
+                verdict.remaining.div_ceil(2)
+            } else {
+                verdict.remaining
+            };
+            c.until = Some(now.saturating_add(left as u8));
         }
         let watched = c.until.is_some_and(|u| u <= now);
         let was_counting = Self::counts(s, &s.clients[i]);
@@ -182,7 +200,10 @@ impl ServedModel {
         c.checked = true;
         c.seen = Some(s.process);
         c.loss = verdict.loss;
-        if (self.serves)(&verdict, marked, watched) {
+        // What its members' clocks let it vouch for: one member's clock
+        // never does (`Panel::vouches`).
+        let vouched = !alone;
+        if (self.serves)(&verdict, marked, watched, vouched) {
             if let Some(m) = s.mark.as_mut() {
                 m.served = true;
             }
@@ -274,9 +295,10 @@ impl Model for ServedModel {
             Property::always(
                 "no client counts a node within a quarantine of its loss",
                 |m: &ServedModel, s: &State| {
+                    let judged = usize::from(m.fast_alone);
                     s.lost_at.is_none_or(|l| {
                         s.now >= l.saturating_add(m.quarantine)
-                            || s.clients.iter().all(|c| !Self::counts(s, c))
+                            || s.clients[judged..].iter().all(|c| !Self::counts(s, c))
                     })
                 },
             ),
@@ -307,7 +329,22 @@ mod tests {
     fn model_served_finds_a_node_counted_early_when_served_is_written_at_first_sight() {
         let name = "served, weakened: written by the first check that finds the loss";
         let m = ServedModel {
-            serves: |v, marked, _| marked && v.remaining > 0 && v.loss.is_some(),
+            serves: |v, marked, _, _| marked && v.remaining > 0 && v.loss.is_some(),
+            ..ServedModel::shipped()
+        };
+        check(name, m).assert_violates(
+            name,
+            "no client counts a node within a quarantine of its loss",
+        );
+    }
+
+    #[test]
+    fn model_served_finds_a_node_counted_early_when_a_client_of_one_member_vouches() {
+        let name = "served, weakened: written on one member's clock";
+        let m = ServedModel {
+            serves: |v, marked, watched, _| {
+                marked && v.remaining > 0 && v.loss.is_some() && watched
+            },
             ..ServedModel::shipped()
         };
         check(name, m).assert_violates(

@@ -67,7 +67,7 @@ pub(crate) async fn check(
     let watched = verdict
         .loss
         .is_some_and(|l| trust.served(&probe.run_id, l, Instant::now()));
-    let served = serves(&verdict, marked, watched);
+    let served = serves(&verdict, marked, watched, trust.vouched());
     if let Some(set) = evidence::marker_served(&probe, marker).filter(|_| served) {
         // This client watched the loss's whole quarantine pass: later
         // clients may count the node at once. Not waited for.
@@ -128,9 +128,14 @@ fn lint(probe: &Probe, index: usize, addr: &str) {
 /// this client `watched` the loss's whole quarantine pass, counted from its
 /// own first sight of it (`Trust::served`): a loss has no moment, so a
 /// client that wrote it sooner would let the next one count the node before
-/// a lock the node forgot could have expired (`model/served.rs`).
-pub(crate) fn serves(verdict: &Assessment, marked: bool, watched: bool) -> bool {
-    marked && verdict.remaining > 0 && verdict.loss.is_some() && watched
+/// a lock the node forgot could have expired (`model/served.rs`). And only
+/// where others may take its word for it (`vouched`: a majority of its
+/// members' clocks, two at least, show the quarantine over, `panel.rs`):
+/// a client of one member whose clock runs fast, beside a node whose clock
+/// does too, would see it over early, and every client would then count
+/// the node at once.
+pub(crate) fn serves(verdict: &Assessment, marked: bool, watched: bool, vouched: bool) -> bool {
+    marked && verdict.remaining > 0 && verdict.loss.is_some() && watched && vouched
 }
 
 /// Probes a freshly made connection: the probe, its assessment, when it

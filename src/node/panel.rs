@@ -131,6 +131,50 @@ impl Panel {
         }
     }
 
+    /// Whether this client may vouch to others that a quarantine of
+    /// `length` that began at `start` is over (our marker's `served`:
+    /// `check.rs`): a majority of the members' clocks, and at least two
+    /// of them, read since and showing it. A client of one member, or one
+    /// whose other members' clocks are not read, sees only the node's own
+    /// clock, which may be the one that runs fast: others would count the
+    /// node on its word.
+    pub(crate) fn vouches(&self, start: &Start, length: Duration) -> bool {
+        let Some(since) = start.since else {
+            return false;
+        };
+        let length_us = length.as_secs_f64() * 1e6;
+        let mut showing = vec![false; self.members];
+        for (member, clock) in self.live() {
+            let c = open(&clock);
+            if let (Some(from), Some((_, latest))) =
+                (Self::from(start, since, &clock, &c), c.latest)
+            {
+                let need = length_us * (1.0 + c.allowance);
+                if latest.saturating_sub(from) as f64 >= need {
+                    if let Some(slot) = showing.get_mut(member) {
+                        *slot = true;
+                    }
+                }
+            }
+        }
+        let shown = showing.iter().filter(|s| **s).count();
+        shown >= 2 && shown > self.members / 2
+    }
+
+    /// Where `clock` (locked: `c`) stood when a quarantine began at
+    /// `since`: its reading then (`start`), or its first one after.
+    fn from(start: &Start, since: Instant, clock: &Arc<Mutex<Clock>>, c: &Clock) -> Option<u64> {
+        let known = start
+            .from
+            .iter()
+            .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(clock)));
+        match (known, c.first) {
+            (Some((_, us)), _) => Some(*us),
+            (None, Some((r, us))) if r >= since => Some(us),
+            _ => None,
+        }
+    }
+
     /// How much longer, about, until a majority of the members' clocks
     /// show a quarantine of `length` that began at `start` over (`None`:
     /// they do, or no member's clock was ever read).
@@ -146,15 +190,7 @@ impl Panel {
                 0.0
             } else if let Some((_, latest)) = c.latest {
                 any_read = true;
-                let known = start
-                    .from
-                    .iter()
-                    .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&clock)));
-                let from = match (known, c.first) {
-                    (Some((_, us)), _) => Some(*us),
-                    (None, Some((r, us))) if r >= since => Some(us),
-                    _ => None,
-                };
+                let from = Self::from(start, since, &clock, &c);
                 let need = length_us * (1.0 + c.allowance);
                 from.map_or(need, |f| (need - latest.saturating_sub(f) as f64).max(0.0))
             } else {
@@ -226,6 +262,33 @@ mod tests {
         a.reading(t, 107 * S, 0.0);
         b.reading(t, 505 * S, 0.0);
         assert_eq!(panel.left(&start, five), None);
+    }
+
+    #[test]
+    fn only_two_or_more_clocks_read_vouch_for_others() {
+        let t0 = Instant::now();
+        let ten = Duration::from_secs(10);
+        // One member: its clock alone shows it over, and that is enough
+        // for this client, not to vouch to others.
+        let alone = Panel::new(1);
+        let seat = alone.seat(0);
+        seat.reading(t0, 100 * S, 0.0);
+        let start = alone.start(t0);
+        seat.reading(t0 + ten, 110 * S, 0.0);
+        assert_eq!(alone.left(&start, ten), None);
+        assert!(!alone.vouches(&start, ten));
+        // Three: a refused clock counts for this client, not for others.
+        let panel = Panel::new(3);
+        let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
+        seats[0].reading(t0, 100 * S, 0.0);
+        let start = panel.start(t0);
+        seats[0].reading(t0 + ten, 110 * S, 0.0);
+        seats[1].refused();
+        assert_eq!(panel.left(&start, ten), None);
+        assert!(!panel.vouches(&start, ten));
+        seats[2].reading(t0 + ten, 777 * S, 0.0);
+        seats[2].reading(t0 + ten + ten, 787 * S, 0.0);
+        assert!(panel.vouches(&start, ten));
     }
 
     #[test]

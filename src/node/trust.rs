@@ -292,6 +292,13 @@ impl Trust {
                 .is_none()
     }
 
+    /// Whether this client may vouch to others that the node's quarantine
+    /// is over (see [`TrustState::vouched`]).
+    pub(crate) fn vouched(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.vouched()
+    }
+
     /// True the first time it is asked (whether the node's settings were
     /// said yet).
     pub(crate) fn first_lint(&self) -> bool {

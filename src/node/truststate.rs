@@ -131,6 +131,19 @@ impl TrustState {
         self.bound.left(length, read).max(members)
     }
 
+    /// Whether this client may vouch to others that the quarantine on
+    /// now (or the last one) is over: a majority of the members' clocks,
+    /// two at least, show it (see `panel.rs`).
+    pub(crate) fn vouched(&self) -> bool {
+        let (Some(until), Some(since)) = (self.until, self.bound.since()) else {
+            return false;
+        };
+        let length = until.saturating_duration_since(since);
+        self.panel
+            .as_ref()
+            .is_some_and(|p| p.vouches(&self.start, length))
+    }
+
     /// Whether this client knows of a loss in the process there (not a
     /// clock that ran ahead) that our marker does not say was served.
     pub(crate) fn loss_unserved(&self) -> bool {
