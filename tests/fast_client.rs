@@ -332,51 +332,102 @@ async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fast_client_of_one_member_does_not_vouch_that_a_quarantine_is_over() {
-    role_or(one_member_vouching).await;
+async fn a_client_that_reads_one_clock_does_not_vouch_that_a_quarantine_is_over() {
+    // Three nodes, node 0's clock fast; nodes 1 and 2 refuse `TIME` to
+    // everyone: the other client (of the same node list) reads node 0's
+    // clock alone, which ends its own quarantine early on the clocks it
+    // reads, but vouches for no one.
+    role_or(|| {
+        vouching(
+            "a_client_that_reads_one_clock_does_not_vouch_that_a_quarantine_is_over",
+            3,
+            (&[0], &[0, 1, 2], &[1, 2]),
+        )
+    })
+    .await;
 }
 
-/// As [`misbehaving_node`], with node 0's clock three times fast from its
-/// restart; a client eight times fast whose only member is node 0 takes
-/// and releases `R` for 3.5 s (on its clock and its one member's, the
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_node_list_does_not_vouch_that_a_quarantine_is_over() {
+    // Five nodes, two clocks fast (a minority): the other client's two
+    // members' clocks agree with it, so it vouches, for its own list only.
+    role_or(|| {
+        vouching(
+            "a_client_of_another_node_list_does_not_vouch_that_a_quarantine_is_over",
+            5,
+            (&[0, 1], &[0, 1], &[]),
+        )
+    })
+    .await;
+}
+
+/// The nodes (by index) whose clocks run fast, the other client's members,
+/// and the nodes that refuse `TIME`.
+type Vouching<'a> = (&'a [usize], &'a [usize], &'a [usize]);
+
+/// `n` plain nodes, those of `fast` with clocks under the preload, those
+/// of `refused` refusing `TIME` to everyone; the holder reaches them
+/// through proxies and takes `R` on a bare majority with node 0 and
+/// without node 1 (the rest hold another's key for a moment), then never
+/// hears from node 0 again; node 0 restarts empty and the clocks of `fast`
+/// run three times fast; a client eight times fast whose members are
+/// `members` takes and releases `R` for 3.5 s (on the clocks it reads, the
 /// quarantine is soon over, and its connection checks behind its requests
-/// would write our marker's `served`); then a client with a true clock,
-/// on all three nodes, tries `R` every 5 ms.
-async fn one_member_vouching() {
-    let node_clock = ClockFile::new();
+/// could write our marker's `served`); then a client with a true clock, on
+/// all `n` nodes, tries `R` every 5 ms.
+async fn vouching(test: &'static str, n: usize, (fast, members, refused): Vouching<'_>) {
+    let clocks: Vec<ClockFile> = fast.iter().map(|_| ClockFile::new()).collect();
     let mut c = Cluster {
-        nodes: vec![
-            RedisNode::start_with_clock(Persistence::Aof, &node_clock),
-            RedisNode::start(Persistence::Aof),
-            RedisNode::start(Persistence::Aof),
-        ],
+        nodes: (0..n)
+            .map(|i| match fast.iter().position(|o| *o == i) {
+                Some(k) => RedisNode::start_with_clock(Persistence::Aof, &clocks[k]),
+                None => RedisNode::start(Persistence::Aof),
+            })
+            .collect(),
     };
     c.declare_new();
+    for i in refused {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-time")
+            .query::<()>(&mut c.nodes[*i].conn())
+            .unwrap();
+    }
     let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
     let holder = holder(Redlock::builder().nodes(proxies.iter().map(Proxy::url))).await;
     let key = holder.key_for("R");
-    c.nodes[2].set(&key, "another", ms(300));
+    let held: Vec<usize> = std::iter::once(0).chain(2..=n / 2 + 1).collect();
+    for (i, node) in c.nodes.iter().enumerate() {
+        if !held.contains(&i) {
+            node.set(&key, "another", ms(300));
+        }
+    }
     let lock = holder.try_lock("R", TTL).await.unwrap();
     let value = c.values(&key)[0].clone().unwrap();
-    assert_eq!(c.holding(&key, &value), 2, "the lock on nodes 0 and 1");
+    assert_eq!(c.holding(&key, &value), held.len(), "the lock on {held:?}");
     let valid_until = real_ns() + lock.validity().as_nanos() as i128;
     proxies[0].set_mode(ProxyMode::Refuse);
     proxies[0].cut();
     c.nodes[0].restart(Persistence::None);
-    node_clock.wall(0, 3.0);
+    for clock in &clocks {
+        clock.wall(0, 3.0);
+    }
     let fast_from = std::time::Instant::now();
-    let clock = ClockFile::new();
-    clock.wall(0, 8.0);
-    let test = "a_fast_client_of_one_member_does_not_vouch_that_a_quarantine_is_over";
-    let spec = format!("{};20;3500", c.urls()[0]);
-    let mut alone = run_preloaded(test, (ROLE, &spec), &clock, 8.0);
+    let own = ClockFile::new();
+    own.wall(0, 8.0);
+    let urls: Vec<String> = members.iter().map(|i| c.urls()[*i].clone()).collect();
+    let spec = format!("{};20;3500", urls.join(","));
+    let mut alone = run_preloaded(test, (ROLE, &spec), &own, 8.0);
     let waited = tokio::task::spawn_blocking(move || alone.wait())
         .await
         .unwrap();
-    assert!(waited.unwrap().success(), "the one-member client failed");
-    // Node 0's clock on at the true rate, as far ahead as it got.
+    assert!(waited.unwrap().success(), "the other client failed");
+    // The fast clocks on at the true rate, as far ahead as they got.
     let ahead = fast_from.elapsed().as_nanos() as i64 * 2;
-    node_clock.wall(ahead, 1.0);
+    for clock in &clocks {
+        clock.wall(ahead, 1.0);
+    }
     let client = Redlock::builder()
         .nodes(c.urls())
         .restart_quarantine(TTL)

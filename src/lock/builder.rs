@@ -320,7 +320,13 @@ impl RedlockBuilder {
         });
         let mut seen = HashMap::new();
         let clock_news: ClockNews = Arc::new(tokio::sync::watch::Sender::new(0));
-        let panel = Arc::new(crate::node::panel::Panel::new(clients.len()));
+        let identities: Vec<String> = clients
+            .iter()
+            .map(|(client, _)| identity(client.get_connection_info()))
+            .collect();
+        let quarantine_secs = amnesia.as_ref().map_or(0, |a| a.quarantine_secs);
+        let deployment = crate::node::panel::deployment(&identities, quarantine_secs);
+        let panel = Arc::new(crate::node::panel::Panel::new(clients.len(), deployment));
         let mut nodes = Vec::with_capacity(clients.len());
         let mut watched = Vec::with_capacity(clients.len());
         // A connection attempt is never waited for past a round's deadline,

@@ -86,7 +86,7 @@ impl LockModel {
         // The members' clocks (`node/panel.rs`): read, at the latest, at
         // each moment the client reads node `n` (the latest readings show
         // the most time passed: the rule's hardest case).
-        let panel = Arc::new(Panel::new(s.nodes.len()));
+        let panel = Arc::new(Panel::new(s.nodes.len(), String::new()));
         let seats: Vec<_> = (0..s.nodes.len()).map(|k| panel.seat(k)).collect();
         let read_all = |t: u8, after_check: bool| {
             for (k, seat) in seats.iter().enumerate() {

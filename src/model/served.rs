@@ -17,10 +17,12 @@
 //! did not name the process (`check.rs`) and `served` where [`serves`]
 //! says so; a later check that finds `served` counts the node at once.
 //!
-//! One client (with `fast_alone`) has this node as its only member and
-//! clocks twice as fast, beside a node whose clock runs fast too: its
-//! quarantine ends in half the time on both, and its check must not vouch
-//! for the others (`Panel::vouches`: two members' clocks at least).
+//! One client may be odd ([`Odd`]): its clocks twice as fast, beside a
+//! node whose clock runs fast too, its quarantine ends in half the time on
+//! the clocks it reads. Reading the node's clock alone, it must not vouch
+//! for the others (`Panel::vouches`: two members' clocks at least); of
+//! another deployment (another node list), what it writes must not count
+//! for them (`served` names the writer's deployment: `panel.rs`).
 //!
 //! Property: no other client counts the node within one quarantine after
 //! its loss. And, so that it is not vacuous: some client counts the node from
@@ -47,12 +49,27 @@ pub(crate) struct ServedModel {
     pub(crate) horizon: u8,
     /// The rule that writes `served`.
     pub(crate) serves: Serves,
-    /// Client 0's clocks run twice as fast, and its only member is this
-    /// node, whose clock runs fast too: on both, its quarantine ends in
-    /// half the time. Outside the assumptions for its own locks (a
-    /// majority of its members' clocks misbehave), so the property judges
-    /// the others; its check must not vouch for them (`node/panel.rs`).
-    pub(crate) fast_alone: bool,
+    /// Client 0, if it is the odd one (see [`Odd`]).
+    pub(crate) odd: Odd,
+    /// Rule: a served marker counts only where a client of the reader's
+    /// deployment wrote it (`evidence.rs`, `panel.rs`). Off: any does.
+    pub(crate) own_deployment: bool,
+}
+
+/// Client 0's clocks run twice as fast beside the node's, which runs fast
+/// too: on the clocks it reads, its quarantine ends in half the time. Its
+/// own locks are outside the assumptions, so the property judges the
+/// others; what it writes must not let them count the node early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Odd {
+    /// No odd client.
+    No,
+    /// Of the others' deployment, it reads the node's clock alone (its
+    /// other members refuse `TIME`): it does not vouch (`Panel::vouches`).
+    Alone,
+    /// Of another deployment (another node list, whose clocks agree with
+    /// it): it vouches, under its own deployment's name.
+    Foreign,
 }
 
 /// Our marker on the node.
@@ -62,8 +79,9 @@ pub(crate) struct Mark {
     pub(crate) process: u8,
     /// The loss it records (the uptime at which a client found it).
     pub(crate) loss: Option<u64>,
-    /// Whether a client recorded that loss as served.
-    pub(crate) served: bool,
+    /// The deployment (0 or 1) of the client that recorded that loss as
+    /// served, if one did.
+    pub(crate) served: Option<u8>,
 }
 
 /// A client.
@@ -123,7 +141,8 @@ impl ServedModel {
             quarantine: 3,
             horizon: 8,
             serves,
-            fast_alone: true,
+            odd: Odd::Alone,
+            own_deployment: true,
         }
     }
 
@@ -132,8 +151,14 @@ impl ServedModel {
         c.checked && (c.told || c.until.is_none_or(|u| s.now >= u))
     }
 
-    /// The probe client `c`'s check reads now.
-    fn probe(s: &State) -> Probe {
+    /// Client `i`'s deployment.
+    fn deployment(&self, i: usize) -> u8 {
+        u8::from(self.odd == Odd::Foreign && i == 0)
+    }
+
+    /// The probe client `i`'s check reads now (`served` as the crate reads
+    /// it: by a client of its deployment).
+    fn probe(&self, s: &State, i: usize) -> Probe {
         let name = |p: u8| format!("p{p}");
         Probe {
             run_id: name(s.process),
@@ -154,7 +179,9 @@ impl ServedModel {
                 seen: Some(0),
                 repl: Some("h".into()),
                 slots: None,
-                served: m.served,
+                served: m
+                    .served
+                    .is_some_and(|d| !self.own_deployment || d == self.deployment(i)),
                 why: None,
             }),
         }
@@ -162,7 +189,7 @@ impl ServedModel {
 
     /// Client `i`'s check, as `check.rs` runs it.
     fn check(&self, s: &mut State, i: usize) {
-        let probe = Self::probe(s);
+        let probe = self.probe(s, i);
         let c = &s.clients[i];
         let memory = Memory {
             run_id: c.seen.map(|p| format!("p{p}")).unwrap_or_default(),
@@ -180,7 +207,7 @@ impl ServedModel {
         if !kept {
             c.until = None;
         }
-        let alone = self.fast_alone && i == 0;
+        let alone = self.odd != Odd::No && i == 0;
         if verdict.loss.is_some() && verdict.remaining > 0 && c.until.is_none() {
             let left = if alone {
                 verdict.remaining.div_ceil(2)
@@ -202,10 +229,11 @@ impl ServedModel {
         c.loss = verdict.loss;
         // What its members' clocks let it vouch for: one member's clock
         // never does (`Panel::vouches`).
-        let vouched = !alone;
+        let vouched = !(self.odd == Odd::Alone && i == 0);
         if (self.serves)(&verdict, marked, watched, vouched) {
+            let by = self.deployment(i);
             if let Some(m) = s.mark.as_mut() {
-                m.served = true;
+                m.served = Some(by);
             }
         }
         if !marked {
@@ -214,7 +242,7 @@ impl ServedModel {
             s.mark = Some(Mark {
                 process: s.process,
                 loss: verdict.loss,
-                served: false,
+                served: None,
             });
         }
         s.clients[i].marked = true;
@@ -241,7 +269,7 @@ impl Model for ServedModel {
             mark: Some(Mark {
                 process: 0,
                 loss: None,
-                served: false,
+                served: None,
             }),
             // The last one never saw the node before (it starts later).
             clients: (0..self.clients)
@@ -295,7 +323,7 @@ impl Model for ServedModel {
             Property::always(
                 "no client counts a node within a quarantine of its loss",
                 |m: &ServedModel, s: &State| {
-                    let judged = usize::from(m.fast_alone);
+                    let judged = usize::from(m.odd != Odd::No);
                     s.lost_at.is_none_or(|l| {
                         s.now >= l.saturating_add(m.quarantine)
                             || s.clients[judged..].iter().all(|c| !Self::counts(s, c))
@@ -330,6 +358,30 @@ mod tests {
         let name = "served, weakened: written by the first check that finds the loss";
         let m = ServedModel {
             serves: |v, marked, _, _| marked && v.remaining > 0 && v.loss.is_some(),
+            ..ServedModel::shipped()
+        };
+        check(name, m).assert_violates(
+            name,
+            "no client counts a node within a quarantine of its loss",
+        );
+    }
+
+    #[test]
+    fn model_served_never_lets_another_deployment_vouch() {
+        let name = "served: a client of another deployment writes it early";
+        let m = ServedModel {
+            odd: Odd::Foreign,
+            ..ServedModel::shipped()
+        };
+        check(name, m).assert_safe(name, 100, "a client counted the node from a served marker");
+    }
+
+    #[test]
+    fn model_served_finds_a_node_counted_early_when_any_deployment_vouches() {
+        let name = "served, weakened: written by any deployment, read by all";
+        let m = ServedModel {
+            odd: Odd::Foreign,
+            own_deployment: false,
             ..ServedModel::shipped()
         };
         check(name, m).assert_violates(

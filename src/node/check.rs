@@ -24,12 +24,13 @@ pub(crate) async fn check(
     timeout: Duration,
     marker: &str,
 ) -> RedisResult<()> {
+    let deployment = trust.deployment();
     let Some((probe, verdict, at, span)) = probe(
         conn,
         &trust.memory(),
         check.quarantine_secs,
         timeout,
-        marker,
+        (marker, deployment.as_deref()),
     )
     .await
     else {
@@ -68,7 +69,8 @@ pub(crate) async fn check(
         .loss
         .is_some_and(|l| trust.served(&probe.run_id, l, Instant::now()));
     let served = serves(&verdict, marked, watched, trust.vouched());
-    if let Some(set) = evidence::marker_served(&probe, marker).filter(|_| served) {
+    let set = deployment.and_then(|d| evidence::marker_served(&probe, marker, &d));
+    if let Some(set) = set.filter(|_| served) {
         // This client watched the loss's whole quarantine pass: later
         // clients may count the node at once. Not waited for.
         let mut conn = conn.clone();
@@ -142,13 +144,14 @@ pub(crate) fn serves(verdict: &Assessment, marked: bool, watched: bool, vouched:
 /// was taken, and when it was sent and answered on our clock; `None` if
 /// the node did not answer, or is not serving its keys yet (loading its
 /// data, a cluster still down): the connection is then of no use anyway. Our
-/// marker is read at key `marker`.
+/// marker is read at key `marker`, as a client of deployment `ours` (see
+/// `panel.rs`).
 pub(crate) async fn probe(
     conn: &mut MultiplexedConnection,
     seen: &Memory,
     quarantine: u64,
     timeout: Duration,
-    marker: &str,
+    (marker, ours): (&str, Option<&str>),
 ) -> Option<(
     Probe,
     Assessment,
@@ -169,7 +172,7 @@ pub(crate) async fn probe(
         return None;
     }
     let at = Instant::now();
-    let probe = evidence::read_probe(&replies);
+    let probe = evidence::read_probe(&replies, ours);
     let verdict = assess(&probe, seen, quarantine);
     Some((probe, verdict, at, (sent, crate::clock::now())))
 }

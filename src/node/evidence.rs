@@ -168,8 +168,10 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
 /// How many replies [`probe_pipeline`] gets.
 pub(crate) const PROBE_REPLIES: usize = 11;
 
-/// Reads the probe's replies.
-pub(crate) fn read_probe(replies: &[Value]) -> Probe {
+/// Reads the probe's replies; `ours` names this client's deployment (our
+/// marker's `served` counts only where a client of it wrote it: see
+/// `panel.rs`).
+pub(crate) fn read_probe(replies: &[Value], ours: Option<&str>) -> Probe {
     let text = |i: usize| {
         replies
             .get(i)
@@ -196,7 +198,7 @@ pub(crate) fn read_probe(replies: &[Value]) -> Probe {
         (Some(a), Some(f)) => Some(a == "yes" && f == "always"),
         _ => None,
     };
-    let marker = replies.get(6).and_then(parse_marker);
+    let marker = replies.get(6).and_then(|v| parse_marker(v, ours));
     let slots = own_slots(&text(8));
     let policy = replies.get(9).and_then(config_value);
     let limit = replies.get(10).and_then(config_value);
@@ -284,8 +286,9 @@ pub(crate) fn marker_not_ready(replies: &[Value]) -> bool {
 }
 
 /// Reads the marker (`HMGET run loss seen repl slots served why`): `None` where there
-/// is none, [`Marker::Corrupt`] for anything we cannot read as ours.
-fn parse_marker(v: &Value) -> Option<Marker> {
+/// is none, [`Marker::Corrupt`] for anything we cannot read as ours;
+/// served only where a client of deployment `ours` wrote it.
+fn parse_marker(v: &Value, ours: Option<&str>) -> Option<Marker> {
     let Ok([run, loss, seen, repl, slots, served, why]) =
         redis::from_redis_value_ref::<[Option<String>; 7]>(v)
     else {
@@ -316,7 +319,7 @@ fn parse_marker(v: &Value) -> Option<Marker> {
         seen,
         repl,
         slots: slots.filter(|s| s != "-"),
-        served: served.as_deref() == Some("1"),
+        served: served.is_some_and(|s| Some(s.as_str()) == ours),
         why,
     })
 }
@@ -354,19 +357,21 @@ redis.call("HSET", KEYS[1], "run", ARGV[3], "loss", ARGV[4], "seen", ARGV[5], "r
 return 1"#,
 );
 
-/// Records that the loss our marker names was served (see `amnesia.rs`),
-/// only if the marker still names that process and loss and the damage
-/// count then. KEYS: marker. ARGV: run, loss, seen. Returns 1 if written.
+/// Records that the loss our marker names was served (see `amnesia.rs`)
+/// by a client of deployment ARGV[4], only if the marker still names that
+/// process and loss and the damage count then. KEYS: marker. ARGV: run,
+/// loss, seen, deployment. Returns 1 if written.
 pub(crate) static MARKER_SERVED: Lua = Lua::new(
     r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "seen")
 if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return 0 end
-redis.call("HSET", KEYS[1], "served", "1")
+redis.call("HSET", KEYS[1], "served", ARGV[4])
 return 1"#,
 );
 
-/// The command that records the loss `probe`'s marker names as served, at
-/// key `marker`; `None` where the marker names no loss.
-pub(crate) fn marker_served(probe: &Probe, marker: &str) -> Option<redis::Cmd> {
+/// The command that records the loss `probe`'s marker names as served by
+/// a client of deployment `ours`, at key `marker`; `None` where the marker
+/// names no loss.
+pub(crate) fn marker_served(probe: &Probe, marker: &str, ours: &str) -> Option<redis::Cmd> {
     let Some(Marker::Found {
         run,
         loss: Some(loss),
@@ -382,7 +387,8 @@ pub(crate) fn marker_served(probe: &Probe, marker: &str) -> Option<redis::Cmd> {
         .arg(marker)
         .arg(run)
         .arg(loss)
-        .arg(seen.unwrap_or(0));
+        .arg(seen.unwrap_or(0))
+        .arg(ours);
     Some(cmd)
 }
 
@@ -425,6 +431,16 @@ pub(crate) fn marker_is(found: Option<&Marker>, probe: &Probe, loss: Option<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`parse_marker`] for a client of deployment `d1`.
+    fn parse(v: &Value) -> Option<Marker> {
+        parse_marker(v, Some("d1"))
+    }
+
+    /// [`read_probe`] for a client of no deployment.
+    fn probe_of(replies: &[Value]) -> Probe {
+        read_probe(replies, None)
+    }
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
@@ -480,7 +496,7 @@ mod tests {
             bulk("e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-99 200\n"),
         ];
         // A shard of a cluster: its epoch adds to what the marker records.
-        let shard = read_probe(&replies);
+        let shard = read_probe(&replies, None);
         assert_eq!(
             (shard.damage, shard.epoch, shard.seen()),
             (Some(5), 6, Some(11))
@@ -491,7 +507,7 @@ mod tests {
             redis::parse_redis_value(b"-ERR This instance has cluster support disabled\r\n");
         replies[7] = disabled.clone().unwrap();
         replies[8] = disabled.unwrap();
-        let p = read_probe(&replies);
+        let p = read_probe(&replies, None);
         let found = Marker::Found {
             run: "abc".into(),
             loss: Some(3),
@@ -523,7 +539,7 @@ mod tests {
         let refused = redis::parse_redis_value(b"-ERR unknown command 'CONFIG'\r\n").unwrap();
         let promoted = bulk("role:master\r\nmaster_replid2:feedbeef\r\n");
         let none = Value::Array(vec![Value::Nil; 7]);
-        let p = read_probe(&[
+        let p = probe_of(&[
             server,
             promoted,
             refused.clone(),
@@ -544,7 +560,7 @@ mod tests {
             Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
         };
         assert_eq!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, None, None, None])),
+            parse(&arr(&[Some("id"), Some("-"), None, None, None, None, None])),
             Some(Marker::Found {
                 run: "id".into(),
                 loss: None,
@@ -572,7 +588,7 @@ mod tests {
             arr(&[None, None, None, Some("r"), None, None, None]),
             redis::parse_redis_value(b"-WRONGTYPE Operation against a key\r\n").unwrap(),
         ] {
-            assert_eq!(parse_marker(&bad), Some(Marker::Corrupt), "{bad:?}");
+            assert_eq!(parse(&bad), Some(Marker::Corrupt), "{bad:?}");
         }
         // A node not serving yet tells nothing: the probe is taken again.
         let at_marker = |reply: &[u8]| {
@@ -586,14 +602,14 @@ mod tests {
         assert!(at_marker(b"-CLUSTERDOWN The cluster is down\r\n"));
         assert!(!at_marker(b"-WRONGTYPE Operation against a key\r\n"));
         assert!(!at_marker(b"*0\r\n"));
-        assert_eq!(parse_marker(&arr(&[None; 7])), None);
+        assert_eq!(parse(&arr(&[None; 7])), None);
         // The slots a shard served; `-` for a node that is not one.
         assert!(matches!(
-            parse_marker(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None, None])),
+            parse(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None, None])),
             Some(Marker::Found { slots: Some(s), .. }) if s == "0-5"
         ));
         assert!(matches!(
-            parse_marker(&arr(&[
+            parse(&arr(&[
                 Some("id"),
                 Some("-"),
                 None,
@@ -604,21 +620,31 @@ mod tests {
             ])),
             Some(Marker::Found { slots: None, .. })
         ));
-        // Served only where a client wrote so.
-        assert!(matches!(
-            parse_marker(&arr(&[
+        // Served only where a client of our deployment wrote so: not one
+        // of another (another node list or quarantine), nor the old "1".
+        let served_by = |by: &'static str| {
+            parse(&arr(&[
                 Some("id"),
                 Some("4"),
                 None,
                 None,
                 None,
-                Some("1"),
-                None
-            ])),
+                Some(by),
+                None,
+            ]))
+        };
+        assert!(matches!(
+            served_by("d1"),
             Some(Marker::Found { served: true, .. })
         ));
+        for other in ["d2", "1"] {
+            assert!(matches!(
+                served_by(other),
+                Some(Marker::Found { served: false, .. })
+            ));
+        }
         assert!(matches!(
-            parse_marker(&arr(&[
+            parse(&arr(&[
                 Some("id"),
                 Some("4"),
                 None,
@@ -630,7 +656,7 @@ mod tests {
             Some(Marker::Found { served: false, .. })
         ));
         assert_eq!(
-            parse_marker(&arr(&[None, None, None, None, Some("0-5"), None, None])),
+            parse(&arr(&[None, None, None, None, Some("0-5"), None, None])),
             Some(Marker::Corrupt)
         );
     }

@@ -50,6 +50,8 @@ fn open(clock: &Mutex<Clock>) -> std::sync::MutexGuard<'_, Clock> {
 pub(crate) struct Panel {
     /// How many members there are.
     members: usize,
+    /// Its deployment (see [`deployment`]).
+    deployment: String,
     /// Each connection's clock, with its member.
     clocks: Mutex<Vec<(usize, Weak<Mutex<Clock>>)>>,
 }
@@ -86,13 +88,36 @@ pub(crate) struct Start {
     from: Vec<(Weak<Mutex<Clock>>, u64)>,
 }
 
+/// What names a client's deployment in our marker's `served`: its
+/// members (`identities`, in any order) and its restart quarantine
+/// (`quarantine_secs`), hashed (FNV-1a, 64 bits: stable across builds).
+/// Another client takes a writer's word that a quarantine is over only
+/// where both match: a client given another node list (a subset, or one
+/// node under two addresses) judges by other clocks, and one with a
+/// shorter quarantine by a shorter length.
+pub(crate) fn deployment(identities: &[String], quarantine_secs: u64) -> String {
+    let mut sorted: Vec<&str> = identities.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let text = format!("{}|{quarantine_secs}", sorted.join(","));
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
 impl Panel {
-    /// A panel for `members` members.
-    pub(crate) fn new(members: usize) -> Self {
+    /// A panel for `members` members, of deployment `deployment`.
+    pub(crate) fn new(members: usize, deployment: String) -> Self {
         Self {
             members,
+            deployment,
             clocks: Mutex::default(),
         }
+    }
+
+    /// The client's deployment (see [`deployment`]).
+    pub(crate) fn deployment(&self) -> &str {
+        &self.deployment
     }
 
     /// A seat for a connection to member `member`.
@@ -226,7 +251,7 @@ mod tests {
     #[test]
     fn a_majority_of_the_members_clocks_must_show_it() {
         let t0 = Instant::now();
-        let panel = Panel::new(3);
+        let panel = Panel::new(3, String::new());
         let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
         for s in &seats {
             s.reading(t0, 100 * S, 0.0);
@@ -247,7 +272,7 @@ mod tests {
     #[test]
     fn a_start_is_dated_by_the_reading_before_it_moved_on_or_the_first_after() {
         let t0 = Instant::now();
-        let panel = Panel::new(3);
+        let panel = Panel::new(3, String::new());
         let (a, b) = (panel.seat(0), panel.seat(1));
         a.reading(t0, 100 * S, 0.0);
         // Begun 2 s after a's last reading: a's time then is 102 s at the
@@ -265,12 +290,22 @@ mod tests {
     }
 
     #[test]
+    fn a_deployment_is_its_members_in_any_order_and_its_quarantine() {
+        let ids = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let d = deployment(&ids(&["a:1", "b:2", "c:3"]), 60);
+        assert_eq!(d, deployment(&ids(&["c:3", "a:1", "b:2"]), 60));
+        assert_ne!(d, deployment(&ids(&["a:1", "b:2"]), 60));
+        assert_ne!(d, deployment(&ids(&["a:1", "b:2", "c:3"]), 1));
+        assert_eq!(d.len(), 16);
+    }
+
+    #[test]
     fn only_two_or_more_clocks_read_vouch_for_others() {
         let t0 = Instant::now();
         let ten = Duration::from_secs(10);
         // One member: its clock alone shows it over, and that is enough
         // for this client, not to vouch to others.
-        let alone = Panel::new(1);
+        let alone = Panel::new(1, String::new());
         let seat = alone.seat(0);
         seat.reading(t0, 100 * S, 0.0);
         let start = alone.start(t0);
@@ -278,7 +313,7 @@ mod tests {
         assert_eq!(alone.left(&start, ten), None);
         assert!(!alone.vouches(&start, ten));
         // Three: a refused clock counts for this client, not for others.
-        let panel = Panel::new(3);
+        let panel = Panel::new(3, String::new());
         let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
         seats[0].reading(t0, 100 * S, 0.0);
         let start = panel.start(t0);
@@ -294,7 +329,7 @@ mod tests {
     #[test]
     fn refused_clocks_count_and_none_read_says_nothing() {
         let t0 = Instant::now();
-        let panel = Panel::new(3);
+        let panel = Panel::new(3, String::new());
         let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
         let start = panel.start(t0);
         let ten = Duration::from_secs(10);

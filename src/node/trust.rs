@@ -292,6 +292,13 @@ impl Trust {
                 .is_none()
     }
 
+    /// This client's deployment, as our marker's `served` names it (see
+    /// `panel.rs`; `None`: no panel, nothing served is ours).
+    pub(crate) fn deployment(&self) -> Option<String> {
+        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.panel.as_ref().map(|p| p.deployment().to_owned())
+    }
+
     /// Whether this client may vouch to others that the node's quarantine
     /// is over (see [`TrustState::vouched`]).
     pub(crate) fn vouched(&self) -> bool {
