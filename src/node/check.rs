@@ -133,9 +133,9 @@ fn lint(probe: &Probe, index: usize, addr: &str) {
 /// a lock the node forgot could have expired (`model/served.rs`). And only
 /// where others may take its word for it (`vouched`: a majority of its
 /// members' clocks, two at least, show the quarantine over, `panel.rs`):
-/// a client of one member whose clock runs fast, beside a node whose clock
-/// does too, would see it over early, and every client would then count
-/// the node at once.
+/// a client that reads the node's clock alone, its own clock and the
+/// node's both fast, would see it over early, and every client of its
+/// deployment would then count the node at once.
 pub(crate) fn serves(verdict: &Assessment, marked: bool, watched: bool, vouched: bool) -> bool {
     marked && verdict.remaining > 0 && verdict.loss.is_some() && watched && vouched
 }

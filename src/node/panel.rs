@@ -18,7 +18,8 @@
 //!
 //! Where a quarantine began: each clock's latest reading before it, moved
 //! on by our clock's time since (more than real time where our clock runs
-//! fast: it asks more), or else its first reading after. A member whose
+//! fast: it asks more), or else its first reading (moved on the same way
+//! where it came in before the start, while the start was being dated). A member whose
 //! `TIME` is refused (answered, never with a time) counts as showing it,
 //! as such a node alone is judged on our clock; where no member's clock
 //! was ever read, the panel says nothing.
@@ -187,7 +188,9 @@ impl Panel {
     }
 
     /// Where `clock` (locked: `c`) stood when a quarantine began at
-    /// `since`: its reading then (`start`), or its first one after.
+    /// `since`: its reading then (`start`), or else its first one, moved
+    /// on by our clock's time to `since` where it came in before (a first
+    /// reading taken in while the start was being dated).
     fn from(start: &Start, since: Instant, clock: &Arc<Mutex<Clock>>, c: &Clock) -> Option<u64> {
         let known = start
             .from
@@ -195,7 +198,10 @@ impl Panel {
             .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(clock)));
         match (known, c.first) {
             (Some((_, us)), _) => Some(*us),
-            (None, Some((r, us))) if r >= since => Some(us),
+            (None, Some((r, us))) => {
+                let on = since.saturating_duration_since(r).as_micros();
+                Some(us.saturating_add(u64::try_from(on).unwrap_or(u64::MAX)))
+            }
             _ => None,
         }
     }
@@ -324,6 +330,25 @@ mod tests {
         seats[2].reading(t0 + ten, 777 * S, 0.0);
         seats[2].reading(t0 + ten + ten, 787 * S, 0.0);
         assert!(panel.vouches(&start, ten));
+    }
+
+    #[test]
+    fn a_first_reading_taken_in_while_a_start_was_dated_is_moved_on_to_it() {
+        let t0 = Instant::now();
+        let panel = Panel::new(3, String::new());
+        let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
+        let start = panel.start(t0 + Duration::from_secs(1));
+        // Came in at t0, before the start, but stored after it was dated.
+        seats[1].reading(t0, 100 * S, 0.0);
+        seats[0].reading(t0 + Duration::from_secs(1), 500 * S, 0.0);
+        let five = Duration::from_secs(5);
+        let t = t0 + Duration::from_secs(6);
+        seats[0].reading(t, 505 * S, 0.0);
+        seats[1].reading(t, 105 * S, 0.0);
+        // Node 1 at the start: 101 s at the latest, so 4 s passed there.
+        assert_eq!(panel.left(&start, five), Some(Duration::from_secs(1)));
+        seats[1].reading(t, 106 * S, 0.0);
+        assert_eq!(panel.left(&start, five), None);
     }
 
     #[test]
