@@ -334,7 +334,7 @@ impl RedlockBuilder {
         let connect_timeout = self.node_timeout.max(MIN_CONNECT_TIMEOUT);
         for (index, (client, seeds)) in clients.into_iter().enumerate() {
             let info = client.get_connection_info();
-            let identity = identity(info);
+            let identity = identities[index].clone();
             if let Some(first) = seen.insert(identity.clone(), index) {
                 return Err(Error::InvalidConfig(format!(
                     "node {index} ({}) is node {first} again ({identity}); each node must be an \
