@@ -172,14 +172,10 @@ impl Panel {
         let mut showing = vec![false; self.members];
         for (member, clock) in self.live() {
             let c = open(&clock);
-            if let (Some(from), Some((_, latest))) =
-                (Self::from(start, since, &clock, &c), c.latest)
-            {
-                let need = length_us * (1.0 + c.allowance);
-                if latest.saturating_sub(from) as f64 >= need {
-                    if let Some(slot) = showing.get_mut(member) {
-                        *slot = true;
-                    }
+            let read_since = Self::from(start, since, &clock, &c).is_some();
+            if read_since && Self::still(start, since, (&clock, &c), length_us) == Some(0.0) {
+                if let Some(slot) = showing.get_mut(member) {
+                    *slot = true;
                 }
             }
         }
@@ -206,6 +202,22 @@ impl Panel {
         }
     }
 
+    /// What `clock` (locked: `c`) still has to run, in µs, to show a
+    /// quarantine of `length_us` that began at `since` over: all of it
+    /// (times its allowance) where it was not dated then; `None` before
+    /// its first reading.
+    fn still(
+        start: &Start,
+        since: Instant,
+        (clock, c): (&Arc<Mutex<Clock>>, &Clock),
+        length_us: f64,
+    ) -> Option<f64> {
+        let (_, latest) = c.latest?;
+        let need = length_us * (1.0 + c.allowance);
+        let from = Self::from(start, since, clock, c);
+        Some(from.map_or(need, |f| (need - latest.saturating_sub(f) as f64).max(0.0)))
+    }
+
     /// How much longer, about, until a majority of the members' clocks
     /// show a quarantine of `length` that began at `start` over (`None`:
     /// they do, or no member's clock was ever read).
@@ -217,15 +229,13 @@ impl Panel {
         let mut any_read = false;
         for (member, clock) in self.live() {
             let c = open(&clock);
-            let left = if c.latest.is_none() && c.refused {
-                0.0
-            } else if let Some((_, latest)) = c.latest {
-                any_read = true;
-                let from = Self::from(start, since, &clock, &c);
-                let need = length_us * (1.0 + c.allowance);
-                from.map_or(need, |f| (need - latest.saturating_sub(f) as f64).max(0.0))
-            } else {
-                continue;
+            let left = match Self::still(start, since, (&clock, &c), length_us) {
+                Some(left) => {
+                    any_read = true;
+                    left
+                }
+                None if c.refused => 0.0,
+                None => continue,
             };
             if let Some(slot) = member_left.get_mut(member) {
                 *slot = slot.min(left);
