@@ -24,7 +24,7 @@ mod support;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::time::Duration;
 
-use redquorum::Redlock;
+use redquorum::{Lock, Redlock};
 use support::clock::{real_ns, run_preloaded, ClockFile};
 use support::{Cluster, Persistence, Proxy, ProxyMode, RedisNode};
 
@@ -272,10 +272,32 @@ enum NodeClock {
     Rate(f64),
 }
 
-/// Three plain nodes, node 0's clock under the preload; the holder reaches
-/// them through proxies and takes `R` on nodes 0 and 1 (2 holds another's
-/// key for a moment), then never hears from node 0 again (its proxy
-/// refuses), so it keeps counting its lock valid; node 0 restarts empty;
+/// A holder reaches `c`'s nodes through proxies and takes `R` on the nodes
+/// of `held` (the others hold another's key for a moment), then never
+/// hears from node 0 again (its proxy refuses), so it keeps counting its
+/// lock valid. Returns the proxies (to be kept), the holder, its lock and
+/// the real instant its validity ends.
+async fn held_then_cut(c: &Cluster, held: &[usize]) -> (Vec<Proxy>, Redlock, Lock, i128) {
+    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    let holder = holder(Redlock::builder().nodes(proxies.iter().map(Proxy::url))).await;
+    let key = holder.key_for("R");
+    for (i, node) in c.nodes.iter().enumerate() {
+        if !held.contains(&i) {
+            node.set(&key, "another", ms(300));
+        }
+    }
+    let lock = holder.try_lock("R", TTL).await.unwrap();
+    let value = c.values(&key)[0].clone().unwrap();
+    assert_eq!(c.holding(&key, &value), held.len(), "the lock on {held:?}");
+    let valid_until = real_ns() + lock.validity().as_nanos() as i128;
+    proxies[0].set_mode(ProxyMode::Refuse);
+    proxies[0].cut();
+    (proxies, holder, lock, valid_until)
+}
+
+/// Three plain nodes, node 0's clock under the preload; the holder takes
+/// `R` on nodes 0 and 1 and is cut from node 0 ([`held_then_cut`]); node
+/// 0 restarts empty;
 /// the fast client (four times fast, `pause` ms between tries) tries `R` while node 0's clock does as `node` says.
 async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
     let node_clock = ClockFile::new();
@@ -287,16 +309,7 @@ async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
         ],
     };
     c.declare_new();
-    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    let holder = holder(Redlock::builder().nodes(proxies.iter().map(Proxy::url))).await;
-    let key = holder.key_for("R");
-    c.nodes[2].set(&key, "another", ms(300));
-    let lock = holder.try_lock("R", TTL).await.unwrap();
-    let value = c.values(&key)[0].clone().unwrap();
-    assert_eq!(c.holding(&key, &value), 2, "the lock on nodes 0 and 1");
-    let valid_until = real_ns() + lock.validity().as_nanos() as i128;
-    proxies[0].set_mode(ProxyMode::Refuse);
-    proxies[0].cut();
+    let (_proxies, _holder, lock, valid_until) = held_then_cut(&c, &[0, 1]).await;
     // Where the holder is told of a loss, its validity ends then.
     let lost = lock.lost();
     let lost_at = tokio::spawn(async move {
@@ -366,10 +379,9 @@ async fn a_client_of_another_node_list_does_not_vouch_that_a_quarantine_is_over(
 type Vouching<'a> = (&'a [usize], &'a [usize], &'a [usize]);
 
 /// `n` plain nodes, those of `fast` with clocks under the preload, those
-/// of `refused` refusing `TIME` to everyone; the holder reaches them
-/// through proxies and takes `R` on a bare majority with node 0 and
-/// without node 1 (the rest hold another's key for a moment), then never
-/// hears from node 0 again; node 0 restarts empty and the clocks of `fast`
+/// of `refused` refusing `TIME` to everyone; the holder takes `R` on a
+/// bare majority with node 0 and without node 1, and is cut from node 0
+/// ([`held_then_cut`]); node 0 restarts empty and the clocks of `fast`
 /// run three times fast; a client eight times fast whose members are
 /// `members` takes and releases `R` for 3.5 s (on the clocks it reads, the
 /// quarantine is soon over, and its connection checks behind its requests
@@ -394,21 +406,8 @@ async fn vouching(test: &'static str, n: usize, (fast, members, refused): Vouchi
             .query::<()>(&mut c.nodes[*i].conn())
             .unwrap();
     }
-    let proxies: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    let holder = holder(Redlock::builder().nodes(proxies.iter().map(Proxy::url))).await;
-    let key = holder.key_for("R");
     let held: Vec<usize> = std::iter::once(0).chain(2..=n / 2 + 1).collect();
-    for (i, node) in c.nodes.iter().enumerate() {
-        if !held.contains(&i) {
-            node.set(&key, "another", ms(300));
-        }
-    }
-    let lock = holder.try_lock("R", TTL).await.unwrap();
-    let value = c.values(&key)[0].clone().unwrap();
-    assert_eq!(c.holding(&key, &value), held.len(), "the lock on {held:?}");
-    let valid_until = real_ns() + lock.validity().as_nanos() as i128;
-    proxies[0].set_mode(ProxyMode::Refuse);
-    proxies[0].cut();
+    let (_proxies, _holder, lock, valid_until) = held_then_cut(&c, &held).await;
     c.nodes[0].restart(Persistence::None);
     for clock in &clocks {
         clock.wall(0, 3.0);
