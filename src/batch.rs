@@ -13,6 +13,7 @@
 //! Beside its queue, a process keeps per counter what it knows of it (see
 //! [`Turns`]), and a bounded map of counters.
 
+use crate::mutex::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -148,12 +149,6 @@ impl<W> Batches<W> {
         }
         Arc::clone(counters.entry(key.to_owned()).or_default())
     }
-}
-
-/// Locks a std mutex, recovering from poisoning (the critical sections this
-/// is used for are a few assignments, so the data stays consistent).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The rule for a held lock's extensions: the guard never believes more
 //! than the nodes (see [`Extensions`]).
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use crate::mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
@@ -32,7 +33,7 @@ impl Extensions {
     /// The record behind `m`, also after a panic elsewhere (each change to
     /// it is made whole under the lock).
     pub(crate) fn locked(m: &Mutex<Self>) -> MutexGuard<'_, Self> {
-        m.lock().unwrap_or_else(PoisonError::into_inner)
+        mutex::lock(m)
     }
 
     /// Records an extension about to be sent that, if it takes effect, leaves

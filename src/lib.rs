@@ -155,6 +155,8 @@
 //   fenced_postgres.rs  The same for data in PostgreSQL (feature
 //                       `postgres`): a fence check in the caller's
 //                       transaction.
+//   mutex.rs            Our one policy for a mutex a panicked holder left:
+//                       take what it holds.
 //   clock.rs            Our clock for safety deadlines: monotonic plus the
 //                       time the machine spent suspended (CLOCK_BOOTTIME).
 //   extensions.rs       A held lock's extensions in flight: the rule that
@@ -338,6 +340,7 @@ mod lua;
 #[cfg(test)]
 mod model;
 mod multi_scripts;
+mod mutex;
 mod node;
 mod pin;
 mod predicates;

@@ -23,7 +23,7 @@
 pub(crate) mod leadership;
 pub(crate) mod observe;
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::Value;
@@ -37,6 +37,7 @@ use crate::lock::attempt::KeyAttempt;
 use crate::lock::guard::Lock;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::{int_vote, Redlock};
+use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
@@ -247,7 +248,7 @@ impl Election {
         });
         let n = self.redlock.node_count();
         let views: Mutex<Vec<Option<View>>> = Mutex::new(vec![None; n]);
-        let lock_views = || views.lock().unwrap_or_else(PoisonError::into_inner);
+        let lock_views = || mutex::lock(&views);
         let classify = |i: usize, v: &Value| {
             let view = read_view(v)?;
             lock_views()[i] = Some(view);
@@ -264,7 +265,7 @@ impl Election {
             .nodes()
             .vote_until(&req, "leader", Counts::All, classify, done)
             .await;
-        let views = views.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let views = mutex::into_inner(views);
         if let Some(leader) = agreed(&views, quorum) {
             return Ok((Some(leader), soonest(&views)));
         }

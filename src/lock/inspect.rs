@@ -10,7 +10,7 @@
 //! Nothing here is a vote: a holder read here may have released since,
 //! and a lock read as free may be taken a moment later.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::error::Result;
 use crate::keys::{self, Kind};
 use crate::lock::redlock::Redlock;
+use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
@@ -176,7 +177,7 @@ impl Redlock {
             Mutex::new((0..self.node_count()).map(|_| None).collect());
         let classify = |i: usize, v: &Value| {
             let view = read(v)?;
-            views.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(view);
+            mutex::lock(&views)[i] = Some(view);
             Some(true)
         };
         let done = |t: &Tally, _: &Fanout<'_>| t.heard() >= t.asked;
@@ -187,12 +188,7 @@ impl Redlock {
         if tally.yes_count() < self.quorum() {
             return Err(tally.into_no_quorum(name));
         }
-        Ok(views
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .into_iter()
-            .flatten()
-            .collect())
+        Ok(mutex::into_inner(views).into_iter().flatten().collect())
     }
 
     /// Reads `keys` (lock keys of one hash slot, whose waiters line up on

@@ -10,10 +10,11 @@
 
 use tokio::sync::oneshot;
 
-use crate::batch::{lock, Batch};
+use crate::batch::Batch;
 use crate::counter::{CounterKeys, Record};
 use crate::error::{Error, Result};
 use crate::lock::redlock::{MintWaiter as Waiter, Redlock};
+use crate::mutex::lock;
 
 impl Redlock {
     /// Mints the next number of the counter at `keys`, in a round shared

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
@@ -20,6 +20,7 @@ use crate::extensions::Extensions;
 use crate::fenced_writes::Fence;
 use crate::lock::held::Held;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
+use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
@@ -253,7 +254,7 @@ impl Shared {
 
     /// Says that a clock that ran ahead cut the validity by `by`.
     pub(crate) fn cut_by_clock(&self, by: Duration) {
-        let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
+        let basis = *mutex::lock(&self.basis);
         if self.our_clock_odd(&basis) {
             warn!(
                 resource = %self.resource,
@@ -277,7 +278,7 @@ impl Shared {
     /// was found to have lost data: cuts the validity where the lock's keys
     /// were on it (see [`Basis`]).
     pub(crate) fn clock_jumped(&self) {
-        let basis = *self.basis.lock().unwrap_or_else(PoisonError::into_inner);
+        let basis = *mutex::lock(&self.basis);
         let bound = self.clock_bound(&basis);
         let until = self.state.now().valid_until;
         if bound < until {
@@ -357,7 +358,7 @@ impl Shared {
                 let until = cut;
                 let mut ext = Extensions::locked(&self.extensions);
                 if let Some(until) = ext.confirm(seq, until) {
-                    *self.basis.lock().unwrap_or_else(PoisonError::into_inner) = basis;
+                    *mutex::lock(&self.basis) = basis;
                     self.state.set_until(until);
                 }
                 let took = now.saturating_duration_since(start) + drift;

@@ -37,13 +37,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::mutex;
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockrate::{Rate, RateTrack, Reading};
 use crate::node::panel::Seat;
@@ -194,7 +195,7 @@ impl ClockWatch {
             node_us,
         };
         let (before, allowance, accepted, grew) = {
-            let mut track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut track = mutex::lock(&self.last);
             let before = track.last;
             // Judged by the rate known before this reading.
             let allowance = self.allowance.max(track.rate.excess());
@@ -236,10 +237,7 @@ impl ClockWatch {
                     self.trust.clock_ran_ahead(std::time::Instant::now() + q);
                 }
                 let jumps = &self.jumps;
-                jumps
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(recv, excess);
+                mutex::lock(jumps).push(recv, excess);
                 self.news.send_modify(|n| *n += 1);
                 tracing::warn!(
                     node = self.index,
@@ -284,7 +282,7 @@ struct Track {
 impl ClockWatch {
     /// When the latest reading came in (`None` before the first).
     pub(crate) fn last_heard(&self) -> Option<Instant> {
-        let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let track = mutex::lock(&self.last);
         track.last.map(|r| r.recv)
     }
 
@@ -294,11 +292,7 @@ impl ClockWatch {
     /// reading's uncertainty, half that round trip; `None` before the
     /// first reading.
     pub(crate) fn offset_us(&self) -> Option<(i64, u64)> {
-        let last = self
-            .last
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .last?;
+        let last = mutex::lock(&self.last).last?;
         let half = last.recv.duration_since(last.sent) / 2;
         let since = crate::clock::now().saturating_duration_since(last.sent + half);
         let node = i128::from(last.node_us) + since.as_micros() as i128;
@@ -312,7 +306,7 @@ impl ClockWatch {
 
     /// The node clock's accepted rate against ours (`None` until one is).
     pub(crate) fn rate(&self) -> Option<Rate> {
-        let track = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let track = mutex::lock(&self.last);
         track.rate.rate()
     }
 
@@ -350,7 +344,7 @@ impl ClockWatch {
         if self.ahead.load(Ordering::Relaxed) == 0 {
             return Duration::ZERO;
         }
-        let jumps = self.jumps.lock().unwrap_or_else(PoisonError::into_inner);
+        let jumps = mutex::lock(&self.jumps);
         jumps.since(since)
     }
 }

@@ -3,12 +3,13 @@
 //! them under load.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::{RedisError, RedisResult, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
+use crate::mutex;
 use crate::node::amnesia::AmnesiaCheck;
 use crate::node::clockwatch::{ClockNews, ClockWatch};
 use crate::node::panel::Panel;
@@ -244,7 +245,7 @@ impl Link {
     /// Locks the state, also after a panic elsewhere (every change to it is
     /// a single assignment, so it is never half made).
     fn state(&self) -> MutexGuard<'_, LinkState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        mutex::lock(&self.state)
     }
 
     /// Hands `req` to the connection, or queues it.

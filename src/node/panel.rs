@@ -24,7 +24,8 @@
 //! as such a node alone is judged on our clock; where no member's clock
 //! was ever read, the panel says nothing.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use crate::mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// One connection's readings of its node's clock.
@@ -43,7 +44,7 @@ struct Clock {
 
 /// Locks `clock`, whatever a panicked holder left.
 fn open(clock: &Mutex<Clock>) -> std::sync::MutexGuard<'_, Clock> {
-    clock.lock().unwrap_or_else(PoisonError::into_inner)
+    mutex::lock(clock)
 }
 
 /// One client's members' clocks.
@@ -124,7 +125,7 @@ impl Panel {
     /// A seat for a connection to member `member`.
     pub(crate) fn seat(&self, member: usize) -> Seat {
         let clock = Arc::new(Mutex::new(Clock::default()));
-        let mut clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut clocks = mutex::lock(&self.clocks);
         clocks.retain(|(_, c)| c.strong_count() > 0);
         clocks.push((member, Arc::downgrade(&clock)));
         Seat(clock)
@@ -132,7 +133,7 @@ impl Panel {
 
     /// The clocks that are still kept, with their members.
     fn live(&self) -> Vec<(usize, Arc<Mutex<Clock>>)> {
-        let clocks = self.clocks.lock().unwrap_or_else(PoisonError::into_inner);
+        let clocks = mutex::lock(&self.clocks);
         clocks
             .iter()
             .filter_map(|(m, c)| Some((*m, c.upgrade()?)))

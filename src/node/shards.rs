@@ -17,7 +17,7 @@
 //! late `SET` there could outlive its own release.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use redis::{
@@ -27,6 +27,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::keys::{tag_for_slot, SLOTS};
+use crate::mutex;
 use crate::node::amnesia::{AmnesiaCheck, Cause};
 use crate::node::call::Call;
 use crate::node::clockwatch::ClockNews;
@@ -142,7 +143,7 @@ impl Shards {
 
     /// Locks the state, also after a panic elsewhere.
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        mutex::lock(&self.state)
     }
 
     /// Sends `req` to the shard serving its first key (see

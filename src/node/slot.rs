@@ -12,7 +12,8 @@
 //! the reply wakes the slot, which gives the place up at once and then
 //! wakes the caller.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use crate::mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 
 use futures::task::{waker_ref, ArcWake, AtomicWaker};
@@ -100,7 +101,7 @@ impl<P: Send + 'static> Slot<P> {
 
     /// The place, also after a panic elsewhere.
     fn lock(&self) -> std::sync::MutexGuard<'_, Place<P>> {
-        self.place.lock().unwrap_or_else(PoisonError::into_inner)
+        mutex::lock(&self.place)
     }
 }
 

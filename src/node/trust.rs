@@ -4,9 +4,10 @@
 //! [`check`](super::check) for what fills it in).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::mutex;
 use crate::node::amnesia::{Assessment, Cause, Memory};
 use crate::node::counts::{dropped, reset};
 use crate::node::evidence::Probe;
@@ -103,7 +104,7 @@ impl Trust {
         let mut lost = dropped(known(&self.evicted), evicted);
         store(&self.evicted, evicted);
         for (slot, read) in [(&self.commands, commands), (&self.times, times)] {
-            let mut last = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut last = mutex::lock(slot);
             if let Some((before, at)) = *last {
                 lost |= sent > at && reset(Some(before), read);
             }
@@ -127,13 +128,13 @@ impl Trust {
         span: (tokio::time::Instant, tokio::time::Instant),
     ) -> bool {
         let same = {
-            let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let st = mutex::lock(&self.state);
             !st.run_id.is_empty() && st.run_id == probe.run_id
         };
         if !same {
             // Another process: its counts start anew.
-            *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            *self.times.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *mutex::lock(&self.commands) = None;
+            *mutex::lock(&self.times) = None;
         }
         let counts = (probe.commands, probe.times);
         let moved = self.counts_read(span, probe.evicted, Some(probe.damage), counts);
@@ -152,7 +153,7 @@ impl Trust {
         cause: Cause,
     ) -> bool {
         let until = at.checked_add(quarantine);
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         let new = st.until.is_none_or(|u| u < at);
         if let Some(until) = until {
             st.extend(until, at);
@@ -178,23 +179,17 @@ impl Trust {
         if !self.suspect.load(Ordering::Acquire) {
             return None;
         }
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .lost_at
+        mutex::lock(&self.state).lost_at
     }
 
     /// Whether our marker names the node's process, as this client saw.
     pub(crate) fn marked(&self) -> bool {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .marked
+        mutex::lock(&self.state).marked
     }
 
     /// What this client remembers of the node, for the next probe.
     pub(crate) fn memory(&self) -> Memory {
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let st = mutex::lock(&self.state);
         Memory {
             run_id: st.run_id.clone(),
             marked: st.marked,
@@ -212,7 +207,7 @@ impl Trust {
         at: Instant,
         marked: bool,
     ) -> Option<(Duration, Cause)> {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         // The quarantine counts from when this client first saw the loss:
         // a later check of the same process finding the same loss does not
         // move it.
@@ -283,7 +278,7 @@ impl Trust {
     /// watched its whole quarantine pass by `now` (then our marker may say
     /// it was served: see `amnesia.rs`).
     pub(crate) fn served(&self, run_id: &str, loss: u64, now: Instant) -> bool {
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let st = mutex::lock(&self.state);
         st.run_id == run_id
             && st.loss == Some(loss)
             && matches!(st.sight, Some((first, until)) if until > first && until <= now)
@@ -295,14 +290,14 @@ impl Trust {
     /// This client's deployment, as our marker's `served` names it (see
     /// `panel.rs`; `None`: no panel, nothing served is ours).
     pub(crate) fn deployment(&self) -> Option<String> {
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let st = mutex::lock(&self.state);
         st.panel.as_ref().map(|p| p.deployment().to_owned())
     }
 
     /// Whether this client may vouch to others that the node's quarantine
     /// is over (see [`TrustState::vouched`]).
     pub(crate) fn vouched(&self) -> bool {
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let st = mutex::lock(&self.state);
         st.vouched()
     }
 
@@ -315,7 +310,7 @@ impl Trust {
     /// Our marker now names `run_id`, if that is still the process this
     /// client knows there.
     pub(crate) fn marker_written(&self, run_id: &str) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         if st.run_id == run_id {
             st.marked = true;
         }
@@ -325,7 +320,7 @@ impl Trust {
     /// `run_id` with no loss: trusted from now, if that is still the
     /// process this client knows there.
     pub(crate) fn declared_new(&self, run_id: &str) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         if st.run_id != run_id {
             return;
         }
@@ -346,7 +341,7 @@ impl Trust {
         if !self.active.load(Ordering::Acquire) {
             return (None, false);
         }
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         match st.on_at(now, self.clock_read.load(Ordering::Relaxed)) {
             Some(end) => (Some(end), false),
             None => {
@@ -375,7 +370,7 @@ impl Trust {
         if !self.active.load(Ordering::Acquire) {
             return;
         }
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         st.node_reading(before, reading, allowance);
     }
 
@@ -383,7 +378,7 @@ impl Trust {
     /// `clockwatch.rs`): out of lock quorums until `until` at least. Not a
     /// reason to distrust its counter records.
     pub(crate) fn clock_ran_ahead(&self, until: Instant) {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         st.extend(until, Instant::now());
         st.clock_ahead = true;
         self.active.store(true, Ordering::Release);
@@ -395,7 +390,7 @@ impl Trust {
     /// starts a quarantine that was not on.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn slots_received(&self, until: Instant) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut st = mutex::lock(&self.state);
         let now = Instant::now();
         let new = st.until.is_none_or(|u| u < now);
         st.extend(until, now);
@@ -412,16 +407,13 @@ impl Trust {
         if !self.suspect.load(Ordering::Acquire) {
             return None;
         }
-        let st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let st = mutex::lock(&self.state);
         st.cause.map(|_| st.run_id.clone())
     }
 
     /// A copy of what is known.
     pub(crate) fn snapshot(&self) -> TrustState {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        mutex::lock(&self.state).clone()
     }
 }
 

@@ -23,13 +23,14 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::time::Instant;
 
+use crate::mutex;
 use crate::node::channels::Channels;
 use crate::node::push::invalidated_keys;
 
@@ -103,7 +104,7 @@ impl WatchInner {
     /// overtakes the read's reply unmarks it rather than being lost (at
     /// worst a later read is not skipped).
     fn mark(&self, key: &str, generation: u64) -> bool {
-        let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tracked = mutex::lock(&self.tracked);
         if tracked.0 != generation {
             *tracked = (generation, HashSet::new());
         }
@@ -113,7 +114,7 @@ impl WatchInner {
     /// The channels heard (poisoning ignored: every critical section is a
     /// few assignments).
     fn channels(&self) -> std::sync::MutexGuard<'_, Channels> {
-        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+        mutex::lock(&self.channels)
     }
 
     /// Whether `channel`, heard on the connection of `generation`, went
@@ -125,7 +126,7 @@ impl WatchInner {
 
     /// `keys` are no longer tracked (`None`: no key is).
     fn unmark(&self, keys: Option<&[Vec<u8>]>) {
-        let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tracked = mutex::lock(&self.tracked);
         match keys {
             Some(keys) => {
                 for key in keys {

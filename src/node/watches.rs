@@ -7,11 +7,12 @@
 
 use std::collections::HashMap;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::ConnectionAddr;
 
+use crate::mutex;
 use crate::node::watch::{Sink, Watch};
 
 /// Where the key named is served now (`None`: not known, or not a
@@ -90,14 +91,10 @@ impl Watches {
     /// or on a cluster any shard's (where a cluster's notifications come).
     pub(crate) fn connected(&self) -> bool {
         self.main.connected()
-            || self.shards.as_ref().is_some_and(|shards| {
-                shards
-                    .made
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .values()
-                    .any(Watch::connected)
-            })
+            || self
+                .shards
+                .as_ref()
+                .is_some_and(|shards| mutex::lock(&shards.made).values().any(Watch::connected))
     }
 
     /// The connection on which to read `key`: its shard's on a cluster
@@ -109,7 +106,7 @@ impl Watches {
         let Some(addr) = (shards.route)(key) else {
             return self.main.clone();
         };
-        let mut made = shards.made.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut made = mutex::lock(&shards.made);
         let name = addr.to_string();
         if let Some(watch) = made.get(&name) {
             return watch.clone();

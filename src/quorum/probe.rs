@@ -14,13 +14,14 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::RedisResult;
 use tokio::time::Instant;
 use tracing::debug;
 
+use crate::mutex;
 use crate::node::request::Request;
 use crate::node::tick::Ticker;
 use crate::quorum::tally::node_bit;
@@ -64,11 +65,7 @@ pub(crate) struct Probing {
 impl Probing {
     /// Whether some lock holds a token.
     pub(crate) fn held(&self) -> bool {
-        self.token
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .upgrade()
-            .is_some()
+        mutex::lock(&self.token).upgrade().is_some()
     }
 
     /// The token for a lock with time to live `ttl`.
@@ -80,7 +77,7 @@ impl Probing {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
                 (t == 0 || ms < t).then_some(ms)
             });
-        let mut token = self.token.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut token = mutex::lock(&self.token);
         token.upgrade().unwrap_or_else(|| {
             let new = Arc::new(());
             *token = Arc::downgrade(&new);

@@ -16,7 +16,7 @@
 //! waits, alike: where they differ, one attempt takes different slots on
 //! different nodes and wins none.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Value;
@@ -29,6 +29,7 @@ use crate::lock::guard::Lock;
 use crate::lock::redlock::valid_until;
 use crate::lock::shared::Basis;
 use crate::lock::waiter::Waiter;
+use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, nodes_where, NodeSet, Tally};
@@ -118,12 +119,10 @@ impl Semaphore {
             if slot.is_some() && spare_in(v) {
                 spare |= node_bit(i);
             }
-            choices.lock().unwrap_or_else(PoisonError::into_inner)[i] = slot;
+            mutex::lock(&choices)[i] = slot;
             Some(slot.is_some())
         };
-        let done = |t: &Tally, _: &Fanout<'_>| {
-            finished(t, &choices.lock().unwrap_or_else(PoisonError::into_inner))
-        };
+        let done = |t: &Tally, _: &Fanout<'_>| finished(t, &mutex::lock(&choices));
         let (tally, stragglers) = redlock
             .nodes()
             .vote_until(&req, "semaphore", Counts::Trusted, classify, done)
@@ -131,7 +130,7 @@ impl Semaphore {
         // Replies still on their way are waited for in the background: a
         // slot they take is undone by the request queued behind them.
         stragglers.finish_in_background();
-        let choices = choices.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let choices = mutex::into_inner(choices);
         let all = redlock.nodes().all();
         // Counted from the first round's start, also for a moved permit:
         // its slot was set there first.

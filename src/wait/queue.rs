@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::batch::lock;
+use crate::mutex::lock;
 use crate::node::watch::Heard;
 use crate::wait::signal::Signal;
 
