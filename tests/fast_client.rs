@@ -229,6 +229,7 @@ async fn a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast
             "a_node_clock_stepped_forward_in_a_quarantine_does_not_end_it_for_a_fast_client",
             5,
             NodeClock::Steps(1_000, 0, 20_000, 1),
+            None,
         )
     })
     .await;
@@ -243,6 +244,7 @@ async fn node_clock_steps_between_a_fast_client_sparse_readings_do_not_end_a_qua
             "node_clock_steps_between_a_fast_client_sparse_readings_do_not_end_a_quarantine",
             500,
             NodeClock::Steps(200, 500, 1_500, 6),
+            None,
         )
     })
     .await;
@@ -257,6 +259,23 @@ async fn a_node_clock_running_fast_does_not_end_a_quarantine_for_a_fast_client()
             "a_node_clock_running_fast_does_not_end_a_quarantine_for_a_fast_client",
             5,
             NodeClock::Rate(2.0),
+            None,
+        )
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_refusing_time_does_not_help_a_fast_node_clock_end_a_quarantine() {
+    // Node 2 refuses `TIME`: counted as showing the quarantine over, it
+    // and node 0's clock, three times fast, would make a majority without
+    // node 1's sound clock.
+    role_or(|| {
+        misbehaving_node(
+            "a_member_refusing_time_does_not_help_a_fast_node_clock_end_a_quarantine",
+            5,
+            NodeClock::Rate(3.0),
+            Some(2),
         )
     })
     .await;
@@ -297,9 +316,10 @@ async fn held_then_cut(c: &Cluster, held: &[usize]) -> (Vec<Proxy>, Redlock, Loc
 
 /// Three plain nodes, node 0's clock under the preload; the holder takes
 /// `R` on nodes 0 and 1 and is cut from node 0 ([`held_then_cut`]); node
-/// 0 restarts empty;
-/// the fast client (four times fast, `pause` ms between tries) tries `R` while node 0's clock does as `node` says.
-async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
+/// 0 restarts empty; the fast client (four times fast, `pause` ms between
+/// tries) tries `R` while node 0's clock does as `node` says, and node
+/// `refused` (if any) refuses `TIME` to everyone.
+async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock, refused: Option<usize>) {
     let node_clock = ClockFile::new();
     let mut c = Cluster {
         nodes: vec![
@@ -309,6 +329,14 @@ async fn misbehaving_node(test: &'static str, pause: u64, node: NodeClock) {
         ],
     };
     c.declare_new();
+    if let Some(i) = refused {
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-time")
+            .query::<()>(&mut c.nodes[i].conn())
+            .unwrap();
+    }
     let (_proxies, _holder, lock, valid_until) = held_then_cut(&c, &[0, 1]).await;
     // Where the holder is told of a loss, its validity ends then.
     let lost = lock.lost();

@@ -21,6 +21,24 @@ use crate::node::clockwatch::{judge, Verdict};
 use crate::node::panel::Panel;
 use crate::node::truststate::TrustState;
 
+/// Which members' clocks the fast client reads (`node/panel.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Members {
+    /// None: the node's clock and ours alone end a quarantine.
+    Off,
+    /// Every member's.
+    Read,
+    /// Every member's but `member`'s, whose `TIME` is refused (unless it
+    /// is the node whose clock steps: its own bound reads it). `shows`:
+    /// the rule before, that such a member counts as showing it over.
+    Refusing {
+        /// The member.
+        member: u8,
+        /// The rule before.
+        shows: bool,
+    },
+}
+
 impl LockModel {
     /// Node `n`'s clock steps (with a fast client, only once the node
     /// restarted), and the fast client may read the step, or check the
@@ -86,11 +104,21 @@ impl LockModel {
         // The members' clocks (`node/panel.rs`): read, at the latest, at
         // each moment the client reads node `n` (the latest readings show
         // the most time passed: the rule's hardest case).
-        let panel = Arc::new(Panel::new(s.nodes.len(), String::new()));
+        let (refusing, shows) = match self.panel {
+            Members::Refusing { member, shows } if member != n => (Some(member as usize), shows),
+            _ => (None, false),
+        };
+        let mut panel = Panel::new(s.nodes.len(), String::new());
+        panel.refused_shows = shows;
+        let panel = Arc::new(panel);
         let seats: Vec<_> = (0..s.nodes.len()).map(|k| panel.seat(k)).collect();
         let read_all = |t: u8, after_check: bool| {
             for (k, seat) in seats.iter().enumerate() {
-                seat.reading(ours(t), clock_us(k, t, after_check), self.drift_factor);
+                if refusing == Some(k) {
+                    seat.refused();
+                } else {
+                    seat.reading(ours(t), clock_us(k, t, after_check), self.drift_factor);
+                }
             }
         };
         let reading = |(at, us): (Instant, u64)| {
@@ -109,7 +137,7 @@ impl LockModel {
         events.sort_unstable();
         events.push((s.now, true));
         let mut st = TrustState::default();
-        st.panel = self.panel.then_some(Arc::clone(&panel));
+        st.panel = (self.panel != Members::Off).then_some(Arc::clone(&panel));
         // Clients read every clock at 0 (`read_clock`).
         read_all(0, true);
         let mut before = (ours(0), clock_us(n as usize, 0, true));

@@ -45,6 +45,7 @@ use crate::lock::redlock::validity;
 use crate::model::detection::{
     check_after, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect, Restart,
 };
+use crate::model::fast_view::Members;
 use crate::model::lock_state::{send, Action, Ext, Kind, Mint, Node, Phase, State, Store, JUMP};
 use crate::model::{insert_sorted, take_one};
 use crate::node::amnesia::assess;
@@ -185,7 +186,7 @@ pub(crate) struct LockModel {
     /// How far (ms) a step moves a node's clock.
     pub(crate) jump: u8,
     /// Rule: also over only once a majority of the members' clocks show it.
-    pub(crate) panel: bool,
+    pub(crate) panel: Members,
 }
 
 impl LockModel {
@@ -237,7 +238,7 @@ impl LockModel {
             both_clocks: true,
             rebegin: true,
             jump: JUMP,
-            panel: true,
+            panel: Members::Read,
         }
     }
 }
@@ -664,7 +665,7 @@ mod tests {
         // (`node/panel.rs`): the rule guards where they cannot be read.
         let m = LockModel {
             rebegin: false,
-            panel: false,
+            panel: Members::Off,
             horizon: 3,
             ..fast_step()
         };
@@ -681,11 +682,46 @@ mod tests {
         // A step the fast client's sparse readings let pass unseen ends it
         // on the node's clock, and the fast one is over early.
         let m = LockModel {
-            panel: false,
+            panel: Members::Off,
             ..fast_step()
         };
         unsafe_(
             "lock, weakened: the node's clock and ours alone end a quarantine",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_lock_safe_when_a_member_refuses_time_under_a_fast_client() {
+        // Node 2's `TIME` refused: node 0's clock and node 1's must both
+        // show a quarantine of node 0 over.
+        let m = LockModel {
+            panel: Members::Refusing {
+                member: 2,
+                shows: false,
+            },
+            ..fast_step()
+        };
+        safe(
+            "lock: a node's clock steps under a fast client, another member refuses TIME",
+            m,
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_a_member_refusing_time_shows_a_quarantine_over() {
+        // The rule before: the refusing member and the stepped clock make
+        // a majority without the one sound clock.
+        let m = LockModel {
+            panel: Members::Refusing {
+                member: 2,
+                shows: true,
+            },
+            ..fast_step()
+        };
+        unsafe_(
+            "lock, weakened: a member whose TIME is refused counts as showing it over",
             m,
             EXCLUSION,
         );

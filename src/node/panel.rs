@@ -19,10 +19,12 @@
 //! Where a quarantine began: each clock's latest reading before it, moved
 //! on by our clock's time since (more than real time where our clock runs
 //! fast: it asks more), or else its first reading (moved on the same way
-//! where it came in before the start, while the start was being dated). A member whose
-//! `TIME` is refused (answered, never with a time) counts as showing it,
-//! as such a node alone is judged on our clock; where no member's clock
-//! was ever read, the panel says nothing.
+//! where it came in before the start, while the start was being dated).
+//! A member whose `TIME` is refused (answered, never with a time) shows
+//! nothing: counted as showing, it would make a majority with one bad
+//! clock. Where no member's clock was ever read, or too few members
+//! answer `TIME` to make a majority, the panel says nothing (the members'
+//! clocks cannot outvote a bad one there).
 
 use crate::mutex;
 use std::sync::{Arc, Mutex, Weak};
@@ -56,6 +58,10 @@ pub(crate) struct Panel {
     deployment: String,
     /// Each connection's clock, with its member.
     clocks: Mutex<Vec<(usize, Weak<Mutex<Clock>>)>>,
+    /// The rule before, for the model's mutant: a member whose `TIME` is
+    /// refused counts as showing a quarantine over.
+    #[cfg(test)]
+    pub(crate) refused_shows: bool,
 }
 
 /// Where one connection puts its readings.
@@ -114,6 +120,8 @@ impl Panel {
             members,
             deployment,
             clocks: Mutex::default(),
+            #[cfg(test)]
+            refused_shows: false,
         }
     }
 
@@ -225,28 +233,47 @@ impl Panel {
     pub(crate) fn left(&self, start: &Start, length: Duration) -> Option<Duration> {
         let since = start.since?;
         let length_us = length.as_secs_f64() * 1e6;
-        // Per member, the least any of its clocks still has to run.
+        // Per member, the least any of its clocks still has to run, and
+        // whether its `TIME` was refused (and never read).
         let mut member_left = vec![f64::INFINITY; self.members];
+        let mut refused = vec![false; self.members];
         let mut any_read = false;
         for (member, clock) in self.live() {
             let c = open(&clock);
-            let left = match Self::still(start, since, (&clock, &c), length_us) {
+            match Self::still(start, since, (&clock, &c), length_us) {
                 Some(left) => {
                     any_read = true;
-                    left
+                    if let Some(slot) = member_left.get_mut(member) {
+                        *slot = slot.min(left);
+                    }
                 }
-                None if c.refused => 0.0,
-                None => continue,
-            };
-            if let Some(slot) = member_left.get_mut(member) {
-                *slot = slot.min(left);
+                None if c.refused => {
+                    #[cfg(test)]
+                    if self.refused_shows {
+                        if let Some(slot) = member_left.get_mut(member) {
+                            *slot = 0.0;
+                        }
+                        continue;
+                    }
+                    if let Some(slot) = refused.get_mut(member) {
+                        *slot = true;
+                    }
+                }
+                None => {}
             }
         }
-        if !any_read {
+        let majority = self.members / 2 + 1;
+        // A member whose `TIME` is refused shows nothing: counted as
+        // showing, it would let one bad clock make a majority with it.
+        // Where too few members answer `TIME` to make a majority, the
+        // members' clocks cannot outvote a bad one: the panel says nothing.
+        let refusing = (0..self.members)
+            .filter(|&m| refused[m] && member_left[m].is_infinite())
+            .count();
+        if !any_read || self.members - refusing < majority {
             return None;
         }
         member_left.sort_by(f64::total_cmp);
-        let majority = self.members / 2 + 1;
         let left = *member_left.get(majority - 1)?;
         if left <= 0.0 {
             None
@@ -329,17 +356,18 @@ mod tests {
         seat.reading(t0 + ten, 110 * S, 0.0);
         assert_eq!(alone.left(&start, ten), None);
         assert!(!alone.vouches(&start, ten));
-        // Three: a refused clock counts for this client, not for others.
+        // Three: a refused clock shows nothing, for this client or others.
         let panel = Panel::new(3, String::new());
         let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
         seats[0].reading(t0, 100 * S, 0.0);
         let start = panel.start(t0);
         seats[0].reading(t0 + ten, 110 * S, 0.0);
         seats[1].refused();
-        assert_eq!(panel.left(&start, ten), None);
+        assert_eq!(panel.left(&start, ten), Some(ten));
         assert!(!panel.vouches(&start, ten));
         seats[2].reading(t0 + ten, 777 * S, 0.0);
         seats[2].reading(t0 + ten + ten, 787 * S, 0.0);
+        assert_eq!(panel.left(&start, ten), None);
         assert!(panel.vouches(&start, ten));
     }
 
@@ -363,7 +391,7 @@ mod tests {
     }
 
     #[test]
-    fn refused_clocks_count_and_none_read_says_nothing() {
+    fn refused_clocks_show_nothing_and_too_few_answering_say_nothing() {
         let t0 = Instant::now();
         let panel = Panel::new(3, String::new());
         let seats: Vec<Seat> = (0..3).map(|m| panel.seat(m)).collect();
@@ -372,8 +400,14 @@ mod tests {
         assert_eq!(panel.left(&start, ten), None);
         seats[0].reading(t0, 100 * S, 0.1);
         assert_eq!(panel.left(&start, ten), Some(ten));
+        // Node 0's clock (perhaps the bad one) shows it over; node 1's
+        // `TIME` is refused; node 2's is not read yet: not over.
         seats[1].refused();
         seats[0].reading(t0 + ten, 111 * S, 0.1);
+        assert_eq!(panel.left(&start, ten), Some(ten));
+        // Two of three refuse: no majority can show it, the panel says
+        // nothing (the node's clock and ours decide).
+        seats[2].refused();
         assert_eq!(panel.left(&start, ten), None);
     }
 }
