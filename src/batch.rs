@@ -13,7 +13,6 @@
 //! Beside its queue, a process keeps per counter what it knows of it (see
 //! [`Turns`]), and a bounded map of counters.
 
-use crate::mutex::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::counter::Record;
+use crate::mutex::lock;
 
 /// After a round that found somebody else had allocated since our last,
 /// this process's allocations take the counter's lock for this long.

@@ -1,10 +1,11 @@
 //! The rule for a held lock's extensions: the guard never believes more
 //! than the nodes (see [`Extensions`]).
 
-use crate::mutex;
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::time::Instant;
+
+use crate::mutex;
 
 /// The extensions of one lock, in dispatch order: the rule that keeps the
 /// guard from believing more than the nodes.

@@ -26,9 +26,10 @@
 //! answer `TIME` to make a majority, the panel says nothing (the members'
 //! clocks cannot outvote a bad one there).
 
-use crate::mutex;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+
+use crate::mutex;
 
 /// One connection's readings of its node's clock.
 #[derive(Debug, Default)]

@@ -12,11 +12,12 @@
 //! the reply wakes the slot, which gives the place up at once and then
 //! wakes the caller.
 
-use crate::mutex;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 
 use futures::task::{waker_ref, ArcWake, AtomicWaker};
+
+use crate::mutex;
 
 /// A directly sent request's place on its connection (see the module docs):
 /// `P` gives the place up when dropped (the link's `Outstanding`).
