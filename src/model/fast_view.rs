@@ -15,29 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::model::lock::LockModel;
-use crate::model::lock_state::{Action, Phase, State};
+use crate::model::lock_state::{Action, Members, Phase, State};
 use crate::node::clockrate::Reading;
 use crate::node::clockwatch::{judge, Verdict};
 use crate::node::panel::Panel;
 use crate::node::truststate::TrustState;
-
-/// Which members' clocks the fast client reads (`node/panel.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Members {
-    /// None: the node's clock and ours alone end a quarantine.
-    Off,
-    /// Every member's.
-    Read,
-    /// Every member's but `member`'s, whose `TIME` is refused (unless it
-    /// is the node whose clock steps: its own bound reads it). `shows`:
-    /// the rule before, that such a member counts as showing it over.
-    Refusing {
-        /// The member.
-        member: u8,
-        /// The rule before.
-        shows: bool,
-    },
-}
 
 impl LockModel {
     /// Node `n`'s clock steps (with a fast client, only once the node

@@ -45,8 +45,9 @@ use crate::lock::redlock::validity;
 use crate::model::detection::{
     check_after, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect, Restart,
 };
-use crate::model::fast_view::Members;
-use crate::model::lock_state::{send, Action, Ext, Kind, Mint, Node, Phase, State, Store, JUMP};
+use crate::model::lock_state::{
+    send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP,
+};
 use crate::model::{insert_sorted, take_one};
 use crate::node::amnesia::assess;
 use crate::quorum::tally::{quorum, quorum_tolerating, Vote};

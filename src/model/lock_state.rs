@@ -476,3 +476,21 @@ pub(crate) struct ClockRules {
     /// Nodes that make a quorum.
     pub(crate) needed: usize,
 }
+
+/// Which members' clocks the fast client reads (`node/panel.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Members {
+    /// None: the node's clock and ours alone end a quarantine.
+    Off,
+    /// Every member's.
+    Read,
+    /// Every member's but `member`'s, whose `TIME` is refused (unless it
+    /// is the node whose clock steps: its own bound reads it). `shows`:
+    /// the rule before, that such a member counts as showing it over.
+    Refusing {
+        /// The member.
+        member: u8,
+        /// The rule before.
+        shows: bool,
+    },
+}
