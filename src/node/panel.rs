@@ -45,11 +45,6 @@ struct Clock {
     refused: bool,
 }
 
-/// Locks `clock`, whatever a panicked holder left.
-fn open(clock: &Mutex<Clock>) -> std::sync::MutexGuard<'_, Clock> {
-    mutex::lock(clock)
-}
-
 /// One client's members' clocks.
 #[derive(Debug)]
 pub(crate) struct Panel {
@@ -73,7 +68,7 @@ impl Seat {
     /// The node's clock read `node_us` in a reply that came in at `recv`,
     /// judged by the drift factor `allowance`.
     pub(crate) fn reading(&self, recv: Instant, node_us: u64, allowance: f64) {
-        let mut c = open(&self.0);
+        let mut c = mutex::lock(&self.0);
         if c.latest.is_some_and(|(r, _)| r > recv) {
             return;
         }
@@ -84,7 +79,7 @@ impl Seat {
 
     /// The node answered `TIME` with something that is not a time.
     pub(crate) fn refused(&self) {
-        open(&self.0).refused = true;
+        mutex::lock(&self.0).refused = true;
     }
 }
 
@@ -155,7 +150,7 @@ impl Panel {
             .live()
             .into_iter()
             .filter_map(|(_, clock)| {
-                let (r, us) = open(&clock).latest?;
+                let (r, us) = mutex::lock(&clock).latest?;
                 let on = since.saturating_duration_since(r).as_micros();
                 let us = us.saturating_add(u64::try_from(on).unwrap_or(u64::MAX));
                 Some((Arc::downgrade(&clock), us))
@@ -181,9 +176,9 @@ impl Panel {
         let length_us = length.as_secs_f64() * 1e6;
         let mut showing = vec![false; self.members];
         for (member, clock) in self.live() {
-            let c = open(&clock);
-            let read_since = Self::from(start, since, &clock, &c).is_some();
-            if read_since && Self::still(start, since, (&clock, &c), length_us) == Some(0.0) {
+            let c = mutex::lock(&clock);
+            let from = Self::from(start, since, &clock, &c);
+            if from.is_some() && Self::still(from, &c, length_us) == Some(0.0) {
                 if let Some(slot) = showing.get_mut(member) {
                     *slot = true;
                 }
@@ -212,19 +207,13 @@ impl Panel {
         }
     }
 
-    /// What `clock` (locked: `c`) still has to run, in µs, to show a
-    /// quarantine of `length_us` that began at `since` over: all of it
-    /// (times its allowance) where it was not dated then; `None` before
-    /// its first reading.
-    fn still(
-        start: &Start,
-        since: Instant,
-        (clock, c): (&Arc<Mutex<Clock>>, &Clock),
-        length_us: f64,
-    ) -> Option<f64> {
+    /// What clock `c`, which stood at `from` when a quarantine of
+    /// `length_us` began ([`Panel::from`]), still has to run, in µs, to
+    /// show it over: all of it (times its allowance) where it was not
+    /// dated then; `None` before its first reading.
+    fn still(from: Option<u64>, c: &Clock, length_us: f64) -> Option<f64> {
         let (_, latest) = c.latest?;
         let need = length_us * (1.0 + c.allowance);
-        let from = Self::from(start, since, clock, c);
         Some(from.map_or(need, |f| (need - latest.saturating_sub(f) as f64).max(0.0)))
     }
 
@@ -240,8 +229,9 @@ impl Panel {
         let mut refused = vec![false; self.members];
         let mut any_read = false;
         for (member, clock) in self.live() {
-            let c = open(&clock);
-            match Self::still(start, since, (&clock, &c), length_us) {
+            let c = mutex::lock(&clock);
+            let from = Self::from(start, since, &clock, &c);
+            match Self::still(from, &c, length_us) {
                 Some(left) => {
                     any_read = true;
                     if let Some(slot) = member_left.get_mut(member) {
