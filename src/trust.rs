@@ -41,17 +41,19 @@ pub enum NodeTrust {
 }
 
 /// Declares a node new (`redquorum init`): writes our marker for the
-/// process the client probed, with no loss, only if that process still
-/// runs and holds nothing but, at most, a marker that a client's first
-/// probe wrote there finding no other evidence (`why` = `unmarked`): a
-/// node in use is never declared new. KEYS: marker. ARGV: run id, damage
-/// count, replication id, slots served (`-`: not a cluster's shard). Returns `new`, `marked`, `not-empty` or
-/// `restarted`.
-pub(crate) static INIT_NEW: Lua = Lua::new(
+/// process the client probed, with no loss and our tag (see
+/// `node/tags.rs`), only if that process still runs and holds nothing but,
+/// at most, a marker that a client's first probe wrote there finding no
+/// other evidence (`why` = `unmarked`): a node in use is never declared
+/// new. KEYS: marker. ARGV: run id, damage count, replication id, slots
+/// served (`-`: not a cluster's shard), our tag. Returns `new`, `marked`,
+/// `not-empty` or `restarted`.
+pub(crate) static INIT_NEW: Lua = Lua::new(concat!(
+    crate::node::evidence::with_tag!(),
     r#"if not string.find(redis.call("INFO", "server"), "run_id:" .. ARGV[1], 1, true) then
   return "restarted"
 end
-local m = redis.call("HMGET", KEYS[1], "run", "why")
+local m = redis.call("HMGET", KEYS[1], "run", "why", "tags")
 local keys = 0
 if m[1] then
   if m[1] ~= ARGV[1] or m[2] ~= "unmarked" then return "marked" end
@@ -59,9 +61,9 @@ if m[1] then
 end
 if redis.call("DBSIZE") ~= keys then return "not-empty" end
 redis.call("HSET", KEYS[1], "run", ARGV[1], "loss", "-", "seen", ARGV[2], "repl", ARGV[3],
-  "why", "declared new", "slots", ARGV[4], "served", "-")
-return "new""#,
-);
+  "why", "declared new", "slots", ARGV[4], "served", "-", "tags", with_tag(m[3], ARGV[5]))
+return "new""#
+));
 
 /// What [`Redlock::init_new_nodes`] did on one node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,13 +267,16 @@ impl Redlock {
         let Some(probe) = member.trust_at(marker).and_then(|t| t.last) else {
             return NodeInit::NotReached;
         };
+        // The tag the members carry, or this client's own (`node/tags.rs`).
+        let tag = member.tag().unwrap_or_default();
         let req: Arc<Request> = Request::script(&INIT_NEW, |cmd| {
             cmd.arg(1)
                 .arg(marker)
                 .arg(&probe.run_id)
                 .arg(probe.seen().unwrap_or(0))
                 .arg(&probe.replid)
-                .arg(probe.slots.as_deref().unwrap_or("-"));
+                .arg(probe.slots.as_deref().unwrap_or("-"))
+                .arg(&tag);
         });
         let mut fan = nodes.fanout(&req, node_bit(i));
         let reply = fan.next().await.and_then(|(_, r)| r.ok());

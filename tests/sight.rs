@@ -3,7 +3,8 @@
 //! (a name or virtual IP moved, a proxy leading elsewhere), and a node
 //! restarted empty whose uptime then jumps with its wall clock, let no
 //! second holder in while the first holder's lock is valid, whether the
-//! client saw the process before or not; and the holder is told. For the
+//! client saw the process before or not (a process marked for another node
+//! list too); and the holder is told. For the
 //! lock, the read-write lock (a reader's lease, a writer after it) and the
 //! semaphore's slots.
 
@@ -148,6 +149,74 @@ async fn swapped(kind: Kind) {
         }
         other => assert!(first_look.elapsed() >= QUARANTINE, "{other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_marked_for_another_node_list_behind_an_address_gives_no_lock_away() {
+    for kind in [Kind::Lock, Kind::Read, Kind::Permit] {
+        adopted(kind).await;
+    }
+}
+
+/// `node`'s marker's tags.
+fn tags(node: &RedisNode) -> Option<String> {
+    redis::cmd("HGET")
+        .arg("redquorum:node")
+        .arg("tags")
+        .query(&mut node.conn())
+        .unwrap()
+}
+
+/// The swap to a spare that `redquorum init` marked alone, with `kind`
+/// held.
+async fn adopted(kind: Kind) {
+    let c = Cluster::start(3);
+    // The spare carries our marker naming it with no loss: an operator
+    // declared it new, as a node list of its own.
+    let spare = RedisNode::start(Persistence::Aof);
+    let alone = client(vec![spare.url()]).await;
+    let declared = alone.init_new_nodes().await;
+    assert_eq!(declared, [redquorum::NodeInit::Declared], "{kind:?}");
+    drop(alone);
+    let proxy = Proxy::start(c.nodes[0].port);
+    let urls = vec![proxy.url(), c.nodes[1].url(), c.nodes[2].url()];
+    let (a, seen) = (client(urls.clone()).await, client(urls.clone()).await);
+    let lock = held_on_0_and_1(&c, &a, kind, "adopted").await;
+    assert!(lock.is_valid(), "the test took too long to set up");
+    proxy.retarget(spare.port);
+    let fresh = client(urls.clone()).await;
+    let got = kind.take(&fresh, "adopted", false).await;
+    assert!(
+        got.is_err(),
+        "{kind:?}: a second holder while the first has {:?} left",
+        lock.validity()
+    );
+    match &fresh.node_trust().await[0] {
+        NodeTrust::Quarantined { cause, .. } => {
+            assert!(cause.contains("another node list"), "{kind:?}: {cause}");
+        }
+        other => panic!("{kind:?}: the spare counts at once: {other:?}"),
+    }
+    nobody_else(&lock, &[&seen], kind, "adopted").await;
+    // Once the fresh client watched its quarantine pass, the spare carries
+    // our tag, and a client that comes later counts it for locks at once
+    // (suspect for counters where the client that saw the swap recorded
+    // it as a restart).
+    let served = fresh.serve_quarantines(QUARANTINE * 4).await;
+    assert_eq!(served[0], redquorum::Serving::Served, "{kind:?}");
+    let ours = tags(&c.nodes[1]).unwrap();
+    assert!(
+        tags(&spare).unwrap().split(',').any(|t| t == ours),
+        "{kind:?}: {:?} lacks {ours}",
+        tags(&spare)
+    );
+    let later = client(urls).await;
+    let now = later.node_trust().await;
+    assert!(
+        matches!(now[0], NodeTrust::Trusted | NodeTrust::Suspect { .. }),
+        "{kind:?}: {:?}",
+        now[0]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,9 +16,8 @@ use stateright::{Model, Property};
 
 use crate::counter::{cas_accepts, cas_outcome, counted_finished, Record, Round};
 use crate::model::counter_state::{Action, Client, Msg, Node, Phase, State};
-use crate::model::detection::{restart_seen_as_loss, Detect, Restart};
+use crate::model::detection::{checked, restart_seen_as_loss, Detect, Restart};
 use crate::model::{insert_sorted, take_one, tally_of};
-use crate::node::amnesia::assess;
 use crate::quorum::tally::{node_bit, quorum};
 use crate::serial::period::{PeriodRules, ResetPeriod, Zone};
 
@@ -105,7 +104,7 @@ impl CounterModel {
             any_refusal_is_stale: true,
             repair: true,
             amnesia_as: Restart::Empty,
-            detect: assess,
+            detect: checked,
         }
     }
 
@@ -580,7 +579,7 @@ mod tests {
             );
             // The table finds both losses, so the shipped model's
             // suspect node (checked safe above) is what the code decides.
-            assert!(restart_seen_as_loss(assess, amnesia_as, 1));
+            assert!(restart_seen_as_loss(checked, amnesia_as, 1));
         }
     }
 

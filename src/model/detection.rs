@@ -4,6 +4,7 @@
 
 use crate::node::amnesia::{assess, assess_dated, Assessment, Dating, Memory};
 use crate::node::evidence::{Marker, Probe};
+use crate::node::tags;
 
 /// How a node comes back from a crash, all with the same settings but
 /// [`Restart::Empty`]'s.
@@ -26,6 +27,11 @@ pub(crate) enum Restart {
     /// Restarted empty, and its wall clock then stepped ahead, far beyond
     /// the quarantine, before the first check: its uptime jumped with it.
     Stepped,
+    /// Another process answers at the address, one that has run far
+    /// longer than the quarantine and carries our marker naming it with no
+    /// loss, written for another node list (a spare on which `redquorum
+    /// init` ran alone): none of our keys.
+    Adopted,
 }
 
 impl Restart {
@@ -43,14 +49,37 @@ impl Restart {
     /// in the uptime's grains.
     pub(crate) fn uptime_offset(self) -> u64 {
         match self {
-            Restart::Swapped => 200,
+            Restart::Swapped | Restart::Adopted => 200,
             Restart::Stepped => 60,
             _ => 0,
         }
     }
 }
 
-/// A detection rule: the crate's [`assess`], or a mutant.
+/// Our deployment's tag, on the markers of the members that kept theirs.
+const OURS: &str = "ours";
+
+/// What the crate's connection check decides (`check.rs`): the table
+/// ([`assess`]), then whose writes the process holds (`tags.rs`), judged
+/// by the tags on a majority of three members, the other two carrying
+/// ours.
+pub(crate) fn checked(probe: &Probe, seen: &Memory, q: u64) -> Assessment {
+    let belongs = match &probe.marker {
+        Some(Marker::Found { tags: own, .. }) => {
+            let sets = [
+                Some(vec![OURS.to_owned()]),
+                Some(vec![OURS.to_owned()]),
+                Some(own.clone()),
+            ];
+            tags::belongs(own, &tags::ours(&sets, sets.len()))
+        }
+        _ => Some(true),
+    };
+    tags::judged(assess(probe, seen, q), probe, seen, q, belongs)
+}
+
+/// A detection rule: the crate's ([`checked`]), or a mutant (the table
+/// alone, [`assess`], is the rule before tags).
 pub(crate) type Detect = fn(&Probe, &Memory, u64) -> Assessment;
 
 /// What the connection check after a restart of `kind` concludes, by
@@ -63,15 +92,20 @@ pub(crate) fn check_after(
     uptime: u64,
     quarantine: u64,
 ) -> Assessment {
-    let marker = kind.keeps_marker().then(|| Marker::Found {
-        run: "before".into(),
+    let found = |run: &str, tag: &str| Marker::Found {
+        run: run.into(),
         loss: None,
         seen: Some(0),
         repl: Some("h".into()),
         slots: None,
         served: false,
         why: None,
-    });
+        tags: vec![tag.into()],
+    };
+    let marker = match kind {
+        Restart::Adopted => Some(found("after", "theirs")),
+        _ => kind.keeps_marker().then(|| found("before", OURS)),
+    };
     let probe = Probe {
         run_id: "after".into(),
         uptime,
@@ -120,5 +154,5 @@ pub(crate) fn trusts_durable_settings(probe: &Probe, seen: &Memory, q: u64) -> A
             remaining: 0,
         };
     }
-    assess(probe, seen, q)
+    checked(probe, seen, q)
 }

@@ -43,13 +43,13 @@ use stateright::{Model, Property};
 use crate::error::NodeErrorKind;
 use crate::lock::redlock::validity;
 use crate::model::detection::{
-    check_after, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect, Restart,
+    check_after, checked, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect,
+    Restart,
 };
 use crate::model::lock_state::{
     send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP,
 };
 use crate::model::{insert_sorted, take_one};
-use crate::node::amnesia::assess;
 use crate::quorum::tally::{quorum, quorum_tolerating, Vote};
 
 /// The fencing property's name.
@@ -205,7 +205,7 @@ impl LockModel {
             timeouts: 1,
             crashes: 0,
             restart: Restart::Kept,
-            detect: assess,
+            detect: checked,
             restart_delay: 0,
             quarantine: true,
             uptime_grain: 4,
@@ -576,16 +576,18 @@ mod tests {
 
     #[test]
     fn model_lock_safe_with_quarantine_when_a_node_restarts_empty_at_once() {
-        // The table dates a restart empty, a long-running process swapped
-        // in behind the address and an uptime stepped ahead alike, from the
-        // check that finds them, whatever the uptime: the three explore the
-        // same states, so one run covers them (5.6 M states).
+        // The check dates a restart empty, a long-running process swapped
+        // in behind the address (marked for another node list or not) and
+        // an uptime stepped ahead alike, from the check that finds them,
+        // whatever the uptime: the four explore the same states, so one run
+        // covers them (5.6 M states).
         let q = 1;
         for uptime in [0, 1, 60, 200] {
-            let left = |kind| check_after(assess, kind, uptime, q).remaining;
+            let left = |kind| check_after(checked, kind, uptime, q).remaining;
             assert_eq!(left(Restart::Empty), q);
             assert_eq!(left(Restart::Swapped), q);
             assert_eq!(left(Restart::Stepped), q);
+            assert_eq!(left(Restart::Adopted), q);
         }
         let m = LockModel {
             crashes: 1,
@@ -785,6 +787,21 @@ mod tests {
     }
 
     #[test]
+    fn model_lock_finds_two_holders_when_a_marker_of_another_node_list_is_trusted() {
+        // The table alone (the rule before tags): a process marked for
+        // another node list, swapped in behind an address, counts at once.
+        let m = LockModel {
+            detect: crate::node::amnesia::assess,
+            ..reappears(Restart::Adopted)
+        };
+        unsafe_(
+            "lock, weakened: another node list's marker trusted, Adopted",
+            m,
+            EXCLUSION,
+        );
+    }
+
+    #[test]
     fn model_lock_safe_with_an_undetected_failover_and_amnesia_tolerance() {
         // A replicated member fails over (loses the key at once, no
         // quarantine: nothing shows it), with quorums that overlap in more
@@ -816,8 +833,8 @@ mod tests {
         // The table finds both losses alike (the backup's marker names the
         // process before), so the two explore the same states: one run.
         let q = 4;
-        assert!(restart_seen_as_loss(assess, Restart::OldBackup, q));
-        assert!(restart_seen_as_loss(assess, Restart::Wiped, q));
+        assert!(restart_seen_as_loss(checked, Restart::OldBackup, q));
+        assert!(restart_seen_as_loss(checked, Restart::Wiped, q));
         safe(
             "lock: a durable node comes back wiped (or from an old backup), detected by the table",
             durable_but_lost(Restart::Wiped),

@@ -183,6 +183,7 @@ impl ServedModel {
                     .served
                     .is_some_and(|d| !self.own_deployment || d == self.deployment(i)),
                 why: None,
+                tags: vec![],
             }),
         }
     }
@@ -197,7 +198,7 @@ impl ServedModel {
             loss: c.loss,
         };
         let verdict = assess(&probe, &memory, u64::from(self.quarantine));
-        let marked = marker_is(probe.marker.as_ref(), &probe, verdict.loss);
+        let marked = marker_is(probe.marker.as_ref(), &probe, verdict.loss, None);
         let now = s.now;
         let same_process = c.seen == Some(s.process);
         let c = &mut s.clients[i];

@@ -39,6 +39,10 @@
 //! new evidence since, and its marker not yet written), that loss stands:
 //! it is the same one, dated when first seen.
 //!
+//! The check then asks whose writes the process holds (`tags.rs`): one
+//! that would count at once, but whose marker carries none of our
+//! deployment's tags, is foreign, a loss from now.
+//!
 //! A `loss` makes the node *suspect* for counters for as long as its process
 //! lives (time does not heal a counter: see `counter.rs`), and keeps it out
 //! of lock quorums for `quarantine` from when this client first saw it (see
@@ -87,6 +91,9 @@ pub(crate) enum Cause {
     /// A shard of a Redis Cluster took slots over from another shard,
     /// whose keys may have lost writes there (see `shard_rules.rs`).
     Received,
+    /// Our marker names the process, but not as our deployment's: marked
+    /// by another node list, it never had our writes (see `tags.rs`).
+    Foreign,
 }
 
 impl Cause {
@@ -103,6 +110,7 @@ impl Cause {
             Cause::Unmarked => "unmarked",
             Cause::Marked => "marked",
             Cause::Received => "received",
+            Cause::Foreign => "foreign",
         }
     }
 
@@ -126,6 +134,10 @@ impl Cause {
             Cause::Received => {
                 "took slots over from another shard, and writes lost there (a failover, \
                  a restart without data) moved with them"
+            }
+            Cause::Foreign => {
+                "carries our marker from another node list (a spare marked by `redquorum init` \
+                 alone, another deployment's node), so it never had our writes"
             }
         }
     }
@@ -280,12 +292,12 @@ pub(crate) struct AmnesiaCheck {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A probe of process `run_id` at `uptime` s, with nothing dropped and
     /// replication history `h`, finding `marker` (`run`, `loss`).
-    fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
+    pub(crate) fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
         Probe {
             run_id: run_id.into(),
             uptime,
@@ -307,6 +319,7 @@ mod tests {
                 slots: None,
                 served: false,
                 why: None,
+                tags: vec![],
             }),
         }
     }

@@ -10,7 +10,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::node::amnesia::{assess, AmnesiaCheck, Assessment, Cause, Memory};
-use crate::node::evidence::{self, Probe};
+use crate::node::evidence::{self, Marker, Probe};
+use crate::node::tags;
 use crate::node::trust::Trust;
 
 /// Probes a new connection and takes in what it found; logs a quarantine
@@ -39,6 +40,54 @@ pub(crate) async fn check(
             "no reply to the connection's check (INFO, CONFIG GET)",
         )));
     };
+    // Whose writes the process holds (`tags.rs`), judged by the tags a
+    // majority of the members carry: waits for the other members' checks
+    // where those are not known yet. A cluster's shards are not judged so;
+    // their tags stand for their member's (any shard's that has some).
+    let panel = trust.panel();
+    let shard = probe.slots.is_some();
+    let belongs = match (&panel, &probe.marker) {
+        (Some(p), Some(Marker::Found { tags, .. })) if !shard => {
+            p.tags().settle(index, tags, timeout).await
+        }
+        (Some(p), Some(Marker::Found { tags, .. })) => {
+            p.tags().record(index, Some(tags.clone()));
+            Some(true)
+        }
+        (Some(p), _) if !shard => {
+            p.tags().record(index, None);
+            Some(true)
+        }
+        _ => Some(true),
+    };
+    let verdict = tags::judged(
+        verdict,
+        &probe,
+        &trust.memory(),
+        check.quarantine_secs,
+        belongs,
+    );
+    if let (None, Some(p), Some(Marker::Found { tags, .. }), Some(loss)) =
+        (belongs, &panel, &probe.marker, verdict.loss)
+    {
+        // Foreign for want of the other members' tags: where they come
+        // within its quarantine and tell it is ours, it counts from then.
+        let (p, set, trust, run) = (
+            Arc::clone(p),
+            tags.clone(),
+            Arc::downgrade(trust),
+            probe.run_id.clone(),
+        );
+        let wait = Duration::from_secs(check.quarantine_secs);
+        tokio::spawn(async move {
+            if p.tags().told(&set, wait).await == Some(true) {
+                if let Some(t) = trust.upgrade() {
+                    t.ours_after_all(&run, loss);
+                }
+            }
+        });
+    }
+    let tag = panel.as_ref().map(|p| p.tags().tag());
     // Counts this client read of the same process that moved since
     // (evictions or flushes since its last look, statistics reset): keys
     // dropped from now, whatever the marker says (another client may have
@@ -55,7 +104,12 @@ pub(crate) async fn check(
     if trust.first_lint() {
         lint(&probe, index, addr);
     }
-    let marked = evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss);
+    // A foreign process's marker names it, and is left as it is: its loss
+    // is this client's to serve (then our tag goes in), not a record for
+    // clients of other node lists.
+    let foreign = verdict.cause == Some(Cause::Foreign);
+    let marked =
+        foreign || evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss, tag.as_deref());
     if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
             node = index,
@@ -68,14 +122,29 @@ pub(crate) async fn check(
     let watched = verdict
         .loss
         .is_some_and(|l| trust.served(&probe.run_id, l, Instant::now()));
-    let served = serves(&verdict, marked, watched, trust.vouched());
-    let set = deployment.and_then(|d| evidence::marker_served(&probe, marker, &d));
-    if let Some(set) = set.filter(|_| served) {
+    let vouched = trust.vouched();
+    let served = serves(&verdict, marked, watched, vouched);
+    let our_tag = tag.clone().unwrap_or_default();
+    let set = deployment.and_then(|d| evidence::marker_served(&probe, marker, (&d, &our_tag)));
+    let set = match set.filter(|_| served) {
+        Some(set) => Some(set),
+        // A foreign process whose quarantine this client watched pass:
+        // our tag goes into its marker, and later clients count it.
+        None if foreign && watched && vouched && tag.is_some() => {
+            Some(evidence::marker_adopt(&probe, marker, &our_tag))
+        }
+        None => None,
+    };
+    if let Some(set) = set {
         // This client watched the loss's whole quarantine pass: later
         // clients may count the node at once. Not waited for.
         let mut conn = conn.clone();
+        let (panel, tag) = (panel.clone(), our_tag.clone());
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+            let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
+            if let (Ok(Ok(Value::Int(1))), Some(p)) = (wrote, panel) {
+                p.tags().added(index, &tag);
+            }
         });
     }
     if !probe.run_id.is_empty() && !marked {
@@ -86,12 +155,15 @@ pub(crate) async fn check(
         // the node said so, so that a marker that vanishes later is
         // evidence.
         let why = verdict.cause.map_or("kept", Cause::tag);
-        let set = evidence::marker_update(&probe, verdict.loss, why, marker);
+        let set = evidence::marker_update(&probe, (verdict.loss, why), marker, &our_tag);
         let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
         tokio::spawn(async move {
             let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
             if matches!(wrote, Ok(Ok(Value::Int(1)))) {
                 trust.marker_written(&probe.run_id);
+                if let Some(p) = panel {
+                    p.tags().added(index, &our_tag);
+                }
             }
         });
     }

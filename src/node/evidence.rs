@@ -44,8 +44,10 @@
 //!   slots a cluster's shard served then (`-`: not a shard); `why`, what the
 //!   writer concluded, in a word (`unmarked`: nothing but the absence of a
 //!   marker, the one case `redquorum init` may still declare new);
-//!   `served` (`1`), set by a client that watched the loss's whole
-//!   quarantine pass on its own clock (see `amnesia.rs`).
+//!   `served` (the writer's deployment), set by a client that watched the
+//!   loss's whole quarantine pass on its own clock (see `amnesia.rs`);
+//!   `tags`, the deployments whose clients count the process (see
+//!   `tags.rs`).
 
 use redis::Value;
 
@@ -86,6 +88,9 @@ pub(crate) enum Marker {
         /// The verdict in a word when it was written (`Cause::tag`), for
         /// messages only.
         why: Option<String>,
+        /// The deployments whose clients count the process (see
+        /// `tags.rs`); empty in markers of earlier versions.
+        tags: Vec<String>,
     },
     /// Something is at the key that we cannot read as our marker (a
     /// number out of range, another type): the node's history cannot be
@@ -155,9 +160,9 @@ pub(crate) fn probe_pipeline(marker: &str) -> redis::Pipeline {
     }
     pipe.cmd("CONFIG").arg("GET").arg("appendonly");
     pipe.cmd("CONFIG").arg("GET").arg("appendfsync");
-    pipe.cmd("HMGET")
-        .arg(marker)
-        .arg(&["run", "loss", "seen", "repl", "slots", "served", "why"]);
+    pipe.cmd("HMGET").arg(marker).arg(&[
+        "run", "loss", "seen", "repl", "slots", "served", "why", "tags",
+    ]);
     pipe.cmd("CLUSTER").arg("INFO");
     pipe.cmd("CLUSTER").arg("NODES");
     pipe.cmd("CONFIG").arg("GET").arg("maxmemory-policy");
@@ -285,12 +290,12 @@ pub(crate) fn marker_not_ready(replies: &[Value]) -> bool {
     )
 }
 
-/// Reads the marker (`HMGET run loss seen repl slots served why`): `None` where there
-/// is none, [`Marker::Corrupt`] for anything we cannot read as ours;
-/// served only where a client of deployment `ours` wrote it.
+/// Reads the marker (`HMGET run loss seen repl slots served why tags`):
+/// `None` where there is none, [`Marker::Corrupt`] for anything we cannot
+/// read as ours; served only where a client of deployment `ours` wrote it.
 fn parse_marker(v: &Value, ours: Option<&str>) -> Option<Marker> {
-    let Ok([run, loss, seen, repl, slots, served, why]) =
-        redis::from_redis_value_ref::<[Option<String>; 7]>(v)
+    let Ok([run, loss, seen, repl, slots, served, why, tags]) =
+        redis::from_redis_value_ref::<[Option<String>; 8]>(v)
     else {
         // A wrong type at our key: someone else's data where our evidence
         // should be.
@@ -321,6 +326,12 @@ fn parse_marker(v: &Value, ours: Option<&str>) -> Option<Marker> {
         slots: slots.filter(|s| s != "-"),
         served: served.is_some_and(|s| Some(s.as_str()) == ours),
         why,
+        tags: tags
+            .iter()
+            .flat_map(|t| t.split(','))
+            .filter(|t| !t.is_empty() && *t != "-")
+            .map(str::to_owned)
+            .collect(),
     })
 }
 
@@ -344,34 +355,82 @@ fn config_value(v: &Value) -> Option<String> {
     }
 }
 
+/// A Lua function, `with_tag(tags, tag)`: marker tags `tags` (`false`:
+/// none) with `tag` added (`""`: none to add).
+macro_rules! with_tag {
+    () => {
+        r#"local function with_tag(t, tag)
+  t = t or ""
+  if t == "-" then t = "" end
+  if tag == "" or string.find("," .. t .. ",", "," .. tag .. ",", 1, true) then return t end
+  if t == "" then return tag end
+  return t .. "," .. tag
+end
+"#
+    };
+}
+pub(crate) use with_tag;
+
 /// Writes our marker only if it is still as the probe found it (`run` and
 /// `loss`, empty for none), so that a marker another client or an
 /// operator's `init` wrote meanwhile is never overwritten with an older
-/// verdict. KEYS: marker. ARGV: found run, found loss, then the new `run`,
-/// `loss`, `seen`, `repl`, `why`, `slots`. Returns 1 if written.
-pub(crate) static MARKER_CAS: Lua = Lua::new(
-    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss")
+/// verdict; the tags it carries are kept, and ours added. KEYS: marker.
+/// ARGV: found run, found loss, then the new `run`, `loss`, `seen`,
+/// `repl`, `why`, `slots`, and our tag. Returns 1 if written.
+pub(crate) static MARKER_CAS: Lua = Lua::new(concat!(
+    with_tag!(),
+    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "tags")
 if (m[1] or "") ~= ARGV[1] or (m[2] or "") ~= ARGV[2] then return 0 end
 redis.call("HSET", KEYS[1], "run", ARGV[3], "loss", ARGV[4], "seen", ARGV[5], "repl", ARGV[6],
-  "why", ARGV[7], "slots", ARGV[8], "served", "-")
-return 1"#,
-);
+  "why", ARGV[7], "slots", ARGV[8], "served", "-", "tags", with_tag(m[3], ARGV[9]))
+return 1"#
+));
 
 /// Records that the loss our marker names was served (see `amnesia.rs`)
-/// by a client of deployment ARGV[4], only if the marker still names that
-/// process and loss and the damage count then. KEYS: marker. ARGV: run,
-/// loss, seen, deployment. Returns 1 if written.
-pub(crate) static MARKER_SERVED: Lua = Lua::new(
-    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "seen")
+/// by a client of deployment ARGV[4], whose tag ARGV[5] it then carries,
+/// only if the marker still names that process and loss and the damage
+/// count then. KEYS: marker. ARGV: run, loss, seen, deployment, tag.
+/// Returns 1 if written.
+pub(crate) static MARKER_SERVED: Lua = Lua::new(concat!(
+    with_tag!(),
+    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "seen", "tags")
 if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return 0 end
-redis.call("HSET", KEYS[1], "served", ARGV[4])
-return 1"#,
-);
+redis.call("HSET", KEYS[1], "served", ARGV[4], "tags", with_tag(m[4], ARGV[5]))
+return 1"#
+));
+
+/// Adds our tag ARGV[2] to the marker of a foreign process (see
+/// `tags.rs`) whose quarantine this client watched pass, only if the
+/// marker still names that process (ARGV[1]). KEYS: marker. Returns 1 if
+/// written.
+pub(crate) static MARKER_ADOPT: Lua = Lua::new(concat!(
+    with_tag!(),
+    r#"local m = redis.call("HMGET", KEYS[1], "run", "tags")
+if m[1] ~= ARGV[1] then return 0 end
+redis.call("HSET", KEYS[1], "tags", with_tag(m[2], ARGV[2]))
+return 1"#
+));
+
+/// The command that adds tag `tag` to the marker at key `marker` if it
+/// names `probe`'s process.
+pub(crate) fn marker_adopt(probe: &Probe, marker: &str, tag: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(MARKER_ADOPT.src)
+        .arg(1)
+        .arg(marker)
+        .arg(&probe.run_id)
+        .arg(tag);
+    cmd
+}
 
 /// The command that records the loss `probe`'s marker names as served by
-/// a client of deployment `ours`, at key `marker`; `None` where the marker
-/// names no loss.
-pub(crate) fn marker_served(probe: &Probe, marker: &str, ours: &str) -> Option<redis::Cmd> {
+/// a client of deployment `ours` and tag `tag`, at key `marker`; `None`
+/// where the marker names no loss.
+pub(crate) fn marker_served(
+    probe: &Probe,
+    marker: &str,
+    (ours, tag): (&str, &str),
+) -> Option<redis::Cmd> {
     let Some(Marker::Found {
         run,
         loss: Some(loss),
@@ -388,17 +447,19 @@ pub(crate) fn marker_served(probe: &Probe, marker: &str, ours: &str) -> Option<r
         .arg(run)
         .arg(loss)
         .arg(seen.unwrap_or(0))
-        .arg(ours);
+        .arg(ours)
+        .arg(tag);
     Some(cmd)
 }
 
 /// The command that replaces the marker `probe` found with the one it
-/// calls for: loss moment `loss`, found for reason `why`, at key `marker`.
+/// calls for: loss moment `loss`, found for reason `why`, at key `marker`,
+/// carrying our tag `tag` too.
 pub(crate) fn marker_update(
     probe: &Probe,
-    loss: Option<u64>,
-    why: &str,
+    (loss, why): (Option<u64>, &str),
     marker: &str,
+    tag: &str,
 ) -> redis::Cmd {
     let (run, found_loss) = match &probe.marker {
         Some(Marker::Found { run, loss, .. }) => {
@@ -417,15 +478,24 @@ pub(crate) fn marker_update(
         .arg(probe.seen().unwrap_or(0))
         .arg(&probe.replid)
         .arg(why)
-        .arg(probe.slots.as_deref().unwrap_or("-"));
+        .arg(probe.slots.as_deref().unwrap_or("-"))
+        .arg(tag);
     cmd
 }
 
-/// Whether `found` is already the marker `probe` calls for.
-pub(crate) fn marker_is(found: Option<&Marker>, probe: &Probe, loss: Option<u64>) -> bool {
-    matches!(found, Some(Marker::Found { run, loss: l, seen, repl, slots, .. })
+/// Whether `found` is already the marker `probe` calls for, where the
+/// process is trusted (`loss` `None`) carrying our tag `tag` too (`None`:
+/// no tag asked for).
+pub(crate) fn marker_is(
+    found: Option<&Marker>,
+    probe: &Probe,
+    loss: Option<u64>,
+    tag: Option<&str>,
+) -> bool {
+    matches!(found, Some(Marker::Found { run, loss: l, seen, repl, slots, tags, .. })
         if *run == probe.run_id && *l == loss && *seen == probe.seen()
-            && repl.as_deref() == Some(probe.replid.as_str()) && *slots == probe.slots)
+            && repl.as_deref() == Some(probe.replid.as_str()) && *slots == probe.slots
+            && (loss.is_some() || tag.is_none_or(|t| tags.iter().any(|x| x == t))))
 }
 
 #[cfg(test)]
@@ -483,6 +553,7 @@ mod tests {
             bulk("0-99"),
             Value::Nil,
             bulk("unmarked"),
+            bulk("a,b"),
         ]);
         let mut replies = vec![
             server.clone(),
@@ -516,6 +587,7 @@ mod tests {
             slots: Some("0-99".into()),
             served: false,
             why: Some("unmarked".into()),
+            tags: vec!["a".into(), "b".into()],
         };
         assert_eq!(
             p,
@@ -538,7 +610,7 @@ mod tests {
         );
         let refused = redis::parse_redis_value(b"-ERR unknown command 'CONFIG'\r\n").unwrap();
         let promoted = bulk("role:master\r\nmaster_replid2:feedbeef\r\n");
-        let none = Value::Array(vec![Value::Nil; 7]);
+        let none = Value::Array(vec![Value::Nil; 8]);
         let p = probe_of(&[
             server,
             promoted,
@@ -560,7 +632,16 @@ mod tests {
             Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
         };
         assert_eq!(
-            parse(&arr(&[Some("id"), Some("-"), None, None, None, None, None])),
+            parse(&arr(&[
+                Some("id"),
+                Some("-"),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None
+            ])),
             Some(Marker::Found {
                 run: "id".into(),
                 loss: None,
@@ -569,23 +650,22 @@ mod tests {
                 slots: None,
                 served: false,
                 why: None,
+                tags: vec![],
             })
         );
+        // A marker whose first fields are `run`, `loss`, `seen`, `repl`.
+        let head = |a: [Option<&str>; 4]| {
+            let mut all = [None; 8];
+            all[..4].copy_from_slice(&a);
+            arr(&all)
+        };
         for bad in [
-            arr(&[
-                Some("id"),
-                Some("18446744073709551616"),
-                Some("0"),
-                None,
-                None,
-                None,
-                None,
-            ]),
-            arr(&[Some("id"), Some("x"), Some("0"), None, None, None, None]),
-            arr(&[Some("id"), None, Some("0"), None, None, None, None]),
-            arr(&[Some("id"), Some("-"), Some("-1"), None, None, None, None]),
-            arr(&[None, None, Some("0"), None, None, None, None]),
-            arr(&[None, None, None, Some("r"), None, None, None]),
+            head([Some("id"), Some("18446744073709551616"), Some("0"), None]),
+            head([Some("id"), Some("x"), Some("0"), None]),
+            head([Some("id"), None, Some("0"), None]),
+            head([Some("id"), Some("-"), Some("-1"), None]),
+            head([None, None, Some("0"), None]),
+            head([None, None, None, Some("r")]),
             redis::parse_redis_value(b"-WRONGTYPE Operation against a key\r\n").unwrap(),
         ] {
             assert_eq!(parse(&bad), Some(Marker::Corrupt), "{bad:?}");
@@ -602,10 +682,10 @@ mod tests {
         assert!(at_marker(b"-CLUSTERDOWN The cluster is down\r\n"));
         assert!(!at_marker(b"-WRONGTYPE Operation against a key\r\n"));
         assert!(!at_marker(b"*0\r\n"));
-        assert_eq!(parse(&arr(&[None; 7])), None);
+        assert_eq!(parse(&arr(&[None; 8])), None);
         // The slots a shard served; `-` for a node that is not one.
         assert!(matches!(
-            parse(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None, None])),
+            parse(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None, None, None])),
             Some(Marker::Found { slots: Some(s), .. }) if s == "0-5"
         ));
         assert!(matches!(
@@ -615,6 +695,7 @@ mod tests {
                 None,
                 None,
                 Some("-"),
+                None,
                 None,
                 None
             ])),
@@ -630,6 +711,7 @@ mod tests {
                 None,
                 None,
                 Some(by),
+                None,
                 None,
             ]))
         };
@@ -651,12 +733,22 @@ mod tests {
                 None,
                 None,
                 Some("-"),
+                None,
                 None
             ])),
             Some(Marker::Found { served: false, .. })
         ));
         assert_eq!(
-            parse(&arr(&[None, None, None, None, Some("0-5"), None, None])),
+            parse(&arr(&[
+                None,
+                None,
+                None,
+                None,
+                Some("0-5"),
+                None,
+                None,
+                None
+            ])),
             Some(Marker::Corrupt)
         );
     }

@@ -32,6 +32,7 @@ pub(crate) mod shard_rules;
 pub(crate) mod shards;
 pub(crate) mod slot;
 pub(crate) mod slotset;
+pub(crate) mod tags;
 pub(crate) mod tick;
 pub(crate) mod trust;
 pub(crate) mod truststate;
@@ -307,6 +308,16 @@ impl Node {
                 l.trust.declared_new(run_id);
             }
         });
+    }
+
+    /// The tag this client writes into our markers (see `tags.rs`);
+    /// `None` where its checks keep no panel.
+    pub(crate) fn tag(&self) -> Option<String> {
+        self.with_links(|ls| {
+            ls.iter()
+                .find_map(|l| l.trust.panel())
+                .map(|p| p.tags().tag())
+        })
     }
 
     /// Why the node may have lost writes, in words for errors.

@@ -25,11 +25,15 @@
 //! clock. Where no member's clock was ever read, or too few members
 //! answer `TIME` to make a majority, the panel says nothing (the members'
 //! clocks cannot outvote a bad one there).
+//!
+//! The panel also holds what else one client reads across its members:
+//! their markers' tags (`tags.rs`).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::mutex;
+use crate::node::tags::Tags;
 
 /// One connection's readings of its node's clock.
 #[derive(Debug, Default)]
@@ -54,6 +58,8 @@ pub(crate) struct Panel {
     deployment: String,
     /// Each connection's clock, with its member.
     clocks: Mutex<Vec<(usize, Weak<Mutex<Clock>>)>>,
+    /// The members' markers' tags (`tags.rs`).
+    tags: Tags,
     /// The rule before, for the model's mutant: a member whose `TIME` is
     /// refused counts as showing a quarantine over.
     #[cfg(test)]
@@ -116,6 +122,7 @@ impl Panel {
             members,
             deployment,
             clocks: Mutex::default(),
+            tags: Tags::new(members),
             #[cfg(test)]
             refused_shows: false,
         }
@@ -124,6 +131,11 @@ impl Panel {
     /// The client's deployment (see [`deployment`]).
     pub(crate) fn deployment(&self) -> &str {
         &self.deployment
+    }
+
+    /// The members' markers' tags, as this client read them.
+    pub(crate) fn tags(&self) -> &Tags {
+        &self.tags
     }
 
     /// A seat for a connection to member `member`.

@@ -294,6 +294,11 @@ impl Trust {
         st.panel.as_ref().map(|p| p.deployment().to_owned())
     }
 
+    /// The client's members together (`None`: no panel, as in unit tests).
+    pub(crate) fn panel(&self) -> Option<Arc<crate::node::panel::Panel>> {
+        mutex::lock(&self.state).panel.clone()
+    }
+
     /// Whether this client may vouch to others that the node's quarantine
     /// is over (see [`TrustState::vouched`]).
     pub(crate) fn vouched(&self) -> bool {
@@ -325,14 +330,35 @@ impl Trust {
             return;
         }
         st.marked = true;
+        st.received = false;
+        self.trusted_from_now(&mut st);
+    }
+
+    /// No loss, no quarantine: the node counts from now.
+    fn trusted_from_now(&self, st: &mut TrustState) {
         st.cause = None;
         st.loss = None;
         st.sight = None;
-        st.received = false;
         st.until = None;
         st.bound.end();
         self.active.store(false, Ordering::Release);
         self.suspect.store(false, Ordering::Release);
+    }
+
+    /// The process `run_id`, found foreign at loss `loss` where whose
+    /// writes it holds could not be told yet (`tags.rs`), holds ours after
+    /// all (the members' checks told so since): trusted from now, if this
+    /// client's view of it has not changed meanwhile.
+    pub(crate) fn ours_after_all(&self, run_id: &str, loss: u64) {
+        let mut st = mutex::lock(&self.state);
+        if st.run_id != run_id
+            || st.loss != Some(loss)
+            || st.cause != Some(Cause::Foreign)
+            || st.clock_ahead
+        {
+            return;
+        }
+        self.trusted_from_now(&mut st);
     }
 
     /// The quarantine's end if it is still on at `now`; and whether this
@@ -447,6 +473,7 @@ mod tests {
                 slots: None,
                 served: false,
                 why: None,
+                tags: vec![],
             }),
         }
     }
@@ -490,6 +517,28 @@ mod tests {
         // Once over, it is over.
         assert_eq!(trust.quarantined(until).0, None);
         assert!(!trust.snapshot().clock_ahead);
+    }
+
+    #[test]
+    fn a_process_foreign_for_want_of_tags_counts_once_they_tell_it_is_ours() {
+        let trust = Trust::default();
+        let at = Instant::now();
+        let p = probe("r1", 500);
+        let foreign = crate::node::tags::judged(
+            assess(&p, &Memory::default(), 60),
+            &p,
+            &Memory::default(),
+            60,
+            None,
+        );
+        trust.record(&p, &foreign, at, true);
+        assert!(trust.quarantined(at).0.is_some(), "foreign");
+        // Another loss, or another process, is not this one.
+        trust.ours_after_all("r1", 499);
+        trust.ours_after_all("r2", 500);
+        assert!(trust.quarantined(at).0.is_some(), "still foreign");
+        trust.ours_after_all("r1", 500);
+        assert_eq!(trust.quarantined(at).0, None, "ours after all");
     }
 
     #[test]
