@@ -292,12 +292,12 @@ pub(crate) struct AmnesiaCheck {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     /// A probe of process `run_id` at `uptime` s, with nothing dropped and
     /// replication history `h`, finding `marker` (`run`, `loss`).
-    pub(crate) fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
+    fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
         Probe {
             run_id: run_id.into(),
             uptime,
@@ -643,5 +643,40 @@ pub(crate) mod tests {
             ..probe("", 0, None)
         };
         assert_eq!(verdict(&p, &fresh()), (Some(0), Some(Cause::Unknown), 60));
+    }
+
+    #[test]
+    fn a_process_another_node_list_marked_is_a_loss_from_our_first_sight() {
+        let trusted = Assessment {
+            loss: None,
+            cause: None,
+            remaining: 0,
+        };
+        let p = probe("s", 500, None);
+        let fresh = Memory::default();
+        let a = crate::node::tags::judged(trusted, &p, &fresh, 8, Some(false));
+        assert_eq!(
+            (a.loss, a.cause, a.remaining),
+            (Some(500), Some(Cause::Foreign), 8)
+        );
+        assert_eq!(
+            crate::node::tags::judged(trusted, &p, &fresh, 8, None),
+            a,
+            "not told yet"
+        );
+        assert_eq!(
+            crate::node::tags::judged(trusted, &p, &fresh, 8, Some(true)),
+            trusted
+        );
+        // The same process seen foreign before: the same loss.
+        let saw = Memory {
+            run_id: "s".into(),
+            marked: true,
+            loss: Some(490),
+        };
+        assert_eq!(
+            crate::node::tags::judged(trusted, &p, &saw, 8, Some(false)).loss,
+            Some(490)
+        );
     }
 }

@@ -233,31 +233,6 @@ mod tests {
         assert_eq!(belongs(&[], &v(&["a"])), Some(true));
     }
 
-    #[test]
-    fn a_foreign_process_is_a_loss_from_our_first_sight() {
-        let trusted = Assessment {
-            loss: None,
-            cause: None,
-            remaining: 0,
-        };
-        let p = crate::node::amnesia::tests::probe("s", 500, None);
-        let fresh = Memory::default();
-        let a = judged(trusted, &p, &fresh, 8, Some(false));
-        assert_eq!(
-            (a.loss, a.cause, a.remaining),
-            (Some(500), Some(Cause::Foreign), 8)
-        );
-        assert_eq!(judged(trusted, &p, &fresh, 8, None), a, "not told yet");
-        assert_eq!(judged(trusted, &p, &fresh, 8, Some(true)), trusted);
-        // The same process seen foreign before: the same loss.
-        let saw = Memory {
-            run_id: "s".into(),
-            marked: true,
-            loss: Some(490),
-        };
-        assert_eq!(judged(trusted, &p, &saw, 8, Some(false)).loss, Some(490));
-    }
-
     #[tokio::test]
     async fn a_check_waits_for_the_majority_that_settles_it() {
         let tags = std::sync::Arc::new(Tags::new(3));
