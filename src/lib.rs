@@ -175,6 +175,8 @@
 //                       marker), read when a connection is made.
 //   node/amnesia.rs     The table that decides from it whether a node may
 //                       have lost writes, and the quarantine that follows.
+//   node/marker.rs      Our marker, written: each script a compare on what
+//                       the check found.
 //   node/tags.rs        Whose writes a node holds: the deployments' tags in
 //                       our marker; another node list's marker is foreign.
 //   node/nodebound.rs   A quarantine's end on the node's clock too, so a

@@ -1,6 +1,6 @@
 //! The Lua scripts, each run atomically on one node (the operator's
 //! `INIT_NEW` lives beside its caller, in `trust.rs`, and the marker's
-//! `MARKER_CAS` in `node/evidence.rs`).
+//! `MARKER_CAS` in `node/marker.rs`).
 //!
 //! The lock scripts are the ones every Redlock client uses (redsync,
 //! node-redlock, redlock-py), so their keys interoperate with ours.
@@ -530,7 +530,7 @@ mod tests {
             &super::LEADER_READ,
             &super::INSPECT,
             &crate::trust::INIT_NEW,
-            &crate::node::evidence::MARKER_CAS,
+            &crate::node::marker::MARKER_CAS,
             &crate::multi_scripts::TAKE_ALL,
             &crate::multi_scripts::QUEUED_TAKE_ALL,
             &crate::multi_scripts::RELEASE_ALL,

@@ -49,7 +49,7 @@ pub enum NodeTrust {
 /// served (`-`: not a cluster's shard), our tag. Returns `new`, `marked`,
 /// `not-empty` or `restarted`.
 pub(crate) static INIT_NEW: Lua = Lua::new(concat!(
-    crate::node::evidence::with_tag!(),
+    crate::node::marker::with_tag!(),
     r#"if not string.find(redis.call("INFO", "server"), "run_id:" .. ARGV[1], 1, true) then
   return "restarted"
 end

@@ -154,8 +154,45 @@ async fn swapped(kind: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_marked_for_another_node_list_behind_an_address_gives_no_lock_away() {
     for kind in [Kind::Lock, Kind::Read, Kind::Permit] {
-        adopted(kind).await;
+        adopted(kind, Tagged::Both).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_without_our_tags_behind_an_address_gives_no_lock_away() {
+    for tagged in [
+        Tagged::MembersOlder,
+        Tagged::SpareOlder,
+        Tagged::SpareGarbage,
+    ] {
+        adopted(Kind::Lock, tagged).await;
+    }
+}
+
+/// Which markers carry tags in [`adopted`].
+#[derive(Clone, Copy, Debug)]
+enum Tagged {
+    /// The members' and the spare's, as written.
+    Both,
+    /// The spare's only: the members' markers are from before tags.
+    MembersOlder,
+    /// The members' only: the spare's marker is from before tags.
+    SpareOlder,
+    /// The members'; the spare's field holds nothing readable.
+    SpareGarbage,
+}
+
+/// Deletes `node`'s marker's tags, or sets them to `to`.
+fn set_tags(node: &RedisNode, to: Option<&str>) {
+    let mut cmd = match to {
+        None => redis::cmd("HDEL"),
+        Some(_) => redis::cmd("HSET"),
+    };
+    cmd.arg("redquorum:node").arg("tags");
+    if let Some(t) = to {
+        cmd.arg(t);
+    }
+    let _: i64 = cmd.query(&mut node.conn()).unwrap();
 }
 
 /// `node`'s marker's tags.
@@ -168,16 +205,24 @@ fn tags(node: &RedisNode) -> Option<String> {
 }
 
 /// The swap to a spare that `redquorum init` marked alone, with `kind`
-/// held.
-async fn adopted(kind: Kind) {
+/// held, the markers' tags as `tagged` says.
+async fn adopted(kind: Kind, tagged: Tagged) {
+    let what = format!("{kind:?}, {tagged:?}");
     let c = Cluster::start(3);
     // The spare carries our marker naming it with no loss: an operator
     // declared it new, as a node list of its own.
     let spare = RedisNode::start(Persistence::Aof);
     let alone = client(vec![spare.url()]).await;
     let declared = alone.init_new_nodes().await;
-    assert_eq!(declared, [redquorum::NodeInit::Declared], "{kind:?}");
+    assert_eq!(declared, [redquorum::NodeInit::Declared], "{what}");
     drop(alone);
+    match tagged {
+        Tagged::Both => {}
+        Tagged::MembersOlder => c.nodes.iter().for_each(|n| set_tags(n, None)),
+        Tagged::SpareOlder => set_tags(&spare, None),
+        Tagged::SpareGarbage => set_tags(&spare, Some(",,,")),
+    }
+
     let proxy = Proxy::start(c.nodes[0].port);
     let urls = vec![proxy.url(), c.nodes[1].url(), c.nodes[2].url()];
     let (a, seen) = (client(urls.clone()).await, client(urls.clone()).await);
@@ -188,14 +233,14 @@ async fn adopted(kind: Kind) {
     let got = kind.take(&fresh, "adopted", false).await;
     assert!(
         got.is_err(),
-        "{kind:?}: a second holder while the first has {:?} left",
+        "{what}: a second holder while the first has {:?} left",
         lock.validity()
     );
     match &fresh.node_trust().await[0] {
         NodeTrust::Quarantined { cause, .. } => {
-            assert!(cause.contains("another node list"), "{kind:?}: {cause}");
+            assert!(cause.contains("another node list"), "{what}: {cause}");
         }
-        other => panic!("{kind:?}: the spare counts at once: {other:?}"),
+        other => panic!("{what}: the spare counts at once: {other:?}"),
     }
     nobody_else(&lock, &[&seen], kind, "adopted").await;
     // Once the fresh client watched its quarantine pass, the spare carries
@@ -203,18 +248,18 @@ async fn adopted(kind: Kind) {
     // (suspect for counters where the client that saw the swap recorded
     // it as a restart).
     let served = fresh.serve_quarantines(QUARANTINE * 4).await;
-    assert_eq!(served[0], redquorum::Serving::Served, "{kind:?}");
+    assert_eq!(served[0], redquorum::Serving::Served, "{what}");
     let ours = tags(&c.nodes[1]).unwrap();
     assert!(
         tags(&spare).unwrap().split(',').any(|t| t == ours),
-        "{kind:?}: {:?} lacks {ours}",
+        "{what}: {:?} lacks {ours}",
         tags(&spare)
     );
     let later = client(urls).await;
     let now = later.node_trust().await;
     assert!(
         matches!(now[0], NodeTrust::Trusted | NodeTrust::Suspect { .. }),
-        "{kind:?}: {:?}",
+        "{what}: {:?}",
         now[0]
     );
 }

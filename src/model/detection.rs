@@ -69,9 +69,9 @@ pub(crate) fn checked(probe: &Probe, seen: &Memory, q: u64) -> Assessment {
             let sets = [
                 Some(vec![OURS.to_owned()]),
                 Some(vec![OURS.to_owned()]),
-                Some(own.clone()),
+                Some(own.clone().unwrap_or_default()),
             ];
-            tags::belongs(own, &tags::ours(&sets, sets.len()))
+            tags::belongs(own.as_deref(), &tags::ours(&sets, sets.len()))
         }
         _ => Some(true),
     };
@@ -100,7 +100,7 @@ pub(crate) fn check_after(
         slots: None,
         served: false,
         why: None,
-        tags: vec![tag.into()],
+        tags: Some(vec![tag.into()]),
     };
     let marker = match kind {
         Restart::Adopted => Some(found("after", "theirs")),

@@ -33,7 +33,8 @@ use stateright::{Model, Property};
 
 use crate::node::amnesia::{assess, Assessment, Memory};
 use crate::node::check::serves;
-use crate::node::evidence::{marker_is, Marker, Probe};
+use crate::node::evidence::{Marker, Probe};
+use crate::node::marker::marker_is;
 
 /// Whether a check writes `served`: [`serves`], or a mutant.
 type Serves = fn(&Assessment, bool, bool, bool) -> bool;
@@ -183,7 +184,7 @@ impl ServedModel {
                     .served
                     .is_some_and(|d| !self.own_deployment || d == self.deployment(i)),
                 why: None,
-                tags: vec![],
+                tags: None,
             }),
         }
     }

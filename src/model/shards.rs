@@ -137,7 +137,7 @@ impl ShardsModel {
                     slots: b.then(|| "1".to_owned()),
                     served: false,
                     why: None,
-                    tags: vec![],
+                    tags: None,
                 }),
             ),
         };

@@ -319,7 +319,7 @@ mod tests {
                 slots: None,
                 served: false,
                 why: None,
-                tags: vec![],
+                tags: None,
             }),
         }
     }

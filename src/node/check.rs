@@ -11,6 +11,7 @@ use redis::{RedisError, RedisResult, Value};
 
 use crate::node::amnesia::{assess, AmnesiaCheck, Assessment, Cause, Memory};
 use crate::node::evidence::{self, Marker, Probe};
+use crate::node::marker;
 use crate::node::tags;
 use crate::node::trust::Trust;
 
@@ -48,10 +49,11 @@ pub(crate) async fn check(
     let shard = probe.slots.is_some();
     let belongs = match (&panel, &probe.marker) {
         (Some(p), Some(Marker::Found { tags, .. })) if !shard => {
-            p.tags().settle(index, tags, timeout).await
+            p.tags().settle(index, tags.as_deref(), timeout).await
         }
         (Some(p), Some(Marker::Found { tags, .. })) => {
-            p.tags().record(index, Some(tags.clone()));
+            p.tags()
+                .record(index, Some(tags.clone().unwrap_or_default()));
             Some(true)
         }
         (Some(p), _) if !shard => {
@@ -80,7 +82,7 @@ pub(crate) async fn check(
         );
         let wait = Duration::from_secs(check.quarantine_secs);
         tokio::spawn(async move {
-            if p.tags().told(&set, wait).await == Some(true) {
+            if p.tags().told(set.as_deref(), wait).await == Some(true) {
                 if let Some(t) = trust.upgrade() {
                     t.ours_after_all(&run, loss);
                 }
@@ -109,7 +111,7 @@ pub(crate) async fn check(
     // clients of other node lists.
     let foreign = verdict.cause == Some(Cause::Foreign);
     let marked =
-        foreign || evidence::marker_is(probe.marker.as_ref(), &probe, verdict.loss, tag.as_deref());
+        foreign || marker::marker_is(probe.marker.as_ref(), &probe, verdict.loss, tag.as_deref());
     if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
             node = index,
@@ -125,13 +127,13 @@ pub(crate) async fn check(
     let vouched = trust.vouched();
     let served = serves(&verdict, marked, watched, vouched);
     let our_tag = tag.clone().unwrap_or_default();
-    let set = deployment.and_then(|d| evidence::marker_served(&probe, marker, (&d, &our_tag)));
+    let set = deployment.and_then(|d| marker::marker_served(&probe, marker, (&d, &our_tag)));
     let set = match set.filter(|_| served) {
         Some(set) => Some(set),
         // A foreign process whose quarantine this client watched pass:
         // our tag goes into its marker, and later clients count it.
         None if foreign && watched && vouched && tag.is_some() => {
-            Some(evidence::marker_adopt(&probe, marker, &our_tag))
+            Some(marker::marker_adopt(&probe, marker, &our_tag))
         }
         None => None,
     };
@@ -155,7 +157,7 @@ pub(crate) async fn check(
         // the node said so, so that a marker that vanishes later is
         // evidence.
         let why = verdict.cause.map_or("kept", Cause::tag);
-        let set = evidence::marker_update(&probe, (verdict.loss, why), marker, &our_tag);
+        let set = marker::marker_update(&probe, (verdict.loss, why), marker, &our_tag);
         let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
         tokio::spawn(async move {
             let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;

@@ -51,7 +51,6 @@
 
 use redis::Value;
 
-use crate::lua::Lua;
 use crate::node::slotset::own_slots;
 
 /// Our marker's key on every node.
@@ -89,8 +88,10 @@ pub(crate) enum Marker {
         /// messages only.
         why: Option<String>,
         /// The deployments whose clients count the process (see
-        /// `tags.rs`); empty in markers of earlier versions.
-        tags: Vec<String>,
+        /// `tags.rs`): `None` where the field is absent (a marker of an
+        /// earlier version); only well-formed tags, none where the field
+        /// is too long to be ours.
+        tags: Option<Vec<String>>,
     },
     /// Something is at the key that we cannot read as our marker (a
     /// number out of range, another type): the node's history cannot be
@@ -326,13 +327,30 @@ fn parse_marker(v: &Value, ours: Option<&str>) -> Option<Marker> {
         slots: slots.filter(|s| s != "-"),
         served: served.is_some_and(|s| Some(s.as_str()) == ours),
         why,
-        tags: tags
-            .iter()
-            .flat_map(|t| t.split(','))
-            .filter(|t| !t.is_empty() && *t != "-")
-            .map(str::to_owned)
-            .collect(),
+        tags: tags.as_deref().map(parse_tags),
     })
+}
+
+/// The longest `tags` field read (and kept by our scripts): far more
+/// than the tags of every deployment that shares a node.
+const TAGS_MAX: usize = 4096;
+
+/// The tags in a marker's `tags` field: comma-separated, each 1 to 64
+/// letters, digits, `-` or `_` (ours are 16 hex digits); anything else is
+/// ignored, and a field longer than [`TAGS_MAX`] holds none.
+fn parse_tags(field: &str) -> Vec<String> {
+    if field.len() > TAGS_MAX {
+        return Vec::new();
+    }
+    field
+        .split(',')
+        .filter(|t| {
+            (1..=64).contains(&t.len())
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// One field of an `INFO` reply (also `CLUSTER INFO`'s).
@@ -353,149 +371,6 @@ fn config_value(v: &Value) -> Option<String> {
         Value::Map(m) if m.len() == 1 => text(&m[0].1),
         _ => None,
     }
-}
-
-/// A Lua function, `with_tag(tags, tag)`: marker tags `tags` (`false`:
-/// none) with `tag` added (`""`: none to add).
-macro_rules! with_tag {
-    () => {
-        r#"local function with_tag(t, tag)
-  t = t or ""
-  if t == "-" then t = "" end
-  if tag == "" or string.find("," .. t .. ",", "," .. tag .. ",", 1, true) then return t end
-  if t == "" then return tag end
-  return t .. "," .. tag
-end
-"#
-    };
-}
-pub(crate) use with_tag;
-
-/// Writes our marker only if it is still as the probe found it (`run` and
-/// `loss`, empty for none), so that a marker another client or an
-/// operator's `init` wrote meanwhile is never overwritten with an older
-/// verdict; the tags it carries are kept, and ours added. KEYS: marker.
-/// ARGV: found run, found loss, then the new `run`, `loss`, `seen`,
-/// `repl`, `why`, `slots`, and our tag. Returns 1 if written.
-pub(crate) static MARKER_CAS: Lua = Lua::new(concat!(
-    with_tag!(),
-    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "tags")
-if (m[1] or "") ~= ARGV[1] or (m[2] or "") ~= ARGV[2] then return 0 end
-redis.call("HSET", KEYS[1], "run", ARGV[3], "loss", ARGV[4], "seen", ARGV[5], "repl", ARGV[6],
-  "why", ARGV[7], "slots", ARGV[8], "served", "-", "tags", with_tag(m[3], ARGV[9]))
-return 1"#
-));
-
-/// Records that the loss our marker names was served (see `amnesia.rs`)
-/// by a client of deployment ARGV[4], whose tag ARGV[5] it then carries,
-/// only if the marker still names that process and loss and the damage
-/// count then. KEYS: marker. ARGV: run, loss, seen, deployment, tag.
-/// Returns 1 if written.
-pub(crate) static MARKER_SERVED: Lua = Lua::new(concat!(
-    with_tag!(),
-    r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "seen", "tags")
-if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return 0 end
-redis.call("HSET", KEYS[1], "served", ARGV[4], "tags", with_tag(m[4], ARGV[5]))
-return 1"#
-));
-
-/// Adds our tag ARGV[2] to the marker of a foreign process (see
-/// `tags.rs`) whose quarantine this client watched pass, only if the
-/// marker still names that process (ARGV[1]). KEYS: marker. Returns 1 if
-/// written.
-pub(crate) static MARKER_ADOPT: Lua = Lua::new(concat!(
-    with_tag!(),
-    r#"local m = redis.call("HMGET", KEYS[1], "run", "tags")
-if m[1] ~= ARGV[1] then return 0 end
-redis.call("HSET", KEYS[1], "tags", with_tag(m[2], ARGV[2]))
-return 1"#
-));
-
-/// The command that adds tag `tag` to the marker at key `marker` if it
-/// names `probe`'s process.
-pub(crate) fn marker_adopt(probe: &Probe, marker: &str, tag: &str) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(MARKER_ADOPT.src)
-        .arg(1)
-        .arg(marker)
-        .arg(&probe.run_id)
-        .arg(tag);
-    cmd
-}
-
-/// The command that records the loss `probe`'s marker names as served by
-/// a client of deployment `ours` and tag `tag`, at key `marker`; `None`
-/// where the marker names no loss.
-pub(crate) fn marker_served(
-    probe: &Probe,
-    marker: &str,
-    (ours, tag): (&str, &str),
-) -> Option<redis::Cmd> {
-    let Some(Marker::Found {
-        run,
-        loss: Some(loss),
-        seen,
-        ..
-    }) = &probe.marker
-    else {
-        return None;
-    };
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(MARKER_SERVED.src)
-        .arg(1)
-        .arg(marker)
-        .arg(run)
-        .arg(loss)
-        .arg(seen.unwrap_or(0))
-        .arg(ours)
-        .arg(tag);
-    Some(cmd)
-}
-
-/// The command that replaces the marker `probe` found with the one it
-/// calls for: loss moment `loss`, found for reason `why`, at key `marker`,
-/// carrying our tag `tag` too.
-pub(crate) fn marker_update(
-    probe: &Probe,
-    (loss, why): (Option<u64>, &str),
-    marker: &str,
-    tag: &str,
-) -> redis::Cmd {
-    let (run, found_loss) = match &probe.marker {
-        Some(Marker::Found { run, loss, .. }) => {
-            (run.clone(), loss.map_or("-".to_owned(), |l| l.to_string()))
-        }
-        _ => (String::new(), String::new()),
-    };
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(MARKER_CAS.src)
-        .arg(1)
-        .arg(marker)
-        .arg(run)
-        .arg(found_loss)
-        .arg(&probe.run_id)
-        .arg(loss.map_or("-".to_owned(), |l| l.to_string()))
-        .arg(probe.seen().unwrap_or(0))
-        .arg(&probe.replid)
-        .arg(why)
-        .arg(probe.slots.as_deref().unwrap_or("-"))
-        .arg(tag);
-    cmd
-}
-
-/// Whether `found` is already the marker `probe` calls for, where the
-/// process is trusted (`loss` `None`) carrying our tag `tag` too (`None`:
-/// no tag asked for).
-pub(crate) fn marker_is(
-    found: Option<&Marker>,
-    probe: &Probe,
-    loss: Option<u64>,
-    tag: Option<&str>,
-) -> bool {
-    matches!(found, Some(Marker::Found { run, loss: l, seen, repl, slots, tags, .. })
-        if *run == probe.run_id && *l == loss && *seen == probe.seen()
-            && repl.as_deref() == Some(probe.replid.as_str()) && *slots == probe.slots
-            && (loss.is_some() || tag.is_none_or(|t| tags.iter().any(|x| x == t))))
 }
 
 #[cfg(test)]
@@ -587,7 +462,7 @@ mod tests {
             slots: Some("0-99".into()),
             served: false,
             why: Some("unmarked".into()),
-            tags: vec!["a".into(), "b".into()],
+            tags: Some(vec!["a".into(), "b".into()]),
         };
         assert_eq!(
             p,
@@ -631,17 +506,12 @@ mod tests {
         let arr = |a: &[Option<&str>]| {
             Value::Array(a.iter().map(|v| v.map_or(Value::Nil, bulk)).collect())
         };
+        // A marker's `run`, `loss` and `tags`, nothing else.
+        let short = |run: Option<&str>, loss: Option<&str>, tags: Option<&str>| {
+            arr(&[run, loss, None, None, None, None, None, tags])
+        };
         assert_eq!(
-            parse(&arr(&[
-                Some("id"),
-                Some("-"),
-                None,
-                None,
-                None,
-                None,
-                None,
-                None
-            ])),
+            parse(&short(Some("id"), Some("-"), None)),
             Some(Marker::Found {
                 run: "id".into(),
                 loss: None,
@@ -650,7 +520,7 @@ mod tests {
                 slots: None,
                 served: false,
                 why: None,
-                tags: vec![],
+                tags: None,
             })
         );
         // A marker whose first fields are `run`, `loss`, `seen`, `repl`.
@@ -683,6 +553,20 @@ mod tests {
         assert!(!at_marker(b"-WRONGTYPE Operation against a key\r\n"));
         assert!(!at_marker(b"*0\r\n"));
         assert_eq!(parse(&arr(&[None; 8])), None);
+        // Tags: only well-formed ones; none from a field too long to be ours.
+        let tagged = |t: &str| {
+            let m = parse(&short(Some("id"), Some("-"), Some(t)));
+            match m {
+                Some(Marker::Found { tags, .. }) => tags,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            tagged("a1,b c,,ok_2"),
+            Some(vec!["a1".into(), "ok_2".into()])
+        );
+        assert_eq!(tagged(",,,"), Some(vec![]));
+        assert_eq!(tagged(&",x".repeat(3000)), Some(vec![]));
         // The slots a shard served; `-` for a node that is not one.
         assert!(matches!(
             parse(&arr(&[Some("id"), Some("-"), None, None, Some("0-5"), None, None, None])),

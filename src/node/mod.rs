@@ -20,6 +20,7 @@ pub(crate) mod clockwatch;
 pub(crate) mod counts;
 pub(crate) mod evidence;
 pub(crate) mod link;
+pub(crate) mod marker;
 pub(crate) mod nodebound;
 pub(crate) mod open;
 pub(crate) mod panel;

@@ -29,11 +29,13 @@
 //! they tell it is ours within its quarantine). Nodes marked by different
 //! node lists (each declared new on its own) thus sit out one quarantine,
 //! after which they carry one tag; `redquorum init` with the whole node
-//! list marks them alike. A marker without tags
-//! (written before tags existed) objects to nothing. The tag a client
-//! writes ([`Tags::tag`]) is one of ours, else the least tag any member
-//! carries, else a random one of its own, so that clients that start
-//! together converge on one.
+//! list marks them alike. A marker without the field (written before
+//! tags existed) is ours only while a majority of the members carry no
+//! tag (the deployment is from before tags too); a field with nothing
+//! well-formed in it carries no tag. The tag a client writes
+//! ([`Tags::tag`]) is the least of ours, else a random one of its own,
+//! never one that only a minority carries (it may be a foreign
+//! process's: written on our members, it would make that process ours).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -65,15 +67,15 @@ pub(crate) fn ours(sets: &[Option<Vec<String>>], members: usize) -> Vec<String> 
 
 /// Whether a process whose marker carries tags `set` holds our writes, to
 /// a client whose deployment's tags are `ours`: yes where it carries one
-/// of ours, or none at all (a marker from before tags); no where it
-/// carries others only and ours are known; `None` where they are not.
-pub(crate) fn belongs(set: &[String], ours: &[String]) -> Option<bool> {
-    if set.is_empty() || set.iter().any(|t| ours.contains(t)) {
-        Some(true)
-    } else if ours.is_empty() {
-        None
-    } else {
-        Some(false)
+/// of ours; no where it carries none of ours and ours are known; `None`
+/// where they are not. A marker without the field (`set` `None`, written
+/// before tags) is not ours once our deployment has tags; while it has
+/// none, see [`Tags`] (ours where a majority of the members carry none).
+pub(crate) fn belongs(set: Option<&[String]>, ours: &[String]) -> Option<bool> {
+    match set {
+        Some(set) if set.iter().any(|t| ours.contains(t)) => Some(true),
+        _ if ours.is_empty() => None,
+        _ => Some(false),
     }
 }
 
@@ -153,10 +155,26 @@ impl Tags {
 
     /// Whether tags `set` are ours, by the members' tags as read so far;
     /// and whether every member's check told something.
-    fn judge(&self, set: &[String]) -> (Option<bool>, bool) {
-        let sets = mutex::lock(&self.sets);
-        let all = sets.1.iter().all(|r| *r);
-        (belongs(set, &ours(&sets.0, self.members)), all)
+    fn judge(&self, set: Option<&[String]>) -> (Option<bool>, bool) {
+        let guard = mutex::lock(&self.sets);
+        let (sets, told) = &*guard;
+        let all = told.iter().all(|r| *r);
+        let ours = ours(sets, self.members);
+        // A marker from before tags, where a majority of the members told
+        // and none of them carries a tag: the deployment is from before
+        // tags too.
+        let older = set.is_none()
+            && ours.is_empty()
+            && told.iter().filter(|r| **r).count() * 2 > self.members
+            && sets.iter().flatten().all(Vec::is_empty);
+        (
+            if older {
+                Some(true)
+            } else {
+                belongs(set, &ours)
+            },
+            all,
+        )
     }
 
     /// Records member `member`'s `set`, then whether it is ours, waiting
@@ -165,17 +183,17 @@ impl Tags {
     pub(crate) async fn settle(
         &self,
         member: usize,
-        set: &[String],
+        set: Option<&[String]>,
         wait: Duration,
     ) -> Option<bool> {
-        self.record(member, Some(set.to_vec()));
+        self.record(member, Some(set.unwrap_or_default().to_vec()));
         self.told(set, wait).await
     }
 
     /// Whether tags `set` are ours, once that can be told, waiting up to
     /// `wait` while some member's check has told nothing yet (`None`: it
     /// still could not).
-    pub(crate) async fn told(&self, set: &[String], wait: Duration) -> Option<bool> {
+    pub(crate) async fn told(&self, set: Option<&[String]>, wait: Duration) -> Option<bool> {
         let mut news = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -191,14 +209,14 @@ impl Tags {
         }
     }
 
-    /// The tag this client writes: the least of ours, else the least any
-    /// member carries, else its own.
+    /// The tag this client writes: the least of ours, else its own (never
+    /// one that only a minority carries: that may be a foreign process's,
+    /// and would make it ours).
     pub(crate) fn tag(&self) -> String {
         let sets = mutex::lock(&self.sets);
-        let ours = ours(&sets.0, self.members);
-        ours.into_iter()
+        ours(&sets.0, self.members)
+            .into_iter()
             .next()
-            .or_else(|| sets.0.iter().flatten().flatten().min().cloned())
             .unwrap_or_else(|| self.fresh.clone())
     }
 }
@@ -226,37 +244,57 @@ mod tests {
 
     #[test]
     fn a_marker_of_another_deployment_is_foreign_once_ours_are_known() {
-        assert_eq!(belongs(&v(&["z"]), &v(&["a"])), Some(false));
-        assert_eq!(belongs(&v(&["z", "a"]), &v(&["a"])), Some(true));
-        assert_eq!(belongs(&v(&["z"]), &[]), None);
-        // A marker from before tags objects to nothing.
-        assert_eq!(belongs(&[], &v(&["a"])), Some(true));
+        let (z, za, a) = (v(&["z"]), v(&["z", "a"]), v(&["a"]));
+        assert_eq!(belongs(Some(&z), &a), Some(false));
+        assert_eq!(belongs(Some(&za), &a), Some(true));
+        assert_eq!(belongs(Some(&z), &[]), None);
+        // A field with nothing we can read is no tag of ours.
+        assert_eq!(belongs(Some(&[]), &a), Some(false));
+        assert_eq!(belongs(Some(&[]), &[]), None);
+        // A marker from before tags is not ours once ours are known.
+        assert_eq!(belongs(None, &a), Some(false));
+        assert_eq!(belongs(None, &[]), None);
     }
 
     #[tokio::test]
     async fn a_check_waits_for_the_majority_that_settles_it() {
         let tags = std::sync::Arc::new(Tags::new(3));
         let t = std::sync::Arc::clone(&tags);
-        let first =
-            tokio::spawn(async move { t.settle(2, &v(&["z"]), Duration::from_secs(5)).await });
+        let first = tokio::spawn(async move {
+            let z = v(&["z"]);
+            t.settle(2, Some(&z), Duration::from_secs(5)).await
+        });
         tags.record(0, set(&["a"]));
         tokio::task::yield_now().await;
         tags.record(1, set(&["a"]));
         assert_eq!(first.await.unwrap(), Some(false));
         assert_eq!(tags.tag(), "a");
         // Nobody else answers: it cannot be told.
+        let a = v(&["a"]);
         let alone = Tags::new(3);
-        let got = alone.settle(0, &v(&["a"]), Duration::from_millis(20)).await;
+        let got = alone.settle(0, Some(&a), Duration::from_millis(20)).await;
         assert_eq!(got, None);
         // Every member told, none of them a majority's tag: no wait.
         let mixed = Tags::new(3);
         mixed.record(1, set(&["b"]));
         mixed.record(2, None);
-        let a = v(&["a"]);
-        let got = mixed.settle(0, &a, Duration::from_secs(60));
+        let got = mixed.settle(0, Some(&a), Duration::from_secs(60));
         let got = tokio::time::timeout(Duration::from_secs(5), got).await;
         assert_eq!(got, Ok(None));
-        assert_eq!(alone.tag(), "a", "the least any member carries");
-        assert_eq!(Tags::new(3).tag().len(), 16, "its own");
+        // Markers from before tags, on a majority that carries none: a
+        // deployment from before tags; with a tag on one of them, not yet.
+        let older = Tags::new(3);
+        older.record(1, Some(vec![]));
+        assert_eq!(
+            older.settle(0, None, Duration::from_millis(20)).await,
+            Some(true)
+        );
+        older.record(2, set(&["z"]));
+        assert_eq!(older.told(None, Duration::from_millis(20)).await, None);
+        // A tag only a minority carries is never taken up: it may be a
+        // foreign process's.
+        let own = alone.tag();
+        assert_ne!(own, "a");
+        assert_eq!(own.len(), 16);
     }
 }
