@@ -289,13 +289,16 @@ async fn a_waiting_writer_wakes_when_the_reads_end_not_at_each_release() {
         let lock = waiting_writer.rw_lock("rw10").unwrap();
         tokio::spawn(async move { lock.write_timeout(ms(10_000), ms(30_000)).await })
     };
+    // Under load an attempt may miss a node (its reply late): the next
+    // one, a cap (10 s) later, lists and tracks it there.
     assert!(
-        wait_until(ms(5_000), || c.waiting_on(&writer) == 3
+        wait_until(ms(15_000), || c.waiting_on(&writer) == 3
             && c.nodes.iter().all(|n| n.tracked_keys() >= 2))
         .await,
         "the writer is listed on every node, and every node tracks its keys"
     );
     let before = wake_ups(&waiting_writer);
+    let listed = waiting_writer.stats();
     let last = reads.pop().expect("four reads");
     for read in reads {
         read.release().await.expect("release");
@@ -312,13 +315,17 @@ async fn a_waiting_writer_wakes_when_the_reads_end_not_at_each_release() {
         .await
         .expect("writer")
         .expect("write, once the reads ended");
+    // Since it was listed everywhere, the nodes woke it, not its cap.
     let s = waiting_writer.stats();
     assert_eq!(
         (s.woken_by_cap, s.woken_by_ttl),
-        (0, 0),
-        "woken by the nodes: {s:?}"
+        (listed.woken_by_cap, listed.woken_by_ttl),
+        "woken by the nodes: {s:?}, {listed:?} once listed"
     );
-    assert!(s.woken_by_notification > 0, "{s:?}");
+    assert!(
+        s.woken_by_notification > listed.woken_by_notification,
+        "{s:?}"
+    );
     w.release().await.unwrap();
 }
 
