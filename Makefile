@@ -2,7 +2,7 @@
 # the demo and the benchmarks start themselves on free loopback ports.
 CARGO ?= cargo
 
-.PHONY: all test check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster docker-demo-postgres ensure-redis ensure-valkey ensure-postgres metrics
+.PHONY: all test behaviour models check lint fmt demo demo-cluster demo-on-nodes bench docker-demo docker-demo-cluster docker-demo-postgres ensure-redis ensure-valkey ensure-postgres metrics
 
 all: lint test
 
@@ -19,20 +19,14 @@ ensure-valkey:
 ensure-postgres:
 	@scripts/ensure-postgres.sh
 
-## make test: everything below, then the model checks and the feature builds
-## (about 35 minutes on 2 cores, most of it the model checks); a summary per stage.
-test: check
-	@echo "TLS build: rediss:// fails cleanly, never panics:"
-	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
-	@echo "the behaviour tests again, every member a one-shard Redis Cluster"
-	@echo "(tests/nodes-only.txt lists those left out, with why):"
-	scripts/test-on-cluster-members.sh
-	@echo "the library's behaviour tests again, every node a Valkey server"
-	@echo "(Valkey clusters included; the script says what it leaves out):"
-	scripts/test-on-valkey.sh
-	@echo "model checking, optimised build (every interleaving within the stated bounds;"
-	@echo "each check's states and counterexamples: add -- --nocapture):"
-	$(CARGO) test -q --release --lib model -- --test-threads 1
+## make test: the behaviour tests (make check, then again on cluster members
+## and on Valkey) and, beside them, the model checks; then the feature builds
+## (about 30 minutes on 2 cores, most of it the model checks); a summary per
+## stage. The two groups run at once (the behaviour tests mostly wait on
+## their nodes' TTLs, the model checks keep one core busy); each command's
+## output is printed whole when it ends.
+test: ensure-redis ensure-valkey ensure-postgres
+	@$(MAKE) --no-print-directory -j2 --output-sync=line behaviour models
 	@echo "stress test, optimised build (request ordering under load):"
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
 	@echo "make demo with REDQUORUM_NODES set leaves those nodes untouched:"
@@ -49,6 +43,24 @@ test: check
 	@echo "the metrics example serves the Prometheus text format:"
 	scripts/metrics-example-serves.sh
 	@echo "make test: every stage passed"
+
+## make behaviour: make check, then the behaviour tests again on other servers.
+behaviour: check
+	@echo "TLS build: rediss:// fails cleanly, never panics:"
+	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
+	@echo "the behaviour tests again, every member a one-shard Redis Cluster"
+	@echo "(tests/nodes-only.txt lists those left out, with why):"
+	scripts/test-on-cluster-members.sh
+	@echo "the library's behaviour tests again, every node a Valkey server"
+	@echo "(Valkey clusters included; the script says what it leaves out):"
+	scripts/test-on-valkey.sh
+
+## make models: the model checks, optimised build (every interleaving within
+## the stated bounds; to see each check's states and counterexamples, run the
+## cargo command below with --nocapture after its --).
+models:
+	@echo "model checking, optimised build:"
+	$(CARGO) test -q --release --lib model -- --test-threads 1
 
 ## make check: the everyday subset: unit, integration, CLI and doc tests, no
 ## model checks (about 6 minutes on 2 cores); failures and a summary only.
