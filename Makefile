@@ -21,7 +21,7 @@ ensure-postgres:
 
 ## make test: the behaviour tests (make check, then again on cluster members
 ## and on Valkey) and, beside them, the model checks; then the feature builds
-## (about 30 minutes on 2 cores, most of it the model checks); a summary per
+## (about 35 minutes on 2 cores, most of it the model checks); a summary per
 ## stage. The two groups run at once (the behaviour tests mostly wait on
 ## their nodes' TTLs, the model checks keep one core busy); each command's
 ## output is printed whole when it ends.
