@@ -25,7 +25,7 @@ ensure-postgres:
 ## stage. The two groups run at once (the behaviour tests mostly wait on
 ## their nodes' TTLs, the model checks keep one core busy); each command's
 ## output is printed whole when it ends.
-test: ensure-redis ensure-valkey ensure-postgres
+test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=line behaviour models
 	@echo "stress test, optimised build (request ordering under load):"
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
