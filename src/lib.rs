@@ -304,6 +304,7 @@
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
 //                       model/lock_state.rs, model/lock_rules.rs,
+//                       model/lock_connected.rs (reads while connected),
 //                       model/fast_view.rs (a fast client's view of a
 //                       quarantine, by the crate's TrustState) and
 //                       model/lock.rs (the lock), model/detection.rs (the

@@ -285,7 +285,7 @@ impl Redlock {
             .as_deref()
         {
             Some("new") => {
-                member.declared_new_at(marker, &probe.run_id);
+                member.declared_new_at(marker, &probe.run_id, probe.seen().unwrap_or(0));
                 NodeInit::Declared
             }
             Some("marked") => NodeInit::InUse,

@@ -27,7 +27,9 @@
 //! node may also evict the key it holds while every client stays connected
 //! (no connection check runs then): each reply to a request that asks for
 //! a vote carries the node's eviction count, judged by the crate's rule
-//! (`node/vigil.rs`).
+//! (`node/vigil.rs`); or flush it, with our marker, which a client outside
+//! the model may then write anew, and each such reply carries the marker
+//! (`lock_connected.rs`).
 //!
 //! Properties: no two clients hold a valid lock at the same real instant;
 //! a release or an extension (failed or not) never deletes another holder's
@@ -46,6 +48,7 @@ use crate::model::detection::{
     check_after, checked, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect,
     Restart,
 };
+use crate::model::lock_connected::MarkerRead;
 use crate::model::lock_state::{
     send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP,
 };
@@ -163,6 +166,10 @@ pub(crate) struct LockModel {
     /// `node/vigil.rs`). Off: the rule before, evidence read only when a
     /// connection is made.
     pub(crate) connected_reads: bool,
+    /// The evictions are flushes, of a node that cannot evict: each takes
+    /// our marker too, and a client outside the model may write it anew;
+    /// each round reads the marker as this says (`None`: evictions).
+    pub(crate) flush: Option<MarkerRead>,
     /// Holders' clocks that stop: their timers fire no more, a timer on a
     /// node's clock reads every node each `tick` ms (`quorum/probe.rs`). A
     /// stall starts with over a period and 2 ms of validity left (the docs'
@@ -231,6 +238,7 @@ impl LockModel {
             rebound: true,
             evictions: 0,
             connected_reads: true,
+            flush: None,
             stalls: 0,
             tick: 1,
             odd_clock: true,
@@ -259,6 +267,8 @@ impl Model for LockModel {
             jumped: 0,
             step_seen: 0,
             evicted: 0,
+            flushed: 0,
+            mark: Some(0),
         };
         vec![State {
             now: 0,
@@ -282,6 +292,7 @@ impl Model for LockModel {
             readings: vec![vec![0; self.nodes]; self.clients],
             clock_q: vec![vec![0; self.nodes]; self.clients],
             evictions_read: vec![vec![0; self.nodes]; self.clients],
+            marks: vec![vec![Some(0); self.nodes]; self.clients],
             grown: false,
             store: Store::default(),
         }]
@@ -344,6 +355,9 @@ impl Model for LockModel {
             self.step_actions(s, n as u8, actions);
             if node.up && node.key.is_some() && s.faults[6] > 0 {
                 actions.push(Action::Evict(n as u8));
+            }
+            if self.flush.is_some() && node.up && node.mark != Some(node.flushed) {
+                actions.push(Action::Remark(n as u8));
             }
         }
         if self.grows && !s.grown {
@@ -458,7 +472,8 @@ impl Model for LockModel {
             }
             Action::Write(c) => self.write(&mut s, c),
             Action::Step(n) => s.step_clock(n, self.jump),
-            Action::Evict(n) => s.evict(n),
+            Action::Evict(n) => s.evict(n, self.flush.is_some()),
+            Action::Remark(n) => s.remark(n),
             Action::Grow => self.grow(&mut s),
             Action::Stall(c) => self.stall(&mut s, c),
             Action::Fire(c) => self.fire(&mut s, c),
@@ -469,24 +484,8 @@ impl Model for LockModel {
                 self.probe(&mut s.nodes[n as usize], s.now);
                 self.read_clock(&mut s, c, n);
             }
-            Action::Crash(n) => {
-                s.faults[2] -= 1;
-                let node = &mut s.nodes[n as usize];
-                node.up = false;
-                node.down_since = s.now;
-            }
-            Action::Restart(n) => {
-                let node = &mut s.nodes[n as usize];
-                node.up = true;
-                if !self.restart.keeps_keys() {
-                    node.key = None;
-                }
-                // The first connection check to reach it decides from what
-                // the new process shows (`probe`).
-                if self.quarantine {
-                    node.unprobed_since = Some(s.now);
-                }
-            }
+            Action::Crash(n) => s.crash(n),
+            Action::Restart(n) => self.restart(&mut s, n),
         }
         Some(s)
     }
@@ -756,6 +755,44 @@ mod tests {
         unsafe_(
             "lock, weakened: evictions read only when a connection is made",
             m,
+            EXCLUSION,
+        );
+    }
+
+    /// A node that cannot evict is flushed while every client stays
+    /// connected, within the second after their last look (no connection
+    /// check runs): its key and our marker gone, written anew by a client
+    /// outside the model at any moment after; one timeout.
+    fn flushing(read: MarkerRead) -> LockModel {
+        LockModel {
+            evictions: 1,
+            flush: Some(read),
+            ..LockModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_lock_safe_when_a_node_flushes_while_connected() {
+        safe(
+            "lock: a node flushed while connected, our marker's writing read in the round",
+            flushing(MarkerRead::Writing),
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_a_round_only_asks_whether_a_marker_exists() {
+        unsafe_(
+            "lock, weakened: a round asks only whether our marker exists",
+            flushing(MarkerRead::Exists),
+            EXCLUSION,
+        );
+    }
+
+    #[test]
+    fn model_lock_finds_two_holders_when_the_marker_is_read_only_with_stale_evidence() {
+        unsafe_(
+            "lock, weakened: our marker read only with a look a second old",
+            flushing(MarkerRead::Stale),
             EXCLUSION,
         );
     }

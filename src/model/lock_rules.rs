@@ -56,6 +56,20 @@ impl LockModel {
         }
     }
 
+    /// A crashed node `n` restarts, with or without its keys; the first
+    /// connection check to reach it decides from what the new process
+    /// shows (`probe`).
+    pub(crate) fn restart(&self, s: &mut State, n: u8) {
+        let node = &mut s.nodes[n as usize];
+        node.up = true;
+        if !self.restart.keeps_keys() {
+            node.key = None;
+        }
+        if self.quarantine {
+            node.unprobed_since = Some(s.now);
+        }
+    }
+
     /// Message `m` arrives at its node, which is up: the node applies it
     /// (probing it first where it restarted), the client reads the node's
     /// clock and evictions from the reply, and counts the vote.
@@ -65,10 +79,15 @@ impl LockModel {
         let clock_ok = self.steps == 0 || self.read_clock(s, m.client, m.node);
         let q = self.real_ttl(self.ttl);
         let kept_ok = !self.connected_reads || s.read_evictions((m.client, m.node), q);
+        let marked_ok = self
+            .flush
+            .is_none_or(|read| s.read_marker((m.client, m.node), q, read));
         let vote = match done {
             // A quarantined node's yes to a SET or an extension does not
             // count (it still applied it).
-            true if !(clock_ok && kept_ok) || self.quarantined(s, m.client, m.node) => {
+            true if !(clock_ok && kept_ok && marked_ok)
+                || self.quarantined(s, m.client, m.node) =>
+            {
                 Vote::Failed(NodeErrorKind::UnexpectedReply)
             }
             true => Vote::Yes,

@@ -5,7 +5,6 @@
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
 use crate::node::clockrate::Reading;
 use crate::node::clockwatch::{judge, Verdict};
-use crate::node::counts::dropped;
 use crate::quorum::probe::ours_is_odd;
 use crate::quorum::tally::{node_bit, NodeSet};
 
@@ -37,6 +36,10 @@ pub(crate) struct Node {
     pub(crate) step_seen: u8,
     /// Keys it evicted while up (its `evicted_keys`).
     pub(crate) evicted: u8,
+    /// Its flushes (in its damage count).
+    pub(crate) flushed: u8,
+    /// Our marker: the damage count it was written at (`None`: gone).
+    pub(crate) mark: Option<u8>,
 }
 
 /// Where a client is.
@@ -200,6 +203,9 @@ pub(crate) struct State {
     /// Per client and node, the node's eviction count at the client's last
     /// reading of it.
     pub(crate) evictions_read: Vec<Vec<u8>>,
+    /// Per client and node, the writing of our marker the client last saw
+    /// or wrote (its damage count).
+    pub(crate) marks: Vec<Vec<Option<u8>>>,
     /// The fast node's clock runs at its rate (see `LockModel::grows`).
     pub(crate) grown: bool,
     /// The storage that fenced holders write to.
@@ -247,8 +253,10 @@ pub(crate) enum Action {
     Step(u8),
     /// A holder's client reads a node's clock (an idle node's probe).
     Probe(u8, u8),
-    /// A node evicts the key it holds.
+    /// A node evicts (or flushes) the key it holds.
     Evict(u8),
+    /// A client outside the model checks a flushed node: our marker anew.
+    Remark(u8),
     /// The fast node's clock starts running at its rate.
     Grow,
     /// A holder's client's clock stops.
@@ -343,6 +351,7 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
             r.readings[clients[c]][nodes[n]] = *reading;
             r.clock_q[clients[c]][nodes[n]] = s.clock_q[c][n];
             r.evictions_read[clients[c]][nodes[n]] = s.evictions_read[c][n];
+            r.marks[clients[c]][nodes[n]] = s.marks[c][n];
         }
     }
     r.net = s
@@ -387,29 +396,12 @@ impl State {
             .filter(|(_, expires)| *expires > now);
     }
 
-    /// Node `n` evicts the key it holds while every client stays
-    /// connected (one eviction fault).
-    pub(crate) fn evict(&mut self, n: u8) {
-        self.faults[6] -= 1;
+    /// Node `n` crashes (one crash fault).
+    pub(crate) fn crash(&mut self, n: u8) {
+        self.faults[2] -= 1;
         let node = &mut self.nodes[n as usize];
-        node.key = None;
-        node.evicted += 1;
-    }
-
-    /// Client `c` reads node `n`'s eviction count with a reply (where the
-    /// node can evict, every reply to a request that asks for a vote
-    /// carries it, read after the request ran): the crate's rule
-    /// ([`dropped`]) against the client's last reading; keys dropped since
-    /// keep the node's yes from counting for `quarantine` ms. Returns
-    /// whether the yes counts.
-    pub(crate) fn read_evictions(&mut self, (c, n): (u8, u8), quarantine: u8) -> bool {
-        let (c, n) = (c as usize, n as usize);
-        let read = self.nodes[n].evicted;
-        let before = std::mem::replace(&mut self.evictions_read[c][n], read);
-        if dropped(Some(before.into()), Some(read.into())) {
-            self.clock_q[c][n] = self.now.saturating_add(quarantine);
-        }
-        self.now >= self.clock_q[c][n]
+        node.up = false;
+        node.down_since = self.now;
     }
 
     /// Client `c` reads node `n`'s clock with a reply: the crate's rule

@@ -15,6 +15,7 @@ mod detection;
 mod election;
 mod fast_view;
 mod lock;
+mod lock_connected;
 mod lock_rules;
 mod lock_state;
 mod mint;

@@ -10,7 +10,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::node::amnesia::{assess, AmnesiaCheck, Assessment, Cause, Memory};
-use crate::node::evidence::{self, Marker, Probe};
+use crate::node::evidence::{self, Marker, MarkerId, Probe};
 use crate::node::marker;
 use crate::node::tags;
 use crate::node::trust::Trust;
@@ -159,10 +159,15 @@ pub(crate) async fn check(
         let why = verdict.cause.map_or("kept", Cause::tag);
         let set = marker::marker_update(&probe, (verdict.loss, why), marker, &our_tag);
         let (mut conn, trust) = (conn.clone(), Arc::clone(trust));
+        let written = MarkerId {
+            run: probe.run_id.clone(),
+            loss: verdict.loss,
+            seen: Some(probe.seen().unwrap_or(0)),
+        };
         tokio::spawn(async move {
             let wrote = tokio::time::timeout(timeout, conn.send_packed_command(&set)).await;
             if matches!(wrote, Ok(Ok(Value::Int(1)))) {
-                trust.marker_written(&probe.run_id);
+                trust.marker_written(written);
                 if let Some(p) = panel {
                     p.tags().added(index, &our_tag);
                 }

@@ -99,6 +99,56 @@ pub(crate) enum Marker {
     Corrupt,
 }
 
+/// One writing of our marker, as a round reads it (`HMGET` of `run`,
+/// `loss` and `seen`: [`MARKER_ID_FIELDS`]): the process it names, the loss
+/// it records and the damage count when it was written. A round compares
+/// it with what this client last saw or wrote (`vigil.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MarkerId {
+    /// The process it names.
+    pub(crate) run: String,
+    /// The loss it records (`None`: none).
+    pub(crate) loss: Option<u64>,
+    /// The damage count when it was written.
+    pub(crate) seen: Option<u64>,
+}
+
+/// The fields of our marker a round reads, in [`MarkerId`]'s order.
+pub(crate) const MARKER_ID_FIELDS: [&str; 3] = ["run", "loss", "seen"];
+
+impl Marker {
+    /// Which writing of our marker this is (`None`: unreadable).
+    pub(crate) fn id(&self) -> Option<MarkerId> {
+        match self {
+            Marker::Found {
+                run, loss, seen, ..
+            } => Some(MarkerId {
+                run: run.clone(),
+                loss: *loss,
+                seen: *seen,
+            }),
+            Marker::Corrupt => None,
+        }
+    }
+}
+
+/// Reads a round's `HMGET` of [`MARKER_ID_FIELDS`]: `None` where the
+/// marker is gone, or anything we cannot read as ours (an error reply
+/// included).
+pub(crate) fn read_marker_id(v: &Value) -> Option<MarkerId> {
+    let [run, loss, seen] = redis::from_redis_value_ref::<[Option<String>; 3]>(v).ok()?;
+    let run = run.filter(|r| !r.is_empty())?;
+    let loss = match loss?.as_str() {
+        "-" => None,
+        l => Some(l.parse().ok()?),
+    };
+    let seen = match seen {
+        None => None,
+        Some(s) => Some(s.parse().ok()?),
+    };
+    Some(MarkerId { run, loss, seen })
+}
+
 /// What one connection's set-up learnt about the node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Probe {
@@ -385,6 +435,33 @@ mod tests {
     /// [`read_probe`] for a client of no deployment.
     fn probe_of(replies: &[Value]) -> Probe {
         read_probe(replies, None)
+    }
+
+    #[test]
+    fn a_rounds_marker_read_names_its_writing_or_nothing() {
+        let field = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let reply = |run, loss, seen| Value::Array(vec![field(run), field(loss), field(seen)]);
+        assert_eq!(
+            read_marker_id(&reply("abc", "-", "3")),
+            Some(MarkerId {
+                run: "abc".into(),
+                loss: None,
+                seen: Some(3)
+            })
+        );
+        assert_eq!(
+            read_marker_id(&reply("abc", "17", "4")).map(|m| (m.loss, m.seen)),
+            Some((Some(17), Some(4)))
+        );
+        let earlier = Value::Array(vec![field("abc"), field("-"), Value::Nil]);
+        assert_eq!(read_marker_id(&earlier).map(|m| m.seen), Some(None));
+        // Gone, or unreadable as ours: no writing to compare.
+        let gone = Value::Array(vec![Value::Nil, Value::Nil, Value::Nil]);
+        assert_eq!(read_marker_id(&gone), None);
+        assert_eq!(read_marker_id(&reply("", "-", "3")), None);
+        assert_eq!(read_marker_id(&reply("abc", "x", "3")), None);
+        assert_eq!(read_marker_id(&reply("abc", "-", "y")), None);
+        assert_eq!(read_marker_id(&Value::Int(1)), None);
     }
 
     fn bulk(s: &str) -> Value {

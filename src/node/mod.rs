@@ -301,12 +301,13 @@ impl Node {
         })
     }
 
-    /// An operator declared the node whose marker is at `marker` new (see
+    /// An operator declared the node whose marker is at `marker` new, our
+    /// marker naming `run_id` at damage count `seen` (see
     /// [`trust::Trust::declared_new`]).
-    pub(crate) fn declared_new_at(&self, marker: &str, run_id: &str) {
+    pub(crate) fn declared_new_at(&self, marker: &str, run_id: &str, seen: u64) {
         self.with_links(|ls| {
             for l in ls.iter().filter(|l| l.marker() == marker) {
-                l.trust.declared_new(run_id);
+                l.trust.declared_new(run_id, Some(seen));
             }
         });
     }

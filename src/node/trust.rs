@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::mutex;
 use crate::node::amnesia::{Assessment, Cause, Memory};
-use crate::node::counts::{dropped, reset};
-use crate::node::evidence::Probe;
+use crate::node::counts::{dropped, remarked, reset};
+use crate::node::evidence::{Marker, MarkerId, Probe};
 pub(crate) use crate::node::truststate::TrustState;
 
 /// What a client knows of a node's trust, from its latest connection.
@@ -182,9 +182,18 @@ impl Trust {
         mutex::lock(&self.state).lost_at
     }
 
-    /// Whether our marker names the node's process, as this client saw.
-    pub(crate) fn marked(&self) -> bool {
-        mutex::lock(&self.state).marked
+    /// Whether a round reads our marker: this client knows which writing
+    /// of it names the process.
+    pub(crate) fn expects_marker(&self) -> bool {
+        mutex::lock(&self.state).expect.is_some()
+    }
+
+    /// Whether our marker as a round found it (`None`: gone or unreadable)
+    /// tells of a loss since this client last saw or wrote it
+    /// ([`remarked`]); false where this client expects none.
+    pub(crate) fn marker_moved(&self, found: Option<&MarkerId>) -> bool {
+        let st = mutex::lock(&self.state);
+        st.expect.as_ref().is_some_and(|e| remarked(e, found))
     }
 
     /// What this client remembers of the node, for the next probe.
@@ -249,6 +258,11 @@ impl Trust {
         st.probed = true;
         st.run_id.clone_from(&probe.run_id);
         st.marked = marked;
+        st.expect = probe
+            .marker
+            .as_ref()
+            .filter(|_| marked)
+            .and_then(Marker::id);
         st.last = Some(probe.clone());
         st.cause = verdict.cause.or(st.received.then_some(Cause::Received));
         st.loss = verdict.loss;
@@ -312,24 +326,30 @@ impl Trust {
         !self.linted.swap(true, Ordering::AcqRel)
     }
 
-    /// Our marker now names `run_id`, if that is still the process this
-    /// client knows there.
-    pub(crate) fn marker_written(&self, run_id: &str) {
+    /// Our marker now names `written.run`, as `written`, if that is still
+    /// the process this client knows there.
+    pub(crate) fn marker_written(&self, written: MarkerId) {
         let mut st = mutex::lock(&self.state);
-        if st.run_id == run_id {
+        if st.run_id == written.run {
             st.marked = true;
+            st.expect = Some(written);
         }
     }
 
     /// An operator declared the node new and our marker now names
-    /// `run_id` with no loss: trusted from now, if that is still the
-    /// process this client knows there.
-    pub(crate) fn declared_new(&self, run_id: &str) {
+    /// `run_id` with no loss, at damage count `seen`: trusted from now, if
+    /// that is still the process this client knows there.
+    pub(crate) fn declared_new(&self, run_id: &str, seen: Option<u64>) {
         let mut st = mutex::lock(&self.state);
         if st.run_id != run_id {
             return;
         }
         st.marked = true;
+        st.expect = Some(MarkerId {
+            run: run_id.to_owned(),
+            loss: None,
+            seen,
+        });
         st.received = false;
         self.trusted_from_now(&mut st);
     }

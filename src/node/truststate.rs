@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::node::amnesia::Cause;
-use crate::node::evidence::Probe;
+use crate::node::evidence::{MarkerId, Probe};
 use crate::node::nodebound::NodeBound;
 use crate::node::panel::{Panel, Start};
 
@@ -20,6 +20,10 @@ pub(crate) struct TrustState {
     /// Whether our marker named that process after the last probe: what
     /// this client will remember if the marker is gone next time.
     pub(crate) marked: bool,
+    /// Our marker as this client last saw it, or wrote it, naming that
+    /// process: what each round's read of it is compared with (`vigil.rs`;
+    /// `None`: not read in rounds, until the next check).
+    pub(crate) expect: Option<MarkerId>,
     /// The last probe, for declaring a new node ([`Trust::declared_new`](super::trust::Trust::declared_new)).
     pub(crate) last: Option<Probe>,
     /// Why the node may lack writes, if it may.

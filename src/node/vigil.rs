@@ -16,14 +16,25 @@
 //!   free was evicted before the attempt's command ran, and the `INFO` ran
 //!   after it on the same connection, so the count it reads includes that
 //!   eviction.
+//! * **A flush or a delete**, on any node: every request that asks for a
+//!   vote carries, in its own pipeline behind its `TIME`, an `HMGET` of
+//!   our marker's `run`, `loss` and `seen`, read before the vote is
+//!   counted. A flush (`FLUSHALL`, `FLUSHDB`, `SWAPDB`, from a script too)
+//!   takes the marker with our keys, and the first client to check the
+//!   node after it writes the marker anew with a damage count that
+//!   includes the flush; so a marker gone, or written anew since this
+//!   client last saw or wrote it, is a loss before the request ran
+//!   (`counts::remarked`): the node is quarantined from now and that vote
+//!   does not count. Only where this client knows which writing names the
+//!   process (after its check read or wrote it).
 //! * **A look a second old or more**: a request made then carries `INFO
-//!   stats`, `INFO commandstats` and `EXISTS` of our marker the same way,
-//!   read before its vote counts: evictions, flushes (the damage count,
-//!   `evidence.rs`), statistics reset (`total_commands_processed`, or the
-//!   `TIME` calls in `INFO commandstats`, below the last reading: `CONFIG
-//!   RESETSTAT` could hide either; commands of other kinds padded after a
-//!   reset bring the first back, not the second) and our marker
-//!   gone are found in that very round (`counts::dropped`, `counts::reset`).
+//!   stats` and `INFO commandstats` the same way, read before its vote
+//!   counts: evictions, flushes (the damage count, `evidence.rs`) and
+//!   statistics reset (`total_commands_processed`, or the `TIME` calls in
+//!   `INFO commandstats`, below the last reading: `CONFIG RESETSTAT` could
+//!   hide either; commands of other kinds padded after a reset bring the
+//!   first back, not the second) are found in that very round
+//!   (`counts::dropped`, `counts::reset`).
 //! * **Everything the connection's check reads** (a flush, our marker
 //!   deleted, a promotion, slots taken over, and the policy and memory
 //!   limit, which `CONFIG SET` changes at run time): the whole check runs
@@ -54,7 +65,7 @@ use redis::Value;
 use crate::node::amnesia::{AmnesiaCheck, Cause};
 use crate::node::check;
 use crate::node::clockwatch::ClockWatch;
-use crate::node::evidence;
+use crate::node::evidence::{self, read_marker_id, MARKER_ID_FIELDS};
 use crate::node::trust::Trust;
 
 /// How long after a connection's check (or the last re-check) the check
@@ -71,9 +82,23 @@ pub(crate) struct Extras {
     /// `INFO commandstats`, for the flushes in the damage count (with
     /// `stats`): where the evidence is stale.
     pub(crate) damage: bool,
-    /// `EXISTS` of our marker, where this client saw it name the process:
-    /// a flush or a delete takes it (evidence stale only).
+    /// `HMGET` of our marker's `run`, `loss` and `seen`, where this client
+    /// knows which writing of it names the process: in every round (a
+    /// flush or a delete takes it, and the client that finds that first
+    /// writes it anew, with another damage count and loss).
     pub(crate) marker: bool,
+}
+
+impl Extras {
+    /// Our marker's read alone: the usual case on a node that cannot
+    /// evict, checked less than [`RECHECK`] ago.
+    pub(crate) const fn marker_only() -> Self {
+        Self {
+            stats: false,
+            damage: false,
+            marker: true,
+        }
+    }
 }
 
 /// What a link watches on its node while connected: the node's clock
@@ -121,8 +146,8 @@ impl Vigil {
     }
 
     /// What a request that asks for a vote reads of the node in the same
-    /// round, beside its `TIME`: nothing, on a node that cannot evict and
-    /// was checked less than [`RECHECK`] ago (the usual case).
+    /// round, beside its `TIME`: our marker alone, on a node that cannot
+    /// evict and was checked less than [`RECHECK`] ago (the usual case).
     pub(crate) fn extras(&self) -> Extras {
         if self.check.is_none() {
             return Extras::default();
@@ -131,7 +156,7 @@ impl Vigil {
         Extras {
             stats: stale || self.trust.evicts(),
             damage: stale,
-            marker: stale && self.trust.marked(),
+            marker: self.trust.expects_marker(),
         }
     }
 
@@ -144,7 +169,7 @@ impl Vigil {
             pipe.cmd("INFO").arg("commandstats");
         }
         if extras.marker {
-            pipe.cmd("EXISTS").arg(&self.marker);
+            pipe.cmd("HMGET").arg(&self.marker).arg(&MARKER_ID_FIELDS);
         }
         usize::from(extras.stats) + usize::from(extras.damage) + usize::from(extras.marker)
     }
@@ -169,7 +194,7 @@ impl Vigil {
             let Some(found) = values.pop() else {
                 return false;
             };
-            if !matches!(found, Value::Int(1)) {
+            if self.trust.marker_moved(read_marker_id(&found).as_ref()) {
                 self.lost(at, quarantine, Cause::MarkerGone);
             }
         }

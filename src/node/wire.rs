@@ -163,9 +163,10 @@ async fn send(
 }
 
 /// Sends `pipe` (`count` replies) on `conn`, and right behind it, on the
-/// same connection, what `extras` asks of the node (rare: a node that can
-/// evict, or evidence a second old), whose replies `vigil` reads before
-/// this returns. Returns `pipe`'s replies and when they came in: a `TIME`
+/// same connection, what `extras` asks of the node (our marker alone, the
+/// usual case, in `pipe`'s own write; the `INFO` sections, on a node that
+/// can evict or with evidence a second old, as a second pipeline), whose
+/// replies `vigil` reads before this returns. Returns `pipe`'s replies and when they came in: a `TIME`
 /// in `pipe` is read against that, not against the extras' (later)
 /// replies, which would widen its bound. Both go out on the first poll, in
 /// that order (the multiplexed connection queues a request when first
@@ -181,6 +182,23 @@ async fn with_extras(
     if extras == Extras::default() {
         let values = conn.send_packed_commands(pipe, 0, count).await?;
         return Ok((values, clock::now()));
+    }
+    if extras == Extras::marker_only() {
+        // The usual case: one small read, in the request's own pipeline
+        // (its reply comes with the `TIME`'s, and widens its bound by
+        // nothing the node has to compute).
+        let mut both = pipe.clone();
+        let k = vigil.add(&mut both, extras);
+        let mut values = conn.send_packed_commands(&both, 0, count + k).await?;
+        let recv = clock::now();
+        if values.len() != count + k {
+            return Err(wrong_count());
+        }
+        let mut read = values.split_off(count);
+        if !vigil.read(&mut read, extras, (sent, recv)) {
+            return Err(wrong_count());
+        }
+        return Ok((values, recv));
     }
     let mut reads = redis::pipe();
     let k = vigil.add(&mut reads, extras);
