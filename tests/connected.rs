@@ -130,6 +130,16 @@ where
     let c = Cluster::start(3);
     let (a, b) = (client(&c).await, client(&c).await);
     let lock = first(a.clone()).await.unwrap();
+    // The attempt returned once a quorum said yes; a slower node's write
+    // may land later, after a flush: wait until the first two hold theirs.
+    let landed = support::wait_until(ms(5_000), || {
+        c.nodes[..2].iter().all(|n| !ours(n).is_empty())
+    })
+    .await;
+    assert!(
+        landed,
+        "the first holder's keys never landed on nodes 0 and 1"
+    );
     if !loss.at_once() {
         // Past one second since b checked its nodes: whatever b learnt of
         // them then is stale (a lower bound: more may pass).
@@ -170,7 +180,11 @@ where
         let again = support::wait_until(ms(5_000), || c.nodes[..2].iter().all(marked)).await;
         assert!(again, "the new client never marked the flushed nodes");
     }
-    assert!(ours(&c.nodes[0]).is_empty() && ours(&c.nodes[1]).is_empty());
+    let left = [ours(&c.nodes[0]), ours(&c.nodes[1])];
+    assert!(
+        left.iter().all(Vec::is_empty),
+        "{loss:?}: keys of ours left: {left:?}"
+    );
     let taken = second(b.clone()).await;
     assert!(
         taken.is_err(),
