@@ -166,9 +166,9 @@ async fn send(
 /// same connection, what `extras` asks of the node (our marker alone, the
 /// usual case, in `pipe`'s own write; the `INFO` sections, on a node that
 /// can evict or with evidence a second old, as a second pipeline), whose
-/// replies `vigil` reads before this returns. Returns `pipe`'s replies and when they came in: a `TIME`
-/// in `pipe` is read against that, not against the extras' (later)
-/// replies, which would widen its bound. Both go out on the first poll, in
+/// replies `vigil` reads before this returns. Returns `pipe`'s replies
+/// and when they came in: a `TIME` in `pipe` is read against that, not
+/// against the extras' (later) replies, which would widen its bound. Both go out on the first poll, in
 /// that order (the multiplexed connection queues a request when first
 /// polled), so the node runs the reads after `pipe`.
 async fn with_extras(
