@@ -202,6 +202,10 @@ fn main() {
         row(&mut out, "(b) 32 tasks", "rslock", &mut s);
         return;
     }
+    if std::env::var("BENCH_PROFILE").as_deref() == Ok("reads") {
+        reads_floor(&rt, &ours_client, &via_redis_rs, limit);
+        return;
+    }
     if std::env::var_os("BENCH_PROFILE").is_some() {
         // Only our client, for profiling: (a) then (b).
         let mut s = ours_cell(&rt, &ours_client, 1, limit, |_, i| format!("seq{}", i % 64));
@@ -240,7 +244,8 @@ fn main() {
             c.lock().await.op(&format!("raw-seq{}", i % 64), TTL).await
         }));
         a_redis_rs.add(cell(&rt, &via_redis_rs, 1, slice, |c, _, i| async move {
-            c.op(&format!("redis-rs-seq{}", i % 64), TTL).await
+            c.op(&format!("redis-rs-seq{}", i % 64), TTL, floor::Reads::None)
+                .await
         }));
         b_ours.add(ours_cell(&rt, &ours_client, TASKS, slice, |t, _| {
             format!("ours-res{t}")
@@ -501,4 +506,56 @@ fn scenario_d(rt: &tokio::runtime::Runtime, cluster: &Cluster, urls: &[String], 
             s.ok + s.failed
         );
     }
+}
+
+/// `BENCH_PROFILE=reads`: what the reads behind each vote-asking request
+/// cost without our client. (a) by our client, and the redis-rs floor's
+/// `SET` with a `TIME` behind it, then with a `TIME` and the `HMGET` of
+/// our marker, taking turns in slices; the ratio of the two floors is the
+/// marker read's own cost (Redis's and redis-rs's) on this machine.
+fn reads_floor(
+    rt: &tokio::runtime::Runtime,
+    ours_client: &Arc<redquorum::Redlock>,
+    via_redis_rs: &Arc<floor::RedisRs>,
+    limit: Duration,
+) {
+    let slice = limit / REPS;
+    let mut out = Vec::new();
+    let (mut a_ours, mut timed, mut marked) =
+        (Stats::default(), Stats::default(), Stats::default());
+    for rep in 0..REPS {
+        a_ours.add(ours_cell(rt, ours_client, 1, slice, |_, i| {
+            format!("seq{}", i % 64)
+        }));
+        // Each first in half of the slices.
+        let mut floors = [
+            (floor::Reads::Time, &mut timed),
+            (floor::Reads::TimeAndMarker, &mut marked),
+        ];
+        if rep % 2 == 1 {
+            floors.reverse();
+        }
+        for (reads, stats) in floors {
+            stats.add(cell(rt, via_redis_rs, 1, slice, move |c, _, i| async move {
+                c.op(&format!("redis-rs-seq{}", i % 64), TTL, reads).await
+            }));
+        }
+    }
+    row(&mut out, "(a) sequential", "redquorum", &mut a_ours);
+    row(
+        &mut out,
+        "(a) floor, SET + TIME",
+        "redis-rs fan-out",
+        &mut timed,
+    );
+    row(
+        &mut out,
+        "(a) floor, SET + TIME + HMGET marker",
+        "redis-rs fan-out",
+        &mut marked,
+    );
+    println!(
+        "  (a) floor p50, with the marker read / without = {:.4}",
+        marked.pct(0.50).as_secs_f64() / timed.pct(0.50).as_secs_f64()
+    );
 }

@@ -83,7 +83,7 @@ fn evict_ours(node: &RedisNode, policy: &str) -> u64 {
 }
 
 /// How the nodes lose the first holder's keys.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Loss {
     /// Evicted under this `maxmemory-policy`.
     Evicted(&'static str),
@@ -99,6 +99,10 @@ enum Loss {
     /// client connects and writes our marker again: only a read in the
     /// very round, of which writing of the marker is there, finds it.
     FlushedAtOnceThenMarked(&'static str),
+    /// A snapshot taken before the first holder's lock (our marker in it,
+    /// the lock's keys not) loaded again with `DEBUG RELOAD NOSAVE`: the
+    /// node goes back in time, same process, the very marker back.
+    ReloadedOlderSnapshot,
 }
 
 impl Loss {
@@ -129,6 +133,11 @@ where
 {
     let c = Cluster::start(3);
     let (a, b) = (client(&c).await, client(&c).await);
+    if loss == Loss::ReloadedOlderSnapshot {
+        for node in &c.nodes[..2] {
+            let _: () = redis::cmd("SAVE").query(&mut node.conn()).unwrap();
+        }
+    }
     let lock = first(a.clone()).await.unwrap();
     // The attempt returned once a quorum said yes; a slower node's write
     // may land later, after a flush: wait until the first two hold theirs.
@@ -164,6 +173,13 @@ where
                     cmd.arg(0).arg(1);
                 }
                 let _: () = cmd.query(&mut node.conn()).unwrap();
+            }
+            Loss::ReloadedOlderSnapshot => {
+                let _: () = redis::cmd("DEBUG")
+                    .arg("RELOAD")
+                    .arg("NOSAVE")
+                    .query(&mut node.conn())
+                    .unwrap();
             }
         }
     }
@@ -211,6 +227,7 @@ async fn a_lock_evicted_or_flushed_while_connected_is_not_given_away() {
         Loss::FlushedAtOnceThenMarked("FLUSHDB"),
         // A Redis Cluster has one database: no `SWAPDB` there.
         Loss::FlushedAtOnceThenMarked("SWAPDB"),
+        Loss::ReloadedOlderSnapshot,
     ]
     .into_iter()
     .filter(|l| {

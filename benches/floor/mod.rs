@@ -134,7 +134,7 @@ impl RedisRs {
         Self { conns }
     }
 
-    async fn round(&self, cmd: &redis::Cmd) -> bool {
+    async fn round(&self, cmd: &redis::Pipeline) -> bool {
         let mut replies: FuturesUnordered<_> = self
             .conns
             .iter()
@@ -155,10 +155,35 @@ impl RedisRs {
         ok
     }
 
-    /// Lock and release `key` once.
-    pub async fn op(&self, key: &str, ttl: Duration) -> bool {
+    /// Lock and release `key` once, the `SET` followed by `reads` in its
+    /// pipeline.
+    pub async fn op(&self, key: &str, ttl: Duration, reads: Reads) -> bool {
         let value = format!("{:032x}", rand::random::<u128>());
-        let locked = self.round(&set_cmd(key, &value, ttl)).await;
-        self.round(&release_cmd(key, &value)).await && locked
+        let mut set = redis::pipe();
+        set.add_command(set_cmd(key, &value, ttl));
+        if reads != Reads::None {
+            set.cmd("TIME");
+        }
+        if reads == Reads::TimeAndMarker {
+            set.cmd("HMGET").arg(MARKER).arg(&["run", "loss", "seen"]);
+        }
+        let mut release = redis::pipe();
+        release.add_command(release_cmd(key, &value));
+        let locked = self.round(&set).await;
+        self.round(&release).await && locked
     }
+}
+
+/// Our marker on a node (as `src/node/evidence.rs` names it).
+const MARKER: &str = "redquorum:node";
+
+/// What the floor's `SET` carries behind it in its pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// Nothing: the protocol alone.
+    None,
+    /// A `TIME`, as each of our vote-asking requests.
+    Time,
+    /// A `TIME` and the `HMGET` of our marker: all that ours carry.
+    TimeAndMarker,
 }

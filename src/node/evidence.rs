@@ -136,17 +136,37 @@ impl Marker {
 /// marker is gone, or anything we cannot read as ours (an error reply
 /// included).
 pub(crate) fn read_marker_id(v: &Value) -> Option<MarkerId> {
-    let [run, loss, seen] = redis::from_redis_value_ref::<[Option<String>; 3]>(v).ok()?;
-    let run = run.filter(|r| !r.is_empty())?;
-    let loss = match loss?.as_str() {
+    // Read in place: this runs for every vote-asking request.
+    let Value::Array(fields) = v else {
+        return None;
+    };
+    let [run, loss, seen] = fields.as_slice() else {
+        return None;
+    };
+    let run = marker_field(run)?.filter(|r| !r.is_empty())?;
+    let loss = match marker_field(loss)?? {
         "-" => None,
         l => Some(l.parse().ok()?),
     };
-    let seen = match seen {
+    let seen = match marker_field(seen)? {
         None => None,
         Some(s) => Some(s.parse().ok()?),
     };
-    Some(MarkerId { run, loss, seen })
+    Some(MarkerId {
+        run: run.to_owned(),
+        loss,
+        seen,
+    })
+}
+
+/// One field of a round's read of our marker: its text, `Some(None)`
+/// where absent, `None` where it is not text.
+fn marker_field(v: &Value) -> Option<Option<&str>> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok().map(Some),
+        Value::Nil => Some(None),
+        _ => None,
+    }
 }
 
 /// What one connection's set-up learnt about the node.
@@ -310,13 +330,15 @@ pub(crate) fn time_calls(commands: &str) -> Option<u64> {
         .and_then(|c| c.parse().ok())
 }
 
-/// Evicted keys plus the calls that drop or swap whole databases or take
-/// keys in from another shard, or `None` if `INFO stats` could not be
-/// read. A command never called has no
-/// line in `INFO commandstats`.
+/// Evicted keys plus the calls that drop or swap whole databases, take
+/// keys in from another shard, or may load the data anew (any `DEBUG`:
+/// `DEBUG RELOAD` brings an older snapshot back, our marker in it, with no
+/// restart), or `None` if `INFO stats` could not be read. A command never
+/// called has no line in `INFO commandstats`; one refused (`DEBUG`, off
+/// by default) counts in `rejected_calls`, not here.
 pub(crate) fn damage(stats: &str, commands: &str) -> Option<u64> {
     let mut total = evicted_keys(stats)?;
-    for cmd in ["flushall", "flushdb", "swapdb", "restore-asking"] {
+    for cmd in ["flushall", "flushdb", "swapdb", "restore-asking", "debug"] {
         let Some(line) = info_field(commands, &format!("cmdstat_{cmd}")) else {
             continue;
         };
@@ -715,11 +737,12 @@ mod tests {
     }
 
     #[test]
-    fn damage_adds_evictions_flushes_swaps_and_imports() {
+    fn damage_adds_evictions_flushes_swaps_imports_and_debug_calls() {
         let stats = "evicted_keys:1\r\n";
         let cmds = "cmdstat_flushdb:calls=2,usec=1\r\ncmdstat_swapdb:calls=4,usec=1\r\n\
-                    cmdstat_restore-asking:calls=10,usec=1\r\n";
-        assert_eq!(damage(stats, cmds), Some(17));
+                    cmdstat_restore-asking:calls=10,usec=1\r\n\
+                    cmdstat_debug:calls=5,usec=9,rejected_calls=7\r\n";
+        assert_eq!(damage(stats, cmds), Some(22));
         assert_eq!(damage(stats, ""), Some(1));
         assert_eq!(damage("", cmds), None);
     }

@@ -1,6 +1,7 @@
 //! A request as it goes on the wire: a command encoded once per round and
 //! shared by every node's call.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use redis::{Cmd, Pipeline};
@@ -32,7 +33,7 @@ pub(crate) struct Request {
     /// `None` for a cleanup (a release): its reply decides nothing that a
     /// node's clock could make unsafe, and it is half of every lock's
     /// requests.
-    pub(crate) timed: Option<Pipeline>,
+    pub(crate) timed: Option<Timed>,
     /// Sent even if the round stopped waiting for it (a release).
     pub(crate) cleanup: bool,
     /// The script, for a script: what a permission error names.
@@ -41,17 +42,61 @@ pub(crate) struct Request {
     args: Cmd,
     /// A script's full form (`EVAL` with its source, and timed), made the
     /// first time a connection needs it: most requests never do.
-    full: OnceLock<(Cmd, Option<Pipeline>)>,
+    full: OnceLock<(Cmd, Option<Timed>)>,
     /// A script's native form (and timed) where it has one, made the
     /// first time a connection to a node that runs it needs it.
-    native: OnceLock<Option<(Cmd, Option<Pipeline>)>>,
+    native: OnceLock<Option<(Cmd, Option<Timed>)>>,
+}
+
+/// A command with a `TIME` behind it, and, made the first time a round
+/// asks for it, the same with the read of our marker behind that: built
+/// once per request, shared by every node's call (each would otherwise
+/// copy the pipeline and build the read anew).
+#[derive(Debug)]
+pub(crate) struct Timed {
+    /// The command, then `TIME`.
+    pub(crate) pipe: Pipeline,
+    /// `pipe` and the reads of the node whose marker lives at the key
+    /// kept beside it: the first such key asked for (every node's, where
+    /// members are single nodes).
+    marked: OnceLock<(String, Pipeline)>,
+}
+
+impl Timed {
+    /// `cmd`, then `TIME`.
+    fn new(cmd: &Cmd) -> Self {
+        let mut pipe = Pipeline::with_capacity(3);
+        pipe.add_command(cmd.clone())
+            .add_command(redis::cmd("TIME"));
+        Self {
+            pipe,
+            marked: OnceLock::new(),
+        }
+    }
+
+    /// [`Timed::pipe`] with what `add` puts behind it (the reads of a node
+    /// whose marker lives at `marker`): made once for the first marker
+    /// key asked for, anew for any other.
+    pub(crate) fn marked(&self, marker: &str, add: impl Fn(&mut Pipeline)) -> Cow<'_, Pipeline> {
+        let extend = || {
+            let mut both = self.pipe.clone();
+            add(&mut both);
+            both
+        };
+        let (key, both) = self.marked.get_or_init(|| (marker.to_owned(), extend()));
+        if key == marker {
+            Cow::Borrowed(both)
+        } else {
+            Cow::Owned(extend())
+        }
+    }
 }
 
 impl Request {
     /// A plain command.
     pub(crate) fn plain(cmd: Cmd) -> Arc<Self> {
         Arc::new(Self {
-            timed: Some(timed(&cmd)),
+            timed: Some(Timed::new(&cmd)),
             cmd,
             cleanup: false,
             script: None,
@@ -108,13 +153,13 @@ impl Request {
     }
 
     /// The command and its timed form to send in `how`.
-    pub(crate) fn form(&self, how: Form) -> (&Cmd, Option<&Pipeline>) {
+    pub(crate) fn form(&self, how: Form) -> (&Cmd, Option<&Timed>) {
         let script = match (self.script, how) {
             (Some(script), Form::Full) => script,
             (Some(script), Form::Native(native)) => {
                 let made = self.native.get_or_init(|| {
                     let cmd = native.command(&self.args)?;
-                    let timed = (!script.cleanup).then(|| timed(&cmd));
+                    let timed = (!script.cleanup).then(|| Timed::new(&cmd));
                     Some((cmd, timed))
                 });
                 match made {
@@ -135,7 +180,7 @@ impl Request {
 
 /// `script` as `name first` (`EVAL` and its source, or `EVALSHA` and its
 /// digest) followed by `args`, and timed unless it is a cleanup.
-fn form(script: &Lua, (name, first): (&str, &str), args: &Cmd) -> (Cmd, Option<Pipeline>) {
+fn form(script: &Lua, (name, first): (&str, &str), args: &Cmd) -> (Cmd, Option<Timed>) {
     // Sized for what it holds, so building it does not grow the buffers
     // step by step.
     let mut cmd = Cmd::with_capacity(8, first.len() + 128);
@@ -145,16 +190,8 @@ fn form(script: &Lua, (name, first): (&str, &str), args: &Cmd) -> (Cmd, Option<P
             cmd.arg(bytes);
         }
     }
-    let timed = (!script.cleanup).then(|| timed(&cmd));
+    let timed = (!script.cleanup).then(|| Timed::new(&cmd));
     (cmd, timed)
-}
-
-/// `cmd`, then `TIME`.
-fn timed(cmd: &Cmd) -> Pipeline {
-    let mut pipe = Pipeline::with_capacity(2);
-    pipe.add_command(cmd.clone())
-        .add_command(redis::cmd("TIME"));
-    pipe
 }
 
 /// A node's error as a failure: a script the node's ACL refused names the

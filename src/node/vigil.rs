@@ -160,6 +160,11 @@ impl Vigil {
         }
     }
 
+    /// Where our marker lives on the node.
+    pub(crate) fn marker(&self) -> &str {
+        &self.marker
+    }
+
     /// Adds the commands `extras` asks for to `pipe`; how many.
     pub(crate) fn add(&self, pipe: &mut redis::Pipeline, extras: Extras) -> usize {
         if extras.stats {
@@ -185,7 +190,6 @@ impl Vigil {
         extras: Extras,
         (sent, recv): (tokio::time::Instant, tokio::time::Instant),
     ) -> bool {
-        let at = Instant::now();
         let Some(check) = &self.check else {
             return true;
         };
@@ -195,7 +199,7 @@ impl Vigil {
                 return false;
             };
             if self.trust.marker_moved(read_marker_id(&found).as_ref()) {
-                self.lost(at, quarantine, Cause::MarkerGone);
+                self.lost(Instant::now(), quarantine, Cause::MarkerGone);
             }
         }
         let text = |v: Value| redis::from_redis_value::<String>(v).ok();
@@ -226,7 +230,7 @@ impl Vigil {
                 ),
             );
             if dropped {
-                self.lost(at, quarantine, Cause::Dropped);
+                self.lost(Instant::now(), quarantine, Cause::Dropped);
             }
         }
         true

@@ -13,6 +13,7 @@
 //! reads of it while connected (its evictions; our marker) follows the
 //! `TIME` where it asks, read the same way.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::clock;
-use crate::node::request::{Form, Request};
+use crate::node::request::{Form, Request, Timed};
 use crate::node::scriptcache::{self, ScriptCache};
 use crate::node::vigil::{Extras, Vigil};
 
@@ -100,8 +101,15 @@ pub(crate) fn hand_pipeline<'a>(
     let at = clock::now();
     // Unconstrained for the same reason as in `hand_over`.
     let mut sent: BatchFuture = Box::pin(tokio::task::unconstrained(async move {
-        let (mut values, recv) =
-            with_extras(&mut conn, &pipe, n + usize::from(timed), &vigil, extras, at).await?;
+        let (mut values, recv) = with_extras(
+            &mut conn,
+            (&pipe, None),
+            n + usize::from(timed),
+            &vigil,
+            extras,
+            at,
+        )
+        .await?;
         if timed {
             match values.pop() {
                 Some(time) if values.len() == n => vigil.clock.reading(at, recv, &time),
@@ -152,7 +160,15 @@ async fn send(
             .and_then(Value::extract_error)
             .map(|v| as_script(form, v));
     };
-    let (mut values, recv) = with_extras(conn, timed, 2, vigil, vigil.extras(), sent).await?;
+    let (mut values, recv) = with_extras(
+        conn,
+        (&timed.pipe, Some(timed)),
+        2,
+        vigil,
+        vigil.extras(),
+        sent,
+    )
+    .await?;
     let (Some(time), Some(reply), None) = (values.pop(), values.pop(), values.pop()) else {
         return Err(wrong_count());
     };
@@ -164,16 +180,17 @@ async fn send(
 
 /// Sends `pipe` (`count` replies) on `conn`, and right behind it, on the
 /// same connection, what `extras` asks of the node (our marker alone, the
-/// usual case, in `pipe`'s own write; the `INFO` sections, on a node that
-/// can evict or with evidence a second old, as a second pipeline), whose
-/// replies `vigil` reads before this returns. Returns `pipe`'s replies
-/// and when they came in: a `TIME` in `pipe` is read against that, not
-/// against the extras' (later) replies, which would widen its bound. Both go out on the first poll, in
-/// that order (the multiplexed connection queues a request when first
-/// polled), so the node runs the reads after `pipe`.
+/// usual case, in `pipe`'s own write, made once per request where `pipe`
+/// is a request's [`Timed`]; the `INFO` sections, on a node that can evict
+/// or with evidence a second old, as a second pipeline), whose replies
+/// `vigil` reads before this returns. Returns `pipe`'s replies and when
+/// they came in: a `TIME` in `pipe` is read against that, not against the
+/// extras' (later) replies, which would widen its bound. Both go out on
+/// the first poll, in that order (the multiplexed connection queues a
+/// request when first polled), so the node runs the reads after `pipe`.
 async fn with_extras(
     conn: &mut MultiplexedConnection,
-    pipe: &redis::Pipeline,
+    (pipe, timed): (&redis::Pipeline, Option<&Timed>),
     count: usize,
     vigil: &Vigil,
     extras: Extras,
@@ -187,15 +204,21 @@ async fn with_extras(
         // The usual case: one small read, in the request's own pipeline
         // (its reply comes with the `TIME`'s, and widens its bound by
         // nothing the node has to compute).
-        let mut both = pipe.clone();
-        let k = vigil.add(&mut both, extras);
+        let add = |p: &mut redis::Pipeline| {
+            vigil.add(p, extras);
+        };
+        let both = match timed {
+            Some(timed) => timed.marked(vigil.marker(), add),
+            None => {
+                let mut both = pipe.clone();
+                add(&mut both);
+                Cow::Owned(both)
+            }
+        };
+        let k = usize::from(extras.marker);
         let mut values = conn.send_packed_commands(&both, 0, count + k).await?;
         let recv = clock::now();
-        if values.len() != count + k {
-            return Err(wrong_count());
-        }
-        let mut read = values.split_off(count);
-        if !vigil.read(&mut read, extras, (sent, recv)) {
+        if values.len() != count + k || !vigil.read(&mut values, extras, (sent, recv)) {
             return Err(wrong_count());
         }
         return Ok((values, recv));

@@ -442,6 +442,8 @@ impl RedisNode {
             .args(["--appendonly", if aof { "yes" } else { "no" }])
             .args(["--appendfsync", "always"])
             .args(["--protected-mode", "no"])
+            // `DEBUG RELOAD` goes back to an older snapshot (connected.rs).
+            .args(["--enable-debug-command", "local"])
             .args(["--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
