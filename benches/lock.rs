@@ -14,6 +14,10 @@
 //!
 //! Two floors run in the same slices as (a): the same commands with no lock
 //! logic, through redis-rs and on plain sockets (see `floor/mod.rs`).
+//! `BENCH_PROFILE=a` runs (a) for our client alone; `BENCH_PROFILE=reads`
+//! runs it beside the redis-rs floor with a `TIME`, and with a `TIME` and
+//! the read of our marker, behind its `SET`: what those reads cost without
+//! our client.
 //!
 //! Run: `make bench` (or `cargo bench --bench lock`). Every loop is bounded in
 //! operations and time. `BENCH_SECS` sets the duration per throughput cell.
