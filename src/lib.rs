@@ -168,6 +168,7 @@
 //   telemetry/metrics.rs The metrics facade's names and records (feature
 //                       `metrics`).
 //   telemetry/mod.rs    Telemetry: the hooks every layer calls at its events.
+//   telemetry/targets.rs The targets of our log events, by what happened.
 // 2 node/request.rs     A command, encoded once per round.
 //   node/scriptcache.rs Which scripts a connection's node has cached: a
 //                       script goes in full once, then by digest.
@@ -395,6 +396,7 @@ pub use serial::generator::{
 pub use serial::number::{Serial, MAX_BATCH, MAX_PREFIX_LEN};
 pub use serial::period::ResetPeriod;
 pub use telemetry::stats::{NodeStats, Stats};
+pub use telemetry::targets;
 pub use telemetry::ClassFn;
 pub use trust::{NodeInit, NodeTrust, Serving};
 

@@ -354,3 +354,60 @@ fn layout_nodes_only_list_names_real_tests() {
     }
     assert!(named > 0, "the list names no test");
 }
+
+/// The log event macros whose events an operator's filter selects by
+/// target (`debug` and `trace` keep their module's path).
+const NAMED_LEVELS: [&str; 3] = ["info!(", "warn!(", "error!("];
+
+/// The targets of `code`'s events at [`NAMED_LEVELS`], each as written
+/// after `target:` (`None` for an event that names none).
+fn event_targets(code: &str) -> Vec<Option<String>> {
+    let mut found = Vec::new();
+    for level in NAMED_LEVELS {
+        for (at, _) in code.match_indices(level) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let args = code[at + level.len()..].trim_start();
+            found.push(args.strip_prefix("target:").map(|rest| {
+                let rest = rest.trim_start();
+                let end = rest.find(',').unwrap_or(rest.len());
+                rest[..end].trim().to_owned()
+            }));
+        }
+    }
+    found
+}
+
+#[test]
+fn layout_events_an_operator_filters_name_their_target() {
+    let targets = std::fs::read_to_string(src().join("telemetry/targets.rs")).expect("read");
+    let lib = &crates()[0];
+    let mut events = 0;
+    for file in &lib.files {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let code = without_comments(code_part(&text));
+        for target in event_targets(&code) {
+            events += 1;
+            let name = target
+                .as_deref()
+                .and_then(|t| t.strip_prefix("crate::telemetry::targets::"));
+            assert!(
+                name.is_some_and(|n| targets.contains(&format!("pub const {n}: &str"))),
+                "{}: an info, warn or error event with target {target:?}: name one of \
+                 src/telemetry/targets.rs (`target: crate::telemetry::targets::NAME,`)",
+                file.display()
+            );
+        }
+    }
+    assert!(
+        events >= 20,
+        "only {events} events found: the scan is broken"
+    );
+    let sample = "tracing::warn!(x = 1, \"a\"); warn!(\n target: crate::telemetry::targets::LOST, \"b\"); eprintln!(\"c\");";
+    assert_eq!(
+        event_targets(sample),
+        [None, Some("crate::telemetry::targets::LOST".to_owned())]
+    );
+}

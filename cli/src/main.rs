@@ -52,10 +52,8 @@ fn main() -> ExitCode {
     // `status` says that, grouped.
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-            EnvFilter::new(
-                "warn,redquorum::lock::shared=off,redquorum::node::amnesia=off,\
-                 redquorum::node::check=off,redquorum::lint=off",
-            )
+            use redquorum::targets::{LINT, LOST, QUARANTINE};
+            EnvFilter::new(format!("warn,{LOST}=off,{QUARANTINE}=off,{LINT}=off"))
         }))
         .event_format(log::Lines)
         .with_writer(std::io::stderr)

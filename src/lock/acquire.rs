@@ -341,13 +341,13 @@ where
     tokio::select! {
         value = work => {
             if let Err(e) = lock.release().await {
-                warn!(error = %e, "release after the work failed; the key expires by itself");
+                warn!(target: crate::telemetry::targets::WORK, error = %e, "release after the work failed; the key expires by itself");
             }
             Ok(value)
         }
         () = lock.lost() => {
             let resource = lock.resource().to_owned();
-            warn!(resource, "lock lost while the work was running; work cancelled");
+            warn!(target: crate::telemetry::targets::WORK, resource, "lock lost while the work was running; work cancelled");
             drop(lock);
             Err(Error::Expired { resource })
         }

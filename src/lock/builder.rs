@@ -370,10 +370,12 @@ impl RedlockBuilder {
         }
         match nodes.len() {
             1 => tracing::warn!(
+                target: crate::telemetry::targets::SETUP,
                 "a single redis node: nothing is tolerated if it fails or restarts empty; \
                  use 3 or 5 independent nodes"
             ),
             n if n.is_multiple_of(2) => tracing::warn!(
+                target: crate::telemetry::targets::SETUP,
                 nodes = n,
                 "an even number of redis nodes ({n}) tolerates no more failures ({}) than {} \
                  would; use an odd number",
@@ -412,6 +414,7 @@ fn quorum_with(n: usize, f: usize) -> Result<usize> {
     }
     if f > 0 {
         tracing::info!(
+            target: crate::telemetry::targets::SETUP,
             "amnesia tolerance {f}: quorums of {needed} of {n} nodes; {} may be down at once",
             n - needed
         );

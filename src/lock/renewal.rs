@@ -87,6 +87,7 @@ pub(crate) async fn watchdog(
             Ok(()) => {
                 if failures > 0 {
                     info!(
+                        target: crate::telemetry::targets::RENEWAL,
                         resource = %shared.resource,
                         failures,
                         "renewed after {failures} failed renewal(s)"
@@ -101,7 +102,7 @@ pub(crate) async fn watchdog(
                 }
                 let left = shared.validity();
                 if is_final(&e) || left.is_zero() {
-                    error!(resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
+                    error!(target: crate::telemetry::targets::RENEWAL, resource = %shared.resource, error = %e, "auto-extend failed: lock lost");
                     shared.lose(e, LostReason::ExtendFailed);
                     return;
                 }
@@ -110,6 +111,7 @@ pub(crate) async fn watchdog(
                 // Said once a run of failures; the rest at debug level.
                 if failures == 1 {
                     warn!(
+                        target: crate::telemetry::targets::RENEWAL,
                         resource = %shared.resource,
                         error = %e,
                         "renewal failed; trying again while validity is left ({})",
@@ -123,7 +125,7 @@ pub(crate) async fn watchdog(
         }
         let _ = rx.borrow_and_update();
         if shared.validity().is_zero() {
-            warn!(resource = %shared.resource, "lock validity ran out");
+            warn!(target: crate::telemetry::targets::RENEWAL, resource = %shared.resource, "lock validity ran out");
             let expired = Error::Expired {
                 resource: shared.resource.clone(),
             };

@@ -257,6 +257,7 @@ impl Shared {
         let basis = *mutex::lock(&self.basis);
         if self.our_clock_odd(&basis) {
             warn!(
+                target: crate::telemetry::targets::LOST,
                 resource = %self.resource,
                 "a quorum of nodes ran their clocks ahead of ours: the odd clock is this \
                  client's (stalled, or running slow), and no validity is kept on it; the lock \
@@ -266,6 +267,7 @@ impl Shared {
             return;
         }
         warn!(
+            target: crate::telemetry::targets::LOST,
             resource = %self.resource,
             cut_ms = by.as_millis().min(u128::from(u64::MAX)) as u64,
             "a node this lock's quorum needed ran its clock ahead, or lost data (keys evicted, \

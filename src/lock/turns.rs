@@ -69,7 +69,7 @@ impl Redlock {
                 None => Ok(()),
             };
             if let Err(e) = released {
-                warn!(error = %e, "releasing the counter lock failed; it expires by itself");
+                warn!(target: crate::telemetry::targets::COUNTER, error = %e, "releasing the counter lock failed; it expires by itself");
             }
             r
         } else {

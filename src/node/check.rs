@@ -114,6 +114,7 @@ pub(crate) async fn check(
         foreign || marker::marker_is(probe.marker.as_ref(), &probe, verdict.loss, tag.as_deref());
     if let Some((remaining, cause)) = trust.record(&probe, &verdict, at, marked) {
         tracing::warn!(
+            target: crate::telemetry::targets::QUARANTINE,
             node = index,
             "node {index} ({addr}) {}: it does not count toward a lock quorum for {}s, \
              until no lock it may have forgotten can still be valid",
@@ -184,7 +185,7 @@ pub(crate) async fn check(
 fn lint(probe: &Probe, index: usize, addr: &str) {
     if probe.durable == Some(false) {
         tracing::warn!(
-            target: "redquorum::lint",
+            target: crate::telemetry::targets::LINT,
             node = index,
             "node {index} ({addr}) runs without AOF and appendfsync always: a restart or \
              crash loses its locks and counter records (it then sits out lock quorums for the \
@@ -193,7 +194,7 @@ fn lint(probe: &Probe, index: usize, addr: &str) {
     }
     if probe.evicts {
         tracing::warn!(
-            target: "redquorum::lint",
+            target: crate::telemetry::targets::LINT,
             node = index,
             "node {index} ({addr}) may evict our keys (a maxmemory-policy other than \
              noeviction, with maxmemory): each request that asks for its vote also reads its \

@@ -240,6 +240,7 @@ impl ClockWatch {
                 mutex::lock(jumps).push(recv, excess);
                 self.news.send_modify(|n| *n += 1);
                 tracing::warn!(
+                    target: crate::telemetry::targets::CLOCK,
                     node = self.index,
                     "node {}'s clock ran {:.1} ms ahead of ours beyond the drift allowance \
                      (a step, or a clock running fast): keys there may expire early, so it \
@@ -257,6 +258,7 @@ impl ClockWatch {
                 self.behind.fetch_add(1, Ordering::Relaxed);
                 metrics::clock_jump(self.index, false);
                 tracing::info!(
+                    target: crate::telemetry::targets::CLOCK,
                     node = self.index,
                     "node {}'s clock stepped back {:.1} ms against ours (keys there live longer: \
                      safe)",
@@ -323,6 +325,7 @@ impl ClockWatch {
         metrics::clock_rate(self.index, rate.hi);
         if newly_beyond {
             tracing::warn!(
+                target: crate::telemetry::targets::CLOCK,
                 node = self.index,
                 rate = rate.hi,
                 "node {}'s clock runs {:.2} % faster than ours, beyond the drift allowance of \

@@ -233,7 +233,7 @@ impl Link {
                 addr: self.client.get_connection_info().addr().to_string(),
                 kind: kind.clone(),
             };
-            tracing::warn!(node = self.index, "{error}");
+            tracing::warn!(target: crate::telemetry::targets::MISCONFIGURED, node = self.index, "{error}");
         }
     }
 

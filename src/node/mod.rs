@@ -262,6 +262,7 @@ impl Node {
         let (until, ended) = link.trust.quarantined(now);
         if ended {
             tracing::info!(
+                target: crate::telemetry::targets::QUARANTINE,
                 node = self.index,
                 "node {} ({}) counts toward lock quorums again: no lock it may have lost can still be valid",
                 self.index,

@@ -347,6 +347,7 @@ impl Shards {
         {
             if link.trust.slots_received(until) {
                 tracing::warn!(
+                    target: crate::telemetry::targets::LOSS,
                     node = self.index,
                     "a shard of node {} ({}) {}: it does not count toward a lock quorum for {}s, \
                      until no lock it may lack can still be valid",

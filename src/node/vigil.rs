@@ -241,6 +241,7 @@ impl Vigil {
     fn lost(&self, at: Instant, quarantine: Duration, cause: Cause) {
         if self.trust.dropped_while_connected(at, quarantine, cause) {
             tracing::warn!(
+                target: crate::telemetry::targets::LOSS,
                 node = self.index,
                 "node {} {} while we were connected: it does not count toward a lock quorum \
                  for {}s, until no lock it may have lost can still be valid",

@@ -13,6 +13,7 @@
 pub(crate) mod labels;
 pub(crate) mod metrics;
 pub(crate) mod stats;
+pub mod targets;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
