@@ -99,6 +99,11 @@ impl Extras {
             marker: true,
         }
     }
+
+    /// How many replies these reads add.
+    pub(crate) fn count(self) -> usize {
+        usize::from(self.stats) + usize::from(self.damage) + usize::from(self.marker)
+    }
 }
 
 /// What a link watches on its node while connected: the node's clock
@@ -176,7 +181,7 @@ impl Vigil {
         if extras.marker {
             pipe.cmd("HMGET").arg(&self.marker).arg(&MARKER_ID_FIELDS);
         }
-        usize::from(extras.stats) + usize::from(extras.damage) + usize::from(extras.marker)
+        extras.count()
     }
 
     /// Takes in the replies to `extras` from the end of `values` (a
@@ -191,6 +196,12 @@ impl Vigil {
         (sent, recv): (tokio::time::Instant, tokio::time::Instant),
     ) -> bool {
         let Some(check) = &self.check else {
+            // Nothing is watched (and nothing asked for by `extras`):
+            // the replies go unread, but are removed all the same.
+            let Some(kept) = values.len().checked_sub(extras.count()) else {
+                return false;
+            };
+            values.truncate(kept);
             return true;
         };
         let quarantine = Duration::from_secs(check.quarantine_secs.saturating_add(1));

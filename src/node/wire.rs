@@ -215,7 +215,7 @@ async fn with_extras(
                 Cow::Owned(both)
             }
         };
-        let k = usize::from(extras.marker);
+        let k = extras.count();
         let mut values = conn.send_packed_commands(&both, 0, count + k).await?;
         let recv = clock::now();
         if values.len() != count + k || !vigil.read(&mut values, extras, (sent, recv)) {
