@@ -133,7 +133,7 @@
 // Layout, for contributors. In layers, each using only the ones below it:
 // one Redis node's ordered, batching connection (node/), the node set that
 // fans a request out and decides when a quorum agreed (quorum/), waiting
-// (wait/) and the compare-and-set counter (counter.rs); then the
+// (wait/) and the compare-and-set counter (counter/); then the
 // coordination primitives, each its own folder: the lock (lock/), the
 // semaphore (semaphore/) and the election (election/), both built from
 // locks; and serial numbers on the counter (serial/). Each file imports
@@ -144,11 +144,8 @@
 // 1 explain.rs          What a node's error means, in one line with the fix.
 //   error.rs            Error, Result, per-node NodeError.
 //   predicates.rs       What callers ask of an Error (retry? operator?).
-//   lua.rs              Lua: how a script is sent; the commands it runs.
-//   scripts.rs          The Lua sources, each run atomically on one node.
-//   multi_scripts.rs    The multi-resource lock's Lua: every key or none.
-//   rw_scripts.rs       The read-write lock's Lua: readers' leases, the
-//                       writer's key, who is admitted.
+//   lua.rs              Script<KEYS>: a script with the keys it takes, how
+//                       it is sent, the commands it runs.
 //   keys.rs             Our keys: the reserved namespace, hash slots.
 //   fenced_writes.rs    The storage side of fencing for data in Redis: a
 //                       write lands only past the fence beside its key.
@@ -232,12 +229,17 @@
 //   quorum/mod.rs       Quorum: the node set and its vote rounds.
 //   quorum/probe.rs     While anything is held: the nodes' clocks read, paced by
 //                       ours and by a node's timer (a stalled clock of ours).
-// 4 counter.rs          The quorum compare-and-set counter (serials, fencing,
+// 4 counter/scripts.rs The counter's Lua: compare-and-set, repair stamp.
+//   counter/mod.rs      The quorum compare-and-set counter (serials, fencing,
 //                       terms).
 //   batch.rs            Group commit: a counter's queue of callers, and what
 //                       this process knows of the counter (Turns).
 //   pin.rs              A configuration pinned on the nodes once (a serial
-//                       prefix's period and width, a semaphore's permits).
+//                       prefix's period and width, a semaphore's permits),
+//                       and its script.
+//   wait/scripts.rs     The Lua every waiting list shares: join, leave, the
+//                       node's time, live waiters told; the semaphore's
+//                       release, which names the waiters it lets in.
 //   wait/list.rs        Where a resource's waiting list lives on the nodes.
 //   wait/named.rs       Named wake-ups: a semaphore's release names the
 //                       waiters it lets in; its keys and channel.
@@ -247,7 +249,10 @@
 //   wait/queue.rs       This client's waiters in line per resource, and
 //                       observers; news from the nodes.
 //   wait/mod.rs         Waiting: notification reads, the sleep between tries.
-// 5 lock/config.rs      The lock's settings and DEFAULT_* constants.
+// 5 lock/scripts.rs     The lock's Lua: compare-and-delete, -pexpire, the
+//                       waiter's SET NX, inspect (Redlock-compatible keys).
+//   lock/multi_scripts.rs The multi-resource lock's Lua: every key or none.
+//   lock/config.rs      The lock's settings and DEFAULT_* constants.
 //   lock/redlock.rs     Redlock, the client handle: key, release, validity.
 //   lock/shared.rs      What a lock's holders share: the extension round,
 //                       release and loss bookkeeping.
@@ -282,15 +287,19 @@
 //   trust.rs            NodeTrust: what the connection checks found; init_new_nodes.
 //   connect.rs          Redlock::connect: every member (every shard)
 //                       connected and checked up front.
-// 6 semaphore/slots.rs  Which slot a semaphore attempt won, pure.
+// 6 semaphore/scripts.rs The semaphore's Lua: take a slot, move, undo.
+//   semaphore/slots.rs  Which slot a semaphore attempt won, pure.
 //   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
 //   semaphore/attempt.rs One attempt at a permit (a free slot per node,
 //                       and a move round after a split).
 //   semaphore/permit.rs Permit, a lock on one slot.
 //   semaphore/mod.rs    try_acquire, acquire, acquire_fenced, with_permit.
+//   election/scripts.rs The election's Lua: the leader's published value.
 //   election/leadership.rs Leadership, the election's lock with its term.
 //   election/mod.rs     Election: campaign, the leadership record, leader().
 //   election/observe.rs Observer: each change of leader, woken by the nodes.
+//   rwlock/scripts.rs   The read-write lock's Lua: readers' leases, the
+//                       writer's key, who is admitted.
 //   rwlock/keys.rs      A read-write lock's keys; a reader's lease and a
 //                       writer's key as attempts take and guards keep them.
 //   rwlock/attempt.rs   One attempt, as a reader or as a writer.
@@ -301,6 +310,8 @@
 //   serial/generator.rs SerialGenerator, its builder, group commit.
 //   serial/mod.rs       The serial module's map.
 // 8 scratch.rs        (tests only) A throwaway redis-server for script tests.
+//   scripts.rs          (tests only) Every script the crate sends, checked
+//                       together: declared keys, the docs' ACL.
 //   model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
@@ -345,16 +356,15 @@ mod lock;
 mod lua;
 #[cfg(test)]
 mod model;
-mod multi_scripts;
 mod mutex;
 mod node;
 mod pin;
 mod predicates;
 mod quorum;
-mod rw_scripts;
 mod rwlock;
 #[cfg(test)]
 mod scratch;
+#[cfg(test)]
 mod scripts;
 mod semaphore;
 mod serial;

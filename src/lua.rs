@@ -1,7 +1,57 @@
-//! How a Lua script is held and sent, and the commands an ACL must allow
-//! it (the scripts themselves are in `scripts.rs`).
+//! How a Lua script is held and sent, the keys it declares, and the
+//! commands an ACL must allow it (the scripts themselves live beside
+//! their owners; `scripts.rs` checks them all together).
 
+use std::ops::Deref;
 use std::sync::OnceLock;
+
+/// The key count of a script that takes as many keys as its caller names
+/// (it reads `#KEYS`): see [`Script`].
+pub(crate) const ANY_KEYS: usize = usize::MAX;
+
+/// A script with the number of keys it takes: `Script<2>` is sent with
+/// exactly two keys, which a request names as an array of two
+/// (`node/request.rs`: another count does not compile), and the count in
+/// front of them is written from that. `Script<ANY_KEYS>` takes a list of
+/// any length and counts it. A test holds each declaration to the
+/// `KEYS[n]` its source reads.
+#[derive(Debug)]
+pub(crate) struct Script<const KEYS: usize>(Lua);
+
+impl<const KEYS: usize> Script<KEYS> {
+    /// Wraps a script.
+    pub(crate) const fn new(src: &'static str) -> Self {
+        Self(Lua::new(src))
+    }
+
+    /// Wraps a cleanup script (see [`Lua::cleanup`]).
+    pub(crate) const fn cleanup(src: &'static str) -> Self {
+        Self(Lua::cleanup(src))
+    }
+
+    /// The script, sent as `native` where the node runs it.
+    pub(crate) const fn or_native(mut self, native: Native) -> Self {
+        self.0.native = Some(native);
+        self
+    }
+
+    /// The keys it takes (`None`: any number).
+    pub(crate) const fn keys(&self) -> Option<usize> {
+        if KEYS == ANY_KEYS {
+            None
+        } else {
+            Some(KEYS)
+        }
+    }
+}
+
+impl<const KEYS: usize> Deref for Script<KEYS> {
+    type Target = Lua;
+
+    fn deref(&self) -> &Lua {
+        &self.0
+    }
+}
 
 /// A Lua script. A connection sends it in full (`EVAL` with its source)
 /// the first time, and as `EVALSHA` with its digest after that (see
@@ -106,12 +156,6 @@ impl Lua {
             sha: OnceLock::new(),
             native: None,
         }
-    }
-
-    /// The script, sent as `native` where the node runs it.
-    pub(crate) const fn or_native(mut self, native: Native) -> Self {
-        self.native = Some(native);
-        self
     }
 
     /// The digest `EVALSHA` names the script by.

@@ -9,7 +9,7 @@
 //! generator with another one is refused.
 //!
 //! The rule: every node keeps one pin per prefix, written once and never
-//! replaced (`scripts::SERIAL_PIN`: store ours if none, answer what is
+//! replaced (`SERIAL_PIN`: store ours if none, answer what is
 //! stored). A generator may issue only if a quorum of nodes holds its
 //! configuration and no node that answered holds another; it waits for
 //! every node not known to be unresponsive, as the counter does. Two
@@ -32,15 +32,27 @@ use redis::Value;
 
 use crate::counter::cas_finished;
 use crate::error::{Error, Result};
+use crate::lua::Script;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::{Counts, Quorum};
-use crate::scripts;
 
 /// The rule every node applies (the `SERIAL_PIN` script): what the node
 /// holds after a pin request for `proposed`. A test runs the script on a
 /// real node against this function, and the model checker's nodes apply it.
+/// Pins a serial prefix's configuration (see `serial/pin.rs`): stores
+/// ARGV[1] at KEYS[1] if nothing is there, never replaces what is. Returns
+/// what the key holds afterwards.
+pub(crate) static SERIAL_PIN: Script<1> = Script::new(
+    r#"local cur = redis.call("GET", KEYS[1])
+if cur then
+  return cur
+end
+redis.call("SET", KEYS[1], ARGV[1])
+return ARGV[1]"#,
+);
+
 #[cfg(test)]
 pub(crate) fn node_pins(stored: Option<&str>, proposed: &str) -> String {
     stored.unwrap_or(proposed).to_owned()
@@ -74,8 +86,8 @@ pub(crate) async fn pin(
     config: &str,
     conflict: impl FnOnce(String) -> Error,
 ) -> Result<()> {
-    let req: Arc<Request> = Request::script(&scripts::SERIAL_PIN, |cmd| {
-        cmd.arg(1).arg(key).arg(config);
+    let req: Arc<Request> = Request::script(&SERIAL_PIN, [key], |cmd| {
+        cmd.arg(config);
     });
     let mut others: Vec<String> = Vec::new();
     let classify = |_: usize, v: &Value| {
@@ -124,7 +136,7 @@ mod tests {
                         .expect("SET");
                 }
                 let reply: String = redis::cmd("EVAL")
-                    .arg(scripts::SERIAL_PIN.src)
+                    .arg(SERIAL_PIN.src)
                     .arg(1)
                     .arg("pin")
                     .arg(proposed)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::lock::redlock::Redlock;
-use crate::lua::Lua;
+use crate::lua::Script;
 use crate::node::request::Request;
 use crate::quorum::tally::node_bit;
 
@@ -48,7 +48,7 @@ pub enum NodeTrust {
 /// new. KEYS: marker. ARGV: run id, damage count, replication id, slots
 /// served (`-`: not a cluster's shard), our tag. Returns `new`, `marked`,
 /// `not-empty` or `restarted`.
-pub(crate) static INIT_NEW: Lua = Lua::new(concat!(
+pub(crate) static INIT_NEW: Script<1> = Script::new(concat!(
     crate::node::marker::with_tag!(),
     r#"if not string.find(redis.call("INFO", "server"), "run_id:" .. ARGV[1], 1, true) then
   return "restarted"
@@ -269,10 +269,8 @@ impl Redlock {
         };
         // The tag the members carry, or this client's own (`node/tags.rs`).
         let tag = member.tag().unwrap_or_default();
-        let req: Arc<Request> = Request::script(&INIT_NEW, |cmd| {
-            cmd.arg(1)
-                .arg(marker)
-                .arg(&probe.run_id)
+        let req: Arc<Request> = Request::script(&INIT_NEW, [marker], |cmd| {
+            cmd.arg(&probe.run_id)
                 .arg(probe.seen().unwrap_or(0))
                 .arg(&probe.replid)
                 .arg(probe.slots.as_deref().unwrap_or("-"))

@@ -22,6 +22,7 @@
 
 pub(crate) mod leadership;
 pub(crate) mod observe;
+pub(crate) mod scripts;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -42,7 +43,6 @@ use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::Counts;
-use crate::scripts;
 use crate::telemetry::labels::Primitive;
 
 /// The leader a quorum of nodes agree on.
@@ -201,14 +201,13 @@ impl Election {
 
     /// Writes the leadership record on a quorum, where the lock is ours.
     async fn publish(&self, lock: &Lock, term: u64, value: &str) -> Result<()> {
-        let req = Request::script(&scripts::LEADER_PUBLISH, |cmd| {
-            cmd.arg(2)
-                .arg(&self.keys[0])
-                .arg(&self.keys[1])
-                .arg(lock.value())
-                .arg(term)
-                .arg(value);
-        });
+        let req = Request::script(
+            &scripts::LEADER_PUBLISH,
+            [&self.keys[0], &self.keys[1]],
+            |cmd| {
+                cmd.arg(lock.value()).arg(term).arg(value);
+            },
+        );
         let nodes = self.redlock.nodes();
         let (tally, stragglers) = nodes
             .vote_round(&req, "publish", Counts::Trusted, int_vote)
@@ -243,9 +242,11 @@ impl Election {
     /// any node's lock key has left (when that node's view may change by
     /// expiry alone).
     pub(crate) async fn read(&self) -> Result<(Option<Leader>, Option<Duration>)> {
-        let req = Request::script(&scripts::LEADER_READ, |cmd| {
-            cmd.arg(2).arg(&self.keys[0]).arg(&self.keys[1]);
-        });
+        let req = Request::script(
+            &scripts::LEADER_READ,
+            [&self.keys[0], &self.keys[1]],
+            |_| {},
+        );
         let n = self.redlock.node_count();
         let views: Mutex<Vec<Option<View>>> = Mutex::new(vec![None; n]);
         let lock_views = || mutex::lock(&views);

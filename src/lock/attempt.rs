@@ -21,11 +21,11 @@ use crate::error::Error;
 use crate::lock::guard::Lock;
 use crate::lock::held::Held;
 use crate::lock::redlock::{valid_until, Redlock};
+use crate::lock::scripts;
 use crate::lock::shared::Basis;
 use crate::lock::waiter::Waiter;
 use crate::node::request::Request;
 use crate::quorum::Counts;
-use crate::scripts;
 use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
 use crate::wait::{Listen, WaitKeys};
@@ -345,17 +345,13 @@ fn set_request(key: &str, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request
         }
         Ask::Queued(w) => {
             let (keys, id, ticket, lease_ms) = w.register();
-            Request::script(&scripts::QUEUED_SET, |cmd| {
-                cmd.arg(3)
-                    .arg(key)
-                    .arg(&keys.queue)
-                    .arg(&keys.leases)
-                    .arg(value)
-                    .arg(ttl_ms)
-                    .arg(id)
-                    .arg(ticket)
-                    .arg(lease_ms);
-            })
+            Request::script(
+                &scripts::QUEUED_SET,
+                [key, &keys.queue, &keys.leases],
+                |cmd| {
+                    cmd.arg(value).arg(ttl_ms).arg(id).arg(ticket).arg(lease_ms);
+                },
+            )
         }
     }
 }

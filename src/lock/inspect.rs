@@ -2,7 +2,7 @@
 //! nodes, for how long at least, when it could be taken, and how many wait
 //! ([`Redlock::inspect`]; a semaphore's permits in `semaphore/mod.rs`).
 //!
-//! One read-only script per node ([`INSPECT`](crate::scripts::INSPECT))
+//! One read-only script per node ([`INSPECT`](crate::lock::scripts::INSPECT))
 //! reads the keys' values and TTLs and counts the live waiters; the
 //! client puts the nodes' answers together as a taker would count them:
 //! a value on a quorum of nodes is a holder, and it keeps that quorum
@@ -19,12 +19,12 @@ use tokio::time::Instant;
 use crate::error::Result;
 use crate::keys::{self, Kind};
 use crate::lock::redlock::Redlock;
+use crate::lock::scripts;
 use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::Counts;
-use crate::scripts;
 use crate::wait::list::WaitKeys;
 
 /// A lock's state on the nodes, as [`Redlock::inspect`] read it (for a
@@ -201,9 +201,10 @@ impl Redlock {
         keys: &[String],
     ) -> Result<Vec<LockState>> {
         let waiters = WaitKeys::of(&self.config().key_prefix, line);
-        let req = Request::script(&scripts::INSPECT, |cmd| {
-            cmd.arg(keys.len() + 1).arg(&waiters.leases).arg(keys);
-        });
+        let mut named = Vec::with_capacity(keys.len() + 1);
+        named.push(waiters.leases.as_str());
+        named.extend(keys.iter().map(String::as_str));
+        let req = Request::script_any(&scripts::INSPECT, &named, |_| {});
         let started = Instant::now();
         let views = self
             .read_every_node(&req, name, |v| read_view(v, keys.len()))

@@ -1,13 +1,13 @@
 //! Several resources locked together: the resources in the one order every
 //! client uses, their keys and waiting lists, and the requests that act on
-//! every key at once (`multi_scripts.rs`): every key, or none, on each
+//! every key at once (`lock/multi_scripts.rs`): every key, or none, on each
 //! node.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::lock::held::Held;
-use crate::multi_scripts;
+use crate::lock::multi_scripts;
 use crate::node::request::Request;
 use crate::wait::list::WaitKeys;
 
@@ -41,6 +41,13 @@ pub(crate) struct KeySet {
 }
 
 impl KeySet {
+    /// The keys, with room for `more` to follow.
+    fn named(&self, more: usize) -> Vec<&str> {
+        let mut keys = Vec::with_capacity(self.keys.len() + more);
+        keys.extend(self.keys.iter().map(String::as_str));
+        keys
+    }
+
     /// The set of `resources` (checked: at least one, at most
     /// [`MAX_RESOURCES`], none empty or reserved) under the key prefix
     /// `prefix`.
@@ -99,21 +106,14 @@ impl Held for KeySet {
         waiter: Option<(&str, u64, u64)>,
     ) -> Arc<Request> {
         match waiter {
-            None => Request::script(&multi_scripts::TAKE_ALL, |cmd| {
-                cmd.arg(self.keys.len())
-                    .arg(&self.keys)
-                    .arg(value)
-                    .arg(ttl_ms);
+            None => Request::script_any(&multi_scripts::TAKE_ALL, &self.named(0), |cmd| {
+                cmd.arg(value).arg(ttl_ms);
             }),
             Some((id, ticket, lease_ms)) => {
-                Request::script(&multi_scripts::QUEUED_TAKE_ALL, |cmd| {
-                    cmd.arg(self.keys.len() * 3).arg(&self.keys);
-                    for w in &self.waits {
-                        cmd.arg(&w.queue);
-                    }
-                    for w in &self.waits {
-                        cmd.arg(&w.leases);
-                    }
+                let mut keys = self.named(0);
+                keys.extend(self.waits.iter().map(|w| w.queue.as_str()));
+                keys.extend(self.waits.iter().map(|w| w.leases.as_str()));
+                Request::script_any(&multi_scripts::QUEUED_TAKE_ALL, &keys, |cmd| {
                     cmd.arg(value).arg(ttl_ms).arg(id).arg(ticket).arg(lease_ms);
                 })
             }
@@ -121,28 +121,23 @@ impl Held for KeySet {
     }
 
     fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
-        Request::script(&multi_scripts::RELEASE_ALL, |cmd| {
-            let lists = if telling { self.waits.len() } else { 0 };
-            cmd.arg(self.keys.len() + lists).arg(&self.keys);
-            for w in &self.waits[..lists] {
-                cmd.arg(&w.leases);
-            }
+        let lists = if telling { self.waits.len() } else { 0 };
+        let mut keys = self.named(lists);
+        keys.extend(self.waits[..lists].iter().map(|w| w.leases.as_str()));
+        Request::script_any(&multi_scripts::RELEASE_ALL, &keys, |cmd| {
             cmd.arg(value).arg(self.keys.len());
         })
     }
 
     fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
-        Request::script(&multi_scripts::EXTEND_ALL, |cmd| {
-            cmd.arg(self.keys.len())
-                .arg(&self.keys)
-                .arg(value)
-                .arg(ttl_ms);
+        Request::script_any(&multi_scripts::EXTEND_ALL, &self.named(0), |cmd| {
+            cmd.arg(value).arg(ttl_ms);
         })
     }
 
     fn held_request(&self, value: &str) -> Arc<Request> {
-        Request::script(&multi_scripts::HELD_ALL, |cmd| {
-            cmd.arg(self.keys.len()).arg(&self.keys).arg(value);
+        Request::script_any(&multi_scripts::HELD_ALL, &self.named(0), |cmd| {
+            cmd.arg(value);
         })
     }
 

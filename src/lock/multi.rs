@@ -2,7 +2,7 @@
 //! forms), and the attempt its waiting loop makes.
 //!
 //! Every node runs one script per attempt that takes every key or none
-//! (`multi_scripts.rs`); the quorum decides as for one key, and a lost
+//! (`lock/multi_scripts.rs`); the quorum decides as for one key, and a lost
 //! attempt is undone everywhere. A waiter is listed in every resource's
 //! waiting list under one ticket and id, so every list orders waiters the
 //! same way and no cycle of waiters can form, whatever order callers name

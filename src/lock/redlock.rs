@@ -21,10 +21,10 @@ use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::lock::config::Config;
 use crate::lock::held::Held;
+use crate::lock::scripts;
 use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::{Counts, Quorum};
-use crate::scripts;
 use crate::telemetry::stats::Stats;
 use crate::wait::named::SlotKeys;
 use crate::wait::{WaitKeys, Waiting};
@@ -330,20 +330,17 @@ impl Redlock {
 
 /// The compare-and-delete request.
 fn release_request(key: &str, value: &str) -> Arc<Request> {
-    Request::script(&scripts::RELEASE, |cmd| {
-        cmd.arg(1).arg(key).arg(value);
+    Request::script(&scripts::RELEASE, [key], |cmd| {
+        cmd.arg(value);
     })
 }
 
 /// Compare-and-delete that also says whether others wait in `line`'s list.
 fn telling_release_request(prefix: &str, key: &str, value: &str, line: &str) -> Arc<Request> {
     let waiters = WaitKeys::of(prefix, line);
-    Request::script(&scripts::RELEASE_TELLING_WAITERS, |cmd| {
-        cmd.arg(3)
-            .arg(key)
-            .arg(&waiters.queue)
-            .arg(&waiters.leases)
-            .arg(value);
+    let keys = [key, &waiters.queue, &waiters.leases];
+    Request::script(&scripts::RELEASE_TELLING_WAITERS, keys, |cmd| {
+        cmd.arg(value);
     })
 }
 

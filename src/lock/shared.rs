@@ -20,11 +20,11 @@ use crate::extensions::Extensions;
 use crate::fenced_writes::Fence;
 use crate::lock::held::Held;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
+use crate::lock::scripts;
 use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
-use crate::scripts;
 use crate::standing::Standing;
 use crate::telemetry::labels::LostReason;
 use crate::telemetry::Holding;
@@ -339,8 +339,8 @@ impl Shared {
             (ext.send(bound), old)
         };
         let req = match &self.held {
-            None => Request::script(&scripts::EXTEND, |cmd| {
-                cmd.arg(1).arg(&self.key).arg(&self.value).arg(ttl_ms);
+            None => Request::script(&scripts::EXTEND, [&self.key], |cmd| {
+                cmd.arg(&self.value).arg(ttl_ms);
             }),
             Some(held) => held.extend_request(&self.value, ttl_ms),
         };

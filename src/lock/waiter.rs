@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::lock::redlock::Redlock;
 use crate::node::request::Request;
 use crate::quorum::tally::NodeSet;
-use crate::scripts;
+use crate::wait::scripts;
 use crate::wait::WaitKeys;
 
 /// A caller's entry in a resource's waiting list on the nodes. Dropping it
@@ -143,16 +143,13 @@ impl Waiter<'_> {
         let (_, id, ticket, lease_ms) = self.register();
         let nodes = self.redlock.nodes();
         for keys in self.lists() {
-            let req = Request::script(&scripts::JOIN_WAITING_LIST, |cmd| {
-                cmd.arg(2)
-                    .arg(&keys.queue)
-                    .arg(&keys.leases)
-                    .arg("")
-                    .arg(0)
-                    .arg(id)
-                    .arg(ticket)
-                    .arg(lease_ms);
-            });
+            let req = Request::script(
+                &scripts::JOIN_WAITING_LIST,
+                [&keys.queue, &keys.leases],
+                |cmd| {
+                    cmd.arg("").arg(0).arg(id).arg(ticket).arg(lease_ms);
+                },
+            );
             nodes.send_quietly(&req, nodes.all());
         }
     }
@@ -169,8 +166,8 @@ impl Waiter<'_> {
                 return;
             }
             for keys in self.lists() {
-                let req = Request::script(&scripts::UNQUEUE, |cmd| {
-                    cmd.arg(2).arg(&keys.queue).arg(&keys.leases).arg(&self.id);
+                let req = Request::script(&scripts::UNQUEUE, [&keys.queue, &keys.leases], |cmd| {
+                    cmd.arg(&self.id);
                 });
                 nodes.send_quietly(&req, targets);
             }

@@ -390,8 +390,8 @@ impl Model for MultiModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::multi_scripts::QUEUED_TAKE_ALL;
     use crate::model::check;
-    use crate::multi_scripts::QUEUED_TAKE_ALL;
 
     /// The model's [`admits`] decides as the crate's script does: every
     /// node state of two resources (each free or held by one of two

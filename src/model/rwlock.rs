@@ -9,7 +9,7 @@
 //! `Tally` over nodes out of quarantine (`Counts::Trusted`): a quorum of
 //! yes holds for the crate's `validity` from the round's start, else it
 //! undoes where it won and waits, listed, to try again. A node runs the
-//! scripts' rule (`rw_scripts.rs`; `run`, checked against them on a real
+//! scripts' rule (`rwlock/scripts.rs`; `run`, checked against them on a real
 //! node for every state of one node): ended leases and an expired writer's
 //! key are dropped; the client is listed; a reader takes a lease of its
 //! own while no writer holds and no listed writer is ahead of it; a writer
@@ -502,7 +502,7 @@ impl Model for RwModel {
 mod tests {
     use super::*;
     use crate::model::check;
-    use crate::rw_scripts::{READ_TAKE, WRITE_TAKE};
+    use crate::rwlock::scripts::{READ_TAKE, WRITE_TAKE};
 
     /// The model's node rule ([`RwModel::run`]) decides as the crate's
     /// scripts do, on a real node: every state of one node (the writer's
@@ -597,15 +597,16 @@ mod tests {
                                         .query::<()>(c)
                                         .expect("l");
                                 }
-                                let script = if who == WRITER {
-                                    &WRITE_TAKE
+                                // The keys the crate's requests name.
+                                let (script, keys): (&str, &[&str]) = if who == WRITER {
+                                    (WRITE_TAKE.src, &["w", "r", "q", "l", "p"])
                                 } else {
-                                    &READ_TAKE
+                                    (READ_TAKE.src, &["w", "r", "q", "l"])
                                 };
                                 let reply: Vec<i64> = redis::cmd("EVAL")
-                                    .arg(script.src)
-                                    .arg(5)
-                                    .arg(&["w", "r", "q", "l", "p"])
+                                    .arg(script)
+                                    .arg(keys.len())
+                                    .arg(keys)
                                     .arg(format!("v{who}"))
                                     .arg(10_000)
                                     .arg(if plain { String::new() } else { id(who) })

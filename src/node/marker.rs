@@ -3,7 +3,7 @@
 //! is read, and `amnesia.rs` for what it means), each a compare on what
 //! the check found, so that a newer marker is never overwritten.
 
-use crate::lua::Lua;
+use crate::lua::Script;
 use crate::node::evidence::{Marker, Probe};
 
 /// A Lua function, `with_tag(tags, tag)`: marker tags `tags` (`false`:
@@ -28,7 +28,7 @@ pub(crate) use with_tag;
 /// verdict; the tags it carries are kept, and ours added. KEYS: marker.
 /// ARGV: found run, found loss, then the new `run`, `loss`, `seen`,
 /// `repl`, `why`, `slots`, and our tag. Returns 1 if written.
-pub(crate) static MARKER_CAS: Lua = Lua::new(concat!(
+pub(crate) static MARKER_CAS: Script<1> = Script::new(concat!(
     with_tag!(),
     r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "tags")
 if (m[1] or "") ~= ARGV[1] or (m[2] or "") ~= ARGV[2] then return 0 end
@@ -42,7 +42,7 @@ return 1"#
 /// only if the marker still names that process and loss and the damage
 /// count then. KEYS: marker. ARGV: run, loss, seen, deployment, tag.
 /// Returns 1 if written.
-pub(crate) static MARKER_SERVED: Lua = Lua::new(concat!(
+pub(crate) static MARKER_SERVED: Script<1> = Script::new(concat!(
     with_tag!(),
     r#"local m = redis.call("HMGET", KEYS[1], "run", "loss", "seen", "tags")
 if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return 0 end
@@ -54,7 +54,7 @@ return 1"#
 /// `tags.rs`) whose quarantine this client watched pass, only if the
 /// marker still names that process (ARGV[1]). KEYS: marker. Returns 1 if
 /// written.
-pub(crate) static MARKER_ADOPT: Lua = Lua::new(concat!(
+pub(crate) static MARKER_ADOPT: Script<1> = Script::new(concat!(
     with_tag!(),
     r#"local m = redis.call("HMGET", KEYS[1], "run", "tags")
 if m[1] ~= ARGV[1] then return 0 end
@@ -142,8 +142,8 @@ pub(crate) fn marker_is(
 
 /// `EVAL` of `script` on our marker at key `marker`, its arguments to
 /// follow.
-fn eval(script: &Lua, marker: &str) -> redis::Cmd {
+fn eval(script: &Script<1>, marker: &str) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script.src).arg(1).arg(marker);
+    cmd.arg(script.src).arg(script.keys()).arg(marker);
     cmd
 }

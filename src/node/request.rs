@@ -8,7 +8,7 @@ use redis::{Cmd, Pipeline};
 
 use crate::error::NodeErrorKind;
 use crate::explain::is_denied;
-use crate::lua::{Lua, Native};
+use crate::lua::{Lua, Native, Script, ANY_KEYS};
 
 /// How one request goes out on a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,10 +106,33 @@ impl Request {
         })
     }
 
-    /// `script` by its digest (`EVALSHA`), with its keys and args added by
-    /// `fill` (and in full where a connection needs it: [`Request::form`]).
-    pub(crate) fn script(script: &'static Lua, fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
+    /// `script` by its digest (`EVALSHA`) with `keys`, as many as it
+    /// declares, and the args `fill` adds (and in full where a connection
+    /// needs it: [`Request::form`]).
+    pub(crate) fn script<const KEYS: usize>(
+        script: &'static Script<KEYS>,
+        keys: [&str; KEYS],
+        fill: impl FnOnce(&mut Cmd),
+    ) -> Arc<Self> {
+        Self::keyed(script, &keys, fill)
+    }
+
+    /// As [`Request::script`], for a script that takes any number of keys.
+    pub(crate) fn script_any(
+        script: &'static Script<ANY_KEYS>,
+        keys: &[&str],
+        fill: impl FnOnce(&mut Cmd),
+    ) -> Arc<Self> {
+        Self::keyed(script, keys, fill)
+    }
+
+    /// `script` with `keys`, counted, and what `fill` adds.
+    fn keyed(script: &'static Lua, keys: &[&str], fill: impl FnOnce(&mut Cmd)) -> Arc<Self> {
         let mut args = Cmd::with_capacity(8, 128);
+        args.arg(keys.len());
+        for key in keys {
+            args.arg(*key);
+        }
         fill(&mut args);
         let (cmd, timed) = form(script, ("EVALSHA", script.sha()), &args);
         Arc::new(Self {

@@ -183,8 +183,10 @@ mod tests {
         );
     }
 
-    static RELEASE: Lua = Lua::new("return 1").or_native(Native::DelIfEq);
-    static EXTEND: Lua = Lua::new("return 2").or_native(Native::SetIfEqPx);
+    use crate::lua::Script;
+
+    static RELEASE: Script<1> = Script::new("return 1").or_native(Native::DelIfEq);
+    static EXTEND: Script<1> = Script::new("return 2").or_native(Native::SetIfEqPx);
 
     #[test]
     fn a_refused_native_form_gives_way_to_its_script_on_that_connection() {
@@ -193,11 +195,11 @@ mod tests {
             del_if_eq: true,
             set_if_eq: true,
         });
-        let release = Request::script(&RELEASE, |cmd| {
-            cmd.arg(1).arg("k").arg("v");
+        let release = Request::script(&RELEASE, ["k"], |cmd| {
+            cmd.arg("v");
         });
-        let extend = Request::script(&EXTEND, |cmd| {
-            cmd.arg(1).arg("k").arg("v").arg(100);
+        let extend = Request::script(&EXTEND, ["k"], |cmd| {
+            cmd.arg("v").arg(100);
         });
         let native = Form::Native(Native::DelIfEq);
         assert_eq!(cache.form(&release), native);

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::error::Result;
 use crate::lock::inspect::{combine, nth_smallest, Holder, KeyView, LockState};
 use crate::node::request::Request;
-use crate::rw_scripts;
+use crate::rwlock::scripts as rw_scripts;
 use crate::rwlock::RwLock;
 
 /// A read-write lock's state on the nodes, as [`RwLock::inspect`] read it.
@@ -121,12 +121,12 @@ impl RwLock {
     /// of nodes answered.
     pub async fn inspect(&self) -> Result<RwState> {
         let redlock = &self.redlock;
-        let req = Request::script(&rw_scripts::RW_INSPECT, |cmd| {
-            cmd.arg(3)
-                .arg(&self.keys.writer)
-                .arg(&self.keys.readers)
-                .arg(&self.keys.waits.leases);
-        });
+        let keys = &self.keys;
+        let req = Request::script(
+            &rw_scripts::RW_INSPECT,
+            [&keys.writer, &keys.readers, &keys.waits.leases],
+            |_| {},
+        );
         let started = Instant::now();
         let views = redlock.read_every_node(&req, &self.name, read_view).await?;
         let quorum = redlock.quorum();

@@ -1,15 +1,15 @@
 //! A read-write lock's keys on the nodes (the writer's key, the readers'
 //! leases, the mark of a writer waiting for reads to end, the waiting
 //! list), and how a reader's lease and a writer's key are taken and kept
-//! ([`Held`]), by the scripts in `rw_scripts.rs`.
+//! ([`Held`]), by the scripts in `rwlock/scripts.rs`.
 
 use std::sync::Arc;
 
 use crate::keys::{self, Kind};
 use crate::lock::held::Held;
+use crate::lock::scripts;
 use crate::node::request::Request;
-use crate::rw_scripts;
-use crate::scripts;
+use crate::rwlock::scripts as rw_scripts;
 use crate::wait::WaitKeys;
 
 /// The keys of one read-write lock.
@@ -41,27 +41,27 @@ impl RwKeys {
         }
     }
 
-    /// A take by `script` (the reader's or the writer's).
-    fn take(
+    /// A take by `script` (the reader's, which names `W R Q L`, or the
+    /// writer's, which names `P` too).
+    fn take<const KEYS: usize>(
         &self,
-        script: &'static crate::lua::Lua,
+        script: &'static crate::lua::Script<KEYS>,
         value: &str,
         ttl_ms: u64,
         waiter: Option<(&str, u64, u64)>,
     ) -> Arc<Request> {
         let (id, ticket, lease_ms) = waiter.unwrap_or(("", 0, 0));
-        Request::script(script, |cmd| {
-            cmd.arg(5)
-                .arg(&self.writer)
-                .arg(&self.readers)
-                .arg(&self.waits.queue)
-                .arg(&self.waits.leases)
-                .arg(&self.reading)
-                .arg(value)
-                .arg(ttl_ms)
-                .arg(id)
-                .arg(ticket)
-                .arg(lease_ms);
+        let all = [
+            &self.writer,
+            &self.readers,
+            &self.waits.queue,
+            &self.waits.leases,
+            &self.reading,
+        ];
+        // The first `KEYS` of the five (none of ours asks for more).
+        let keys: [&str; KEYS] = std::array::from_fn(|i| all.get(i).map_or("", |k| k.as_str()));
+        Request::script(script, keys, |cmd| {
+            cmd.arg(value).arg(ttl_ms).arg(id).arg(ticket).arg(lease_ms);
         })
     }
 }
@@ -82,26 +82,22 @@ impl Held for ReadLease {
 
     fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
         let keys = &self.0;
-        Request::script(&rw_scripts::READ_RELEASE, |cmd| {
-            cmd.arg(2 + usize::from(telling))
-                .arg(&keys.readers)
-                .arg(&keys.reading);
-            if telling {
-                cmd.arg(&keys.waits.leases);
-            }
+        let named = [&keys.readers, &keys.reading, &keys.waits.leases].map(String::as_str);
+        let named = &named[..2 + usize::from(telling)];
+        Request::script_any(&rw_scripts::READ_RELEASE, named, |cmd| {
             cmd.arg(value);
         })
     }
 
     fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
-        Request::script(&rw_scripts::READ_EXTEND, |cmd| {
-            cmd.arg(1).arg(&self.0.readers).arg(value).arg(ttl_ms);
+        Request::script(&rw_scripts::READ_EXTEND, [&self.0.readers], |cmd| {
+            cmd.arg(value).arg(ttl_ms);
         })
     }
 
     fn held_request(&self, value: &str) -> Arc<Request> {
-        Request::script(&rw_scripts::READ_HELD, |cmd| {
-            cmd.arg(1).arg(&self.0.readers).arg(value);
+        Request::script(&rw_scripts::READ_HELD, [&self.0.readers], |cmd| {
+            cmd.arg(value);
         })
     }
 }
@@ -121,14 +117,14 @@ impl Held for WriteKey {
     }
 
     fn release_request(&self, value: &str, _telling: bool) -> Arc<Request> {
-        Request::script(&scripts::RELEASE, |cmd| {
-            cmd.arg(1).arg(&self.0.writer).arg(value);
+        Request::script(&scripts::RELEASE, [&self.0.writer], |cmd| {
+            cmd.arg(value);
         })
     }
 
     fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
-        Request::script(&scripts::EXTEND, |cmd| {
-            cmd.arg(1).arg(&self.0.writer).arg(value).arg(ttl_ms);
+        Request::script(&scripts::EXTEND, [&self.0.writer], |cmd| {
+            cmd.arg(value).arg(ttl_ms);
         })
     }
 

@@ -4,7 +4,7 @@
 //! of reader values scored by the instant each lease ends), so a crashed
 //! reader keeps writers out only until its own lease ends; the writer
 //! holds a lock key. One script per node decides, from what that node
-//! holds and who waits there (`rw_scripts.rs`): a reader enters while no
+//! holds and who waits there (`rwlock/scripts.rs`): a reader enters while no
 //! writer holds or waits ahead of it, a writer while no reader's lease is
 //! live and nobody waits ahead of it. A lock needs a quorum of nodes, as
 //! the lock does; a reader's quorum and a writer's share a node, whose
@@ -16,6 +16,7 @@
 pub(crate) mod attempt;
 pub(crate) mod inspect;
 pub(crate) mod keys;
+pub(crate) mod scripts;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -34,8 +34,8 @@ use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, nodes_where, NodeSet, Tally};
 use crate::quorum::Counts;
-use crate::scripts;
 use crate::semaphore::handle::Semaphore;
+use crate::semaphore::scripts;
 use crate::semaphore::slots::{best_slot, finished, move_plan, slot_tally, won};
 use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
@@ -195,12 +195,8 @@ impl Semaphore {
         (slot, holders, movers): (usize, NodeSet, NodeSet),
         quorum: usize,
     ) -> Option<(usize, NodeSet)> {
-        let req = Request::script(&scripts::SEMAPHORE_MOVE, |cmd| {
-            let slots = self.keys.slots();
-            cmd.arg(slots.len());
-            for key in slots {
-                cmd.arg(key);
-            }
+        let slots: Vec<&str> = self.keys.slots().iter().map(String::as_str).collect();
+        let req = Request::script_any(&scripts::SEMAPHORE_MOVE, &slots, |cmd| {
             cmd.arg(value).arg(slot + 1).arg(ttl_ms);
         });
         let nodes = self.redlock.nodes();
@@ -227,8 +223,7 @@ impl Semaphore {
 
     /// The attempt's request.
     fn take_request(&self, value: &str, ttl_ms: u64, ask: Ask<'_>) -> Arc<Request> {
-        Request::script(&scripts::SEMAPHORE_TAKE, |cmd| {
-            self.keys.add_keys(cmd);
+        Request::script_any(&scripts::SEMAPHORE_TAKE, &self.keys.keys(), |cmd| {
             cmd.arg(value).arg(ttl_ms);
             match ask {
                 Ask::Plain => cmd.arg("").arg(0).arg(0),
@@ -243,8 +238,7 @@ impl Semaphore {
     /// Deletes our slots on `targets` but the one won, as `outcome` says,
     /// without waiting for replies.
     fn undo(&self, value: &str, targets: NodeSet, outcome: Outcome<'_, '_>) {
-        let req = Request::script(&scripts::SEMAPHORE_UNDO, |cmd| {
-            self.keys.add_keys(cmd);
+        let req = Request::script_any(&scripts::SEMAPHORE_UNDO, &self.keys.keys(), |cmd| {
             cmd.arg(value);
             match outcome {
                 Outcome::Won { slot, ttl_ms } => {

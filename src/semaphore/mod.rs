@@ -28,6 +28,7 @@
 pub(crate) mod attempt;
 pub(crate) mod handle;
 pub(crate) mod permit;
+pub(crate) mod scripts;
 pub(crate) mod slots;
 
 use std::future::Future;

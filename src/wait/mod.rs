@@ -24,6 +24,7 @@ pub(crate) mod list;
 pub(crate) mod named;
 pub(crate) mod plan;
 pub(crate) mod queue;
+pub(crate) mod scripts;
 pub(crate) mod signal;
 
 pub(crate) use list::WaitKeys;

@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use crate::keys::{self, Kind};
 use crate::node::request::Request;
-use crate::scripts;
 use crate::wait::list::WaitKeys;
+use crate::wait::scripts;
 
 /// A semaphore's keys on the nodes (its waiting list and its slots) and
 /// its channel.
@@ -66,23 +66,21 @@ impl SlotKeys {
         &self.heard
     }
 
-    /// Adds the keys of the semaphore scripts to `cmd`: their number, the
-    /// waiting list, its leases, the slots.
-    pub(crate) fn add_keys(&self, cmd: &mut redis::Cmd) {
+    /// The keys of the semaphore scripts: the waiting list, its leases,
+    /// the slots.
+    pub(crate) fn keys(&self) -> Vec<&str> {
         let slots = self.slots();
-        cmd.arg(2 + slots.len())
-            .arg(&self.waiters.queue)
-            .arg(&self.waiters.leases);
-        for slot in slots {
-            cmd.arg(slot);
-        }
+        let mut keys = Vec::with_capacity(2 + slots.len());
+        keys.push(self.waiters.queue.as_str());
+        keys.push(self.waiters.leases.as_str());
+        keys.extend(slots.iter().map(String::as_str));
+        keys
     }
 
     /// The release of slot `slot` (from 0) held with `value`, naming the
     /// waiters it lets in.
     pub(crate) fn release_request(&self, slot: usize, value: &str) -> Arc<Request> {
-        Request::script(&scripts::SEMAPHORE_RELEASE, |cmd| {
-            self.add_keys(cmd);
+        Request::script_any(&scripts::SEMAPHORE_RELEASE, &self.keys(), |cmd| {
             cmd.arg(value).arg(slot + 1).arg(self.channel());
         })
     }

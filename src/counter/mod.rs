@@ -5,7 +5,7 @@
 //! numbers were last issued in and the last number issued in it. No TTL: the
 //! record is the high-water mark. To allocate `k` numbers, a client proposes
 //! `expected -> new` to all nodes with an atomic compare-and-set (see
-//! `scripts::COUNTER_CAS`): a node accepts iff its record is `<= expected`.
+//! `scripts.rs`: `COUNTER_CAS`): a node accepts iff its record is `<= expected`.
 //!
 //! Why this is safe whatever clocks, pauses or the lock do: an allocation is
 //! issued only if a quorum accepted it, any two quorums share a node, and a
@@ -35,6 +35,8 @@
 //! upgrade): it holds while fewer than a quorum of nodes have lost data and
 //! not been repaired. Time does not heal a counter.
 
+pub(crate) mod scripts;
+
 use std::cmp::Ordering;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -50,7 +52,6 @@ use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
 use crate::quorum::{Counts, Quorum};
-use crate::scripts;
 
 /// Fewest compare-and-set rounds one allocation tries before giving up.
 pub(crate) const MIN_CAS_ATTEMPTS: u32 = 32;
@@ -238,15 +239,13 @@ async fn cas_round(
     expected: &Record,
     new: &Record,
 ) -> Result<Round> {
-    let req: Arc<Request> = Request::script(&scripts::COUNTER_CAS, |cmd| {
-        cmd.arg(2)
-            .arg(&key.key)
-            .arg(&key.legacy)
-            .arg(&expected.period)
-            .arg(expected.n)
-            .arg(&new.period)
-            .arg(new.n);
-    });
+    let req: Arc<Request> =
+        Request::script(&scripts::COUNTER_CAS, [&key.key, &key.legacy], |cmd| {
+            cmd.arg(&expected.period)
+                .arg(expected.n)
+                .arg(&new.period)
+                .arg(new.n);
+        });
     let mut highest: Option<Record> = None;
     // Acceptances by suspect nodes whose record here is not repaired, and
     // the process each one is (for the stamp).
@@ -283,12 +282,8 @@ async fn cas_round(
             // Suspect nodes that accepted now hold `new`, above every number
             // issued: stamp their record repaired (if it is still `new`).
             for (i, run_id) in stamps {
-                let stamp = Request::script(&scripts::COUNTER_STAMP, |cmd| {
-                    cmd.arg(1)
-                        .arg(&key.key)
-                        .arg(&new.period)
-                        .arg(new.n)
-                        .arg(&run_id);
+                let stamp = Request::script(&scripts::COUNTER_STAMP, [&key.key], |cmd| {
+                    cmd.arg(&new.period).arg(new.n).arg(&run_id);
                 });
                 quorum.send_quietly(&stamp, node_bit(i));
             }

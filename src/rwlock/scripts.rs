@@ -29,12 +29,12 @@
 //! without a release (a crashed reader), not at each reader's release or
 //! extension.
 //!
-//! KEYS = W, R, Q, L, P for the attempts; ARGV = value, ttl ms, waiter id
-//! (empty: a plain attempt), ticket, lease ms. Replies are a waiter's
+//! KEYS = W, R, Q, L (and P for a writer's) for the attempts; ARGV =
+//! value, ttl ms, waiter id (empty: a plain attempt), ticket, lease ms. Replies are a waiter's
 //! `{won, pttl, ahead}` (see `QUEUED_SET`): for a writer kept out by
 //! readers, `pttl` is how long the last of their leases has left.
 
-use crate::lua::Lua;
+use crate::lua::{Script, ANY_KEYS};
 
 /// Drops the ended reader leases from `R` (with `now` the node's clock,
 /// from `join_waiting_list`).
@@ -72,15 +72,15 @@ macro_rules! admit_reader {
 /// is admitted at once, skipping the list's upkeep: the decision the full
 /// path would make, in four calls fewer (about a third of the script's
 /// cost on the node).
-pub(crate) static READ_TAKE: Lua = Lua::new(concat!(
+pub(crate) static READ_TAKE: Script<4> = Script::new(concat!(
     "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
     "if ARGV[3] == \"\" and redis.call(\"EXISTS\", Q, W) == 0 then\n",
     "redis.replicate_commands()\n",
-    crate::scripts::node_now!(),
+    crate::wait::scripts::node_now!(),
     drop_ended_readers!(),
     admit_reader!(),
     "end\n",
-    crate::scripts::join_waiting_list!(),
+    crate::wait::scripts::join_waiting_list!(),
     drop_ended_readers!(),
     r#"local ahead = 0
 for _, w in ipairs(redis.call("ZRANGE", Q, 0, -1)) do
@@ -101,9 +101,9 @@ end
 ));
 
 /// A writer's attempt.
-pub(crate) static WRITE_TAKE: Lua = Lua::new(concat!(
+pub(crate) static WRITE_TAKE: Script<5> = Script::new(concat!(
     "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
-    crate::scripts::join_waiting_list!(),
+    crate::wait::scripts::join_waiting_list!(),
     drop_ended_readers!(),
     r#"local held = redis.call("PTTL", W)
 if head and head ~= id then
@@ -126,8 +126,8 @@ return {1, 0, 0}"#
 /// value. Drops the lease, and the mark `P` of a waiting writer where no
 /// live lease is left; returns 0 if it had ended (or was not there), else
 /// 2 if a live waiter is listed in one of the lease sets, else 1.
-pub(crate) static READ_RELEASE: Lua = Lua::cleanup(concat!(
-    crate::scripts::node_now!(),
+pub(crate) static READ_RELEASE: Script<ANY_KEYS> = Script::cleanup(concat!(
+    crate::wait::scripts::node_now!(),
     r#"local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[1], ARGV[1])
 if redis.call("EXISTS", KEYS[2]) == 1
@@ -139,12 +139,12 @@ if not ends or tonumber(ends) <= now then
 end
 local first = 3
 "#,
-    crate::scripts::tell_live_waiters!()
+    crate::wait::scripts::tell_live_waiters!()
 ));
 
 /// A reader's extension: KEYS = R; ARGV = value, ttl ms. Renews the lease
 /// to ttl from now only while it has not ended; returns 1, else 0.
-pub(crate) static READ_EXTEND: Lua = Lua::new(concat!(
+pub(crate) static READ_EXTEND: Script<1> = Script::new(concat!(
     r#"local R = KEYS[1]
 local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -160,7 +160,7 @@ redis.call("ZADD", R, now + ARGV[2], ARGV[1])
 
 /// Whether a reader's lease is live: KEYS = R; ARGV = value. Returns 1 or
 /// 0.
-pub(crate) static READ_HELD: Lua = Lua::new(
+pub(crate) static READ_HELD: Script<1> = Script::new(
     r#"local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
@@ -174,7 +174,7 @@ return 0"#,
 /// L (the waiters' leases). Returns {live waiters, the writer's value ("":
 /// none), its PTTL, then each live reader's value and ms its lease has
 /// left}.
-pub(crate) static RW_INSPECT: Lua = Lua::new(
+pub(crate) static RW_INSPECT: Script<3> = Script::new(
     r#"local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local out = {redis.call("ZCOUNT", KEYS[3], now, "+inf")}
@@ -199,7 +199,13 @@ mod tests {
     }
 
     /// An attempt by `id` (empty: plain) with `ticket`.
-    fn take(c: &mut redis::Connection, script: &Lua, value: &str, id: &str, ticket: u64) -> Value {
+    fn take(
+        c: &mut redis::Connection,
+        script: &crate::lua::Lua,
+        value: &str,
+        id: &str,
+        ticket: u64,
+    ) -> Value {
         redis::cmd("EVAL")
             .arg(script.src)
             .arg(5)
@@ -210,7 +216,12 @@ mod tests {
     }
 
     /// `script` with `keys` and `args`, for an integer reply.
-    fn run(c: &mut redis::Connection, script: &Lua, keys: &[&str], args: &[&str]) -> i64 {
+    fn run(
+        c: &mut redis::Connection,
+        script: &crate::lua::Lua,
+        keys: &[&str],
+        args: &[&str],
+    ) -> i64 {
         redis::cmd("EVAL")
             .arg(script.src)
             .arg(keys.len())

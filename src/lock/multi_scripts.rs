@@ -8,7 +8,7 @@
 //! a multi-lock on `a` and `b` excludes `lock("a")` and every other Redlock
 //! client's lock on `a`, and the other way round.
 
-use crate::lua::Lua;
+use crate::lua::{Script, ANY_KEYS};
 
 /// Two functions over the lock keys KEYS[1..n]: `held(n)` says what frees
 /// them all (-2: every key free, -1: one has no expiry, else the longest
@@ -50,7 +50,8 @@ end
 
 /// A plain attempt: KEYS = the lock keys; ARGV = value, ttl ms. Takes
 /// every key or none (see `take_every_key`).
-pub(crate) static TAKE_ALL: Lua = Lua::new(concat!(take_every_key!(), "return take(#KEYS)"));
+pub(crate) static TAKE_ALL: Script<ANY_KEYS> =
+    Script::new(concat!(take_every_key!(), "return take(#KEYS)"));
 
 /// A waiter's attempt: KEYS = the n lock keys, then their n waiting lists,
 /// then their n lease sets (each list as the single lock's `QUEUED_SET`
@@ -63,11 +64,11 @@ pub(crate) static TAKE_ALL: Lua = Lua::new(concat!(take_every_key!(), "return ta
 /// next, can form, whatever order callers named the resources in. Returns
 /// `{1, 0, 0}` when taken, else `{0, what frees the keys, 1 if someone live
 /// is ahead in some list}`.
-pub(crate) static QUEUED_TAKE_ALL: Lua = Lua::new(concat!(
+pub(crate) static QUEUED_TAKE_ALL: Script<ANY_KEYS> = Script::new(concat!(
     take_every_key!(),
     "local n = #KEYS / 3\nlocal ahead = 0\nfor i = 1, n do\n",
     "local Q, L = KEYS[n + i], KEYS[2 * n + i]\n",
-    crate::scripts::join_waiting_list!(),
+    crate::wait::scripts::join_waiting_list!(),
     r#"if head ~= ARGV[3] then
   ahead = 1
 end
@@ -82,7 +83,7 @@ return take(n)"#
 /// to ask about; ARGV = value, n. Deletes each key that holds our value.
 /// Returns 0 unless all n did, else 2 if a live waiter is listed in one of
 /// the lease sets, else 1.
-pub(crate) static RELEASE_ALL: Lua = Lua::cleanup(concat!(
+pub(crate) static RELEASE_ALL: Script<ANY_KEYS> = Script::cleanup(concat!(
     r#"local n = tonumber(ARGV[2])
 local ours = 0
 for i = 1, n do
@@ -95,15 +96,15 @@ if ours < n then
   return 0
 end
 "#,
-    crate::scripts::node_now!(),
+    crate::wait::scripts::node_now!(),
     "local first = n + 1\n",
-    crate::scripts::tell_live_waiters!()
+    crate::wait::scripts::tell_live_waiters!()
 ));
 
 /// Compare-and-pexpire on every key: KEYS = the lock keys; ARGV = value,
 /// ttl ms. Resets every TTL only if every key still holds our value, else
 /// changes nothing. Returns 1 if extended, 0 otherwise.
-pub(crate) static EXTEND_ALL: Lua = Lua::new(
+pub(crate) static EXTEND_ALL: Script<ANY_KEYS> = Script::new(
     r#"for i = 1, #KEYS do
   if redis.call("GET", KEYS[i]) ~= ARGV[1] then
     return 0
@@ -117,7 +118,7 @@ return 1"#,
 
 /// Whether every key holds our value: KEYS = the lock keys; ARGV = value.
 /// Returns 1 or 0.
-pub(crate) static HELD_ALL: Lua = Lua::new(
+pub(crate) static HELD_ALL: Script<ANY_KEYS> = Script::new(
     r#"for i = 1, #KEYS do
   if redis.call("GET", KEYS[i]) ~= ARGV[1] then
     return 0
@@ -147,7 +148,7 @@ mod tests {
     /// Runs `script` with `keys` and `argv`.
     fn eval<T: redis::FromRedisValue>(
         c: &mut redis::Connection,
-        script: &Lua,
+        script: &crate::lua::Lua,
         keys: &[&str],
         argv: &[&str],
     ) -> T {
