@@ -137,9 +137,10 @@
 // coordination primitives, each its own folder: the lock (lock/), the
 // semaphore (semaphore/) and the election (election/), both built from
 // locks; and serial numbers on the counter (serial/). Each file imports
-// only from files in layers below it (`tests/layout.rs` checks that there
-// is no cycle, that no file passes 500 lines before its tests, and that
-// every file is named here). Bottom to top:
+// only from files in its own layer or the layers below it (`tests/layout.rs`
+// checks that, that there is no cycle, that no file passes 500 lines before
+// its tests, and that every file is named here: a new file's line, indented
+// two spaces past the layer's number, puts it in that layer). Bottom to top:
 //
 // 1 explain.rs          What a node's error means, in one line with the fix.
 //   error.rs            Error, Result, per-node NodeError.

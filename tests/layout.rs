@@ -1,5 +1,6 @@
 //! The shape of the code, checked: the modules of the library (`src/`) and
-//! of the CLI (`cli/src/`) import each other without cycles (layers), no
+//! of the CLI (`cli/src/`) import each other without cycles, the library's
+//! only from their own layer of its Layout list or the layers below, no
 //! source file passes 500 lines before its unit tests, and every module file
 //! is named in the contributors' Layout list (`src/lib.rs` for the library,
 //! `cli/src/main.rs` for the CLI), and every test that tests/nodes-only.txt
@@ -298,6 +299,110 @@ fn layout_cycle_finder_sees_a_cycle() {
     assert!(find_cycle(&g).is_some());
     g.insert(b, BTreeSet::new());
     assert!(find_cycle(&g).is_none());
+}
+
+/// The layers the Layout list of `root` gives its files: a line
+/// `// N file …` starts layer N, and each `//   file …` after it joins
+/// it; a folder named (`model/`) holds every file under it.
+fn layers(root: &str) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    let mut layer = None;
+    for line in root.lines() {
+        let Some(rest) = line.strip_prefix("// ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let first = words.next().unwrap_or("");
+        let name = match first.parse::<u32>() {
+            Ok(n) => {
+                layer = Some(n);
+                words.next().unwrap_or("")
+            }
+            // An entry is indented by two more spaces than the layer's
+            // number (a description's continuation, by many more).
+            Err(_) if rest.starts_with("  ") && !rest.starts_with("   ") => first,
+            Err(_) => continue,
+        };
+        if let Some(n) = layer.filter(|_| name.ends_with(".rs") || name.ends_with('/')) {
+            out.push((name.to_owned(), n));
+        }
+    }
+    out
+}
+
+/// The layer of `file` (relative to the crate's directory) by `layers`.
+fn layer_of(layers: &[(String, u32)], file: &str) -> Option<u32> {
+    layers
+        .iter()
+        .find(|(name, _)| name == file || (name.ends_with('/') && file.starts_with(name.as_str())))
+        .map(|(_, n)| *n)
+}
+
+/// The imports that go up the layers of `layers` (each as `from -> to`).
+fn upward(c: &Crate, layers: &[(String, u32)]) -> Vec<String> {
+    let rel = |f: &Path| f.strip_prefix(&c.dir).unwrap_or(f).display().to_string();
+    let mut up = Vec::new();
+    for (from, targets) in graph(c) {
+        let Some(low) = layer_of(layers, &rel(&from)) else {
+            continue;
+        };
+        for to in targets {
+            if layer_of(layers, &rel(&to)).is_some_and(|high| high > low) {
+                up.push(format!("{} -> {}", rel(&from), rel(&to)));
+            }
+        }
+    }
+    up
+}
+
+/// The library's files import only from their own layer of the Layout list
+/// in `src/lib.rs` or from the layers below it.
+#[test]
+fn layout_files_import_only_from_their_layer_or_below() {
+    let lib = crates().into_iter().next().expect("the library");
+    let root = std::fs::read_to_string(&lib.root).expect("read lib.rs");
+    let layers = layers(&root);
+    assert!(
+        layers.len() >= lib.files.len() / 2,
+        "the Layout list reader found only {} files in layers; it is broken",
+        layers.len()
+    );
+    for file in lib.files.iter().filter(|f| **f != lib.root) {
+        let rel = file.strip_prefix(&lib.dir).expect("under the crate");
+        let name = rel.display().to_string();
+        assert!(
+            layer_of(&layers, &name).is_some(),
+            "{name} has no layer in the Layout list"
+        );
+    }
+    let up = upward(&lib, &layers);
+    assert!(up.is_empty(), "imports up the layers:\n{}", up.join("\n"));
+}
+
+#[test]
+fn layout_layer_check_sees_an_import_upward() {
+    let root = "// 1 a.rs   A.\n//   b.rs   B, said\n//          over two lines.\n// 2 c/     C.\n";
+    let layers = layers(root);
+    assert_eq!(
+        layers,
+        [("a.rs".into(), 1), ("b.rs".into(), 1), ("c/".into(), 2)]
+    );
+    assert_eq!(layer_of(&layers, "c/d.rs"), Some(2));
+    let dir = std::env::temp_dir().join(format!("layout-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("c")).expect("temp dir");
+    std::fs::write(dir.join("a.rs"), "use crate::c::d::X;\n").expect("write");
+    std::fs::write(dir.join("b.rs"), "use crate::a::Y;\n").expect("write");
+    std::fs::write(dir.join("c/mod.rs"), "pub mod d;\n").expect("write");
+    std::fs::write(dir.join("c/d.rs"), "use crate::b::Z;\n").expect("write");
+    std::fs::write(dir.join("lib.rs"), root).expect("write");
+    let c = Crate {
+        dir: dir.clone(),
+        root: dir.join("lib.rs"),
+        files: vec![dir.join("a.rs"), dir.join("b.rs"), dir.join("c/d.rs")],
+    };
+    let up = upward(&c, &layers);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(up, ["a.rs -> c/d.rs"]);
 }
 
 #[test]
