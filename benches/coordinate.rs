@@ -40,7 +40,7 @@ type Release = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Takes a permit (waiting at most 10 s); returns its release.
 async fn permit(s: Arc<redquorum::Semaphore>) -> Option<impl FnOnce() -> Release + Send> {
-    let p = s.acquire_timeout(TTL, Duration::from_secs(10)).await.ok()?;
+    let p = s.acquire(TTL).wait(Duration::from_secs(10)).await.ok()?;
     Some(move || -> Release {
         Box::pin(async move {
             let _ = p.release().await;
@@ -229,14 +229,14 @@ fn permit_handover(rt: &tokio::runtime::Runtime, urls: &[String]) -> Stats {
             let name = format!("bench-handover{i}");
             let holder = c[0].semaphore(&name, 2).expect("semaphore");
             let held = [
-                holder.try_acquire(TTL).await.expect("free"),
-                holder.try_acquire(TTL).await.expect("free"),
+                holder.acquire(TTL).try_once().await.expect("free"),
+                holder.acquire(TTL).try_once().await.expect("free"),
             ];
             let mut waiters = Vec::new();
             for w in &c[1..] {
                 let sem = w.semaphore(&name, 2).expect("semaphore");
                 waiters.push(tokio::spawn(async move {
-                    let p = sem.acquire_timeout(TTL, Duration::from_secs(5)).await;
+                    let p = sem.acquire(TTL).wait(Duration::from_secs(5)).await;
                     (Instant::now(), p)
                 }));
                 // The first waiter registers before the second.

@@ -46,7 +46,7 @@ const TASKS: usize = 32;
 const REPS: u32 = 6;
 
 async fn ours(redlock: &redquorum::Redlock, resource: &str) -> bool {
-    let r = match redlock.try_lock(resource, TTL).await {
+    let r = match redlock.lock(resource, TTL).try_once().await {
         Ok(lock) => lock.release().await,
         Err(e) => Err(e),
     };

@@ -62,9 +62,9 @@ fn free_path(rt: &tokio::runtime::Runtime, urls: &[String]) {
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 let t0 = Instant::now();
                 let lock = if n == 1 {
-                    redlock.try_lock(names[0], TTL).await
+                    redlock.lock(names[0], TTL).try_once().await
                 } else {
-                    redlock.try_lock_all(&names, TTL).await
+                    redlock.lock_all(&names, TTL).try_once().await
                 };
                 let took = t0.elapsed();
                 match lock {
@@ -111,7 +111,8 @@ struct Caller {
 async fn both(c: Arc<Caller>) -> Option<impl FnOnce() -> Release + Send> {
     let lock = c
         .redlock
-        .lock_all_timeout(&c.order, TTL, Duration::from_secs(10))
+        .lock_all(&c.order, TTL)
+        .wait(Duration::from_secs(10))
         .await
         .ok()?;
     Some(move || -> Release {

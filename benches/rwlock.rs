@@ -54,7 +54,7 @@ fn uncontended(rt: &tokio::runtime::Runtime, r: &redquorum::Redlock, limit: Dura
             let until = Instant::now() + limit;
             let t0 = Instant::now();
             while Instant::now() < until {
-                match rw.try_read(TTL).await {
+                match rw.read(TTL).try_once().await {
                     Ok(l) => {
                         let _ = l.release().await;
                         reads.ok += 1;
@@ -66,7 +66,7 @@ fn uncontended(rt: &tokio::runtime::Runtime, r: &redquorum::Redlock, limit: Dura
             let until = Instant::now() + limit;
             let t0 = Instant::now();
             while Instant::now() < until {
-                match r.try_lock("bench-plain-free", TTL).await {
+                match r.lock("bench-plain-free", TTL).try_once().await {
                     Ok(l) => {
                         let _ = l.release().await;
                         locks.ok += 1;
@@ -107,7 +107,7 @@ fn readers_and_a_writer(
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    match rw.read_timeout(TTL, Duration::from_secs(10)).await {
+                    match rw.read(TTL).wait(Duration::from_secs(10)).await {
                         Ok(r) => {
                             tokio::time::sleep(HOLD).await;
                             let _ = r.release().await;
@@ -125,7 +125,7 @@ fn readers_and_a_writer(
         tokio::time::sleep(Duration::from_millis(200)).await;
         while Instant::now() < until {
             let t0 = Instant::now();
-            match rw.write_timeout(TTL, Duration::from_secs(10)).await {
+            match rw.write(TTL).wait(Duration::from_secs(10)).await {
                 Ok(l) => {
                     w.lat.push(t0.elapsed());
                     w.ok += 1;

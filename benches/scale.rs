@@ -140,7 +140,7 @@ fn client(rt: &tokio::runtime::Runtime, urls: &[String]) -> Redlock {
         redlock.init_new_nodes().await;
         // Every shard's connection made and checked before the cells.
         for i in 0..200u32 {
-            if let Ok(l) = redlock.try_lock(&format!("warm-{i}"), TTL).await {
+            if let Ok(l) = redlock.lock(&format!("warm-{i}"), TTL).try_once().await {
                 let _ = l.release().await;
             }
         }
@@ -169,7 +169,7 @@ where
 /// resource another task holds is one, not a failure).
 async fn spread_op(redlock: Redlock) -> bool {
     let r = rand::random::<u32>() % RESOURCES;
-    match redlock.try_lock(&format!("r{r}"), TTL).await {
+    match redlock.lock(&format!("r{r}"), TTL).try_once().await {
         Ok(lock) => lock.release().await.is_ok(),
         Err(e) => e.is_contended(),
     }
@@ -177,10 +177,7 @@ async fn spread_op(redlock: Redlock) -> bool {
 
 /// Takes the one hot resource (waiting) and releases it.
 async fn hot_op(redlock: Redlock) -> bool {
-    match redlock
-        .lock_timeout("hot", TTL, Duration::from_secs(10))
-        .await
-    {
+    match redlock.lock("hot", TTL).wait(Duration::from_secs(10)).await {
         Ok(lock) => lock.release().await.is_ok(),
         Err(_) => false,
     }

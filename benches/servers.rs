@@ -35,7 +35,7 @@ const REPS: u32 = 6;
 
 /// One lock and its release on a fresh-enough resource.
 async fn op(redlock: &redquorum::Redlock, resource: &str) -> bool {
-    match redlock.try_lock(resource, TTL).await {
+    match redlock.lock(resource, TTL).try_once().await {
         Ok(lock) => lock.release().await.is_ok(),
         Err(_) => false,
     }

@@ -52,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let wait = Duration::from_secs(10);
             while tokio::time::Instant::now() < until {
                 let invoice = format!("invoice-{}", worker % 2);
-                let lock = redlock.lock_timeout(&invoice, ttl, wait).await?;
+                let lock = redlock.lock(&invoice, ttl).wait(wait).await?;
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 // A release that too few nodes answered in time is no
                 // reason to stop: the keys expire by their TTL, and the
@@ -60,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if let Err(e) = lock.release().await {
                     eprintln!("release of {invoice}: {e}");
                 }
-                let permit = semaphore.acquire_timeout(ttl, wait).await?;
+                let permit = semaphore.acquire(ttl).wait(wait).await?;
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 if let Err(e) = permit.release().await {
                     eprintln!("release of an exports permit: {e}");
@@ -73,7 +73,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serials = redquorum::SerialGenerator::builder(redlock.clone()).build()?;
     while tokio::time::Instant::now() < until {
         let leadership = election
-            .campaign_timeout("metrics-example", Duration::from_secs(10))
+            .campaign("metrics-example")
+            .wait(Duration::from_secs(10))
             .await?;
         // `next` already tries again for about two seconds; after that the
         // caller may ask again (an unconfirmed number is never handed out).

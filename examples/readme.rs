@@ -24,7 +24,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Wait at most 3 s; tell contention from outages.
     let ttl = Duration::from_secs(10);
     match redlock
-        .lock_timeout("orders", ttl, Duration::from_secs(3))
+        .lock("orders", ttl)
+        .wait(Duration::from_secs(3))
         .await
     {
         Ok(lock) => lock.release().await?,
@@ -34,7 +35,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Auto-extended while the work runs; the work is cancelled if the lock is lost.
     let left = redlock
-        .with_lock("report", Duration::from_secs(5), |lock| async move {
+        .lock("report", Duration::from_secs(5))
+        .run(|lock| async move {
             // ... the work; lock.validity(), lock.lost() ...
             lock.validity()
         })
@@ -43,7 +45,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Fencing token: strictly larger than any earlier holder's.
     let lock = redlock
-        .lock_fenced("invoice-7", Duration::from_secs(5))
+        .lock("invoice-7", Duration::from_secs(5))
+        .fenced()
         .await?;
     let token = lock.fencing_token().unwrap_or_default(); // pass it to your storage
     println!("fencing token {token}");

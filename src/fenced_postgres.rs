@@ -86,7 +86,7 @@ const READ: &str = "SELECT resource, token::text FROM redquorum_fences WHERE sco
 /// # async fn f(redlock: redquorum::Redlock, pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 /// use redquorum::{FenceError, PgFence};
 ///
-/// let lock = redlock.lock_fenced("account:7", std::time::Duration::from_secs(10)).await?;
+/// let lock = redlock.lock("account:7", std::time::Duration::from_secs(10)).fenced().await?;
 /// let fence = lock.fence().expect("a fenced lock has a token");
 /// let mut tx = pool.begin().await?;
 /// match PgFence::check(&mut tx, fence, "accounts:7").await {
@@ -153,7 +153,7 @@ impl PgFence {
     /// it completes (a timeout around it): as with sqlx's own `begin`, the
     /// connection can then go back to the pool inside the transaction,
     /// holding the fence's row; bound waits with PostgreSQL's
-    /// `lock_timeout` instead.
+    /// `.wait(d)` instead.
     pub async fn begin(
         pool: &PgPool,
         fence: Fence<'_>,

@@ -167,7 +167,7 @@ return {"ok", r}"#;
 ///
 /// let data = redis::Client::open("redis://127.0.0.1:6379")?;
 /// let store = FencedRedis::new(data.get_multiplexed_async_connection().await?);
-/// let lock = redlock.lock_fenced("account:7", std::time::Duration::from_secs(10)).await?;
+/// let lock = redlock.lock("account:7", std::time::Duration::from_secs(10)).fenced().await?;
 /// let fence = lock.fence().expect("a fenced lock has a token");
 /// match store.incr_by(fence, "account:7:balance", -30).await {
 ///     Ok(balance) => println!("balance {balance}"),

@@ -33,15 +33,15 @@
 //!
 //! | you want to | call |
 //! |---|---|
-//! | run something only if nobody else is, else skip | [`Redlock::try_lock`]: one attempt, [`Error::Contended`] if held |
-//! | wait your turn (a couple of seconds by default) | [`Redlock::lock`]: waits in arrival order, woken by the nodes the moment the lock is free |
-//! | wait at most a given time | [`Redlock::lock_timeout`]: [`Error::Timeout`] when the time runs out |
-//! | hold a lock for work of unknown length | [`Redlock::with_lock`]: renewed in the background, the work cancelled if the lock is lost |
-//! | protect writes to storage that can check a number | [`Redlock::lock_fenced`]: a [fencing token](Lock::fencing_token) larger than every earlier holder's |
+//! | run something only if nobody else is, else skip | [`Redlock::lock`]`(name, ttl).try_once()`: one attempt, [`Error::Contended`] if held |
+//! | wait your turn (a couple of seconds by default) | [`Redlock::lock`]`(name, ttl)`, awaited: waits in arrival order, woken by the nodes the moment the lock is free |
+//! | wait at most a given time | `.wait(d)` on any acquisition ([`Acquire::wait`]): [`Error::Timeout`] when the time runs out |
+//! | hold a lock for work of unknown length | `.run(f)` on any acquisition ([`Acquire::run`]): renewed in the background, the work cancelled if the lock is lost |
+//! | protect writes to storage that can check a number | `.fenced()` on any acquisition ([`Acquire::fenced`]): a [fencing token](Lock::fencing_token) larger than every earlier holder's |
 //! | issue business numbers like `ORDER202611220001` | [`SerialGenerator`]: never repeats, across instances and node failures |
-//! | take several resources together (a transfer between two accounts) | [`Redlock::lock_all`]: all or none, in any order without deadlock; [`Redlock::try_lock_all`], [`Redlock::lock_all_fenced`] (a token per resource) |
+//! | take several resources together (a transfer between two accounts) | [`Redlock::lock_all`]: all or none, in any order without deadlock (fenced: a token per resource) |
 //! | let many read while nobody writes, and writers in turn | [`Redlock::rw_lock`], then [`RwLock::read`] or [`RwLock::write`]: phase-fair, each reader with a lease of its own |
-//! | let at most K run at once (licences, a pool of workers) | [`Redlock::semaphore`], then [`Semaphore::acquire`] or [`Semaphore::with_permit`]: a [`Permit`] is a lock on one of K slots |
+//! | let at most K run at once (licences, a pool of workers) | [`Redlock::semaphore`], then [`Semaphore::acquire`]: a [`Permit`] is a lock on one of K slots |
 //! | have exactly one active instance (a scheduler, a cron runner) | [`Redlock::election`], then [`Election::campaign`]: a [`Leadership`] with a [term](Leadership::term) larger than every earlier leader's |
 //! | see who holds a lock and for how long, without taking it | [`Redlock::inspect`] ([`Semaphore::inspect`] for permits, [`RwLock::inspect`] for readers and the writer, [`Election::leader`]) |
 //! | know who leads, and each change | [`Election::leader`] (agreed by a quorum), [`Election::observe`] (pushed by the nodes) |
@@ -271,8 +271,10 @@
 //                       while other processes allocate too.
 //   lock/mint.rs        Fencing tokens, terms, permit tokens: group-committed
 //                       mints.
-//   lock/acquire.rs     try_lock, lock, lock_timeout, lock_fenced, with_lock:
-//                       fenced acquisition.
+//   lock/acquisition.rs Acquire: one builder for every primitive's
+//                       acquisition (wait, try_once, fenced, run).
+//   lock/acquire.rs     Redlock::lock and the older forms: fenced
+//                       acquisition.
 //   lock/urls.rs        Member URLs: one node, or a Redis Cluster's seeds;
 //                       messages that never echo a password.
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
@@ -282,8 +284,8 @@
 //                       (several keys, a reader's lease) is taken and kept.
 //   lock/keyset.rs      Several resources locked together: their keys and
 //                       waiting lists in one order, the requests on all.
-//   lock/multi.rs       try_lock_all, lock_all, lock_all_fenced,
-//                       with_lock_all: the lock on several resources.
+//   lock/multi.rs       lock_all (and its older forms): the lock on
+//                       several resources.
 //   lock/mod.rs         The lock module's map.
 //   trust.rs            NodeTrust: what the connection checks found; init_new_nodes.
 //   connect.rs          Redlock::connect: every member (every shard)
@@ -294,7 +296,7 @@
 //   semaphore/attempt.rs One attempt at a permit (a free slot per node,
 //                       and a move round after a split).
 //   semaphore/permit.rs Permit, a lock on one slot.
-//   semaphore/mod.rs    try_acquire, acquire, acquire_fenced, with_permit.
+//   semaphore/mod.rs    acquire (and its older forms).
 //   election/scripts.rs The election's Lua: the leader's published value.
 //   election/leadership.rs Leadership, the election's lock with its term.
 //   election/mod.rs     Election: campaign, the leadership record, leader().
@@ -380,11 +382,13 @@ pub use redis;
 
 pub use election::leadership::Leadership;
 pub use election::observe::Observer;
-pub use election::{Election, Leader};
+pub use election::{Candidacy, Election, Leader};
 pub use error::{explain, Error, NodeError, NodeErrorKind, Result};
 #[cfg(feature = "postgres")]
 pub use fenced_postgres::{PgFence, FENCE_SCHEMA};
 pub use fenced_writes::{Fence, FenceError, FencedRedis};
+pub use lock::acquire::OneLock;
+pub use lock::acquisition::{Acquirable, Acquire};
 pub use lock::builder::RedlockBuilder;
 pub use lock::config::{
     DEFAULT_AMNESIA_TOLERANCE, DEFAULT_AUTO_EXTEND_FRACTION, DEFAULT_DRIFT_FACTOR,
@@ -394,13 +398,15 @@ pub use lock::config::{
 pub use lock::guard::{Lock, LockHandle};
 pub use lock::inspect::{Holder, LockState};
 pub use lock::keyset::MAX_RESOURCES;
+pub use lock::multi::AllLocks;
 pub use lock::redlock::Redlock;
 pub use lock::urls::split_node_list;
 pub use node::clockrate::{ClockReading, NodeClock};
 pub use rwlock::inspect::RwState;
-pub use rwlock::RwLock;
+pub use rwlock::{RwAccess, RwLock};
 pub use semaphore::handle::{Semaphore, MAX_PERMITS};
 pub use semaphore::permit::Permit;
+pub use semaphore::PermitOf;
 pub use serial::generator::{
     ClockFn, SerialGenerator, SerialGeneratorBuilder, DEFAULT_CLOCK_TOLERANCE, DEFAULT_WIDTH,
 };

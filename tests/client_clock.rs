@@ -93,7 +93,7 @@ async fn slow_client_hands_over() {
         let give_up = std::time::Instant::now() + Duration::from_secs(20);
         let (tried_at, taken) = loop {
             let tried_at = real_ns();
-            if let Ok(taken) = second.try_lock("slow", ms(2_000)).await {
+            if let Ok(taken) = second.lock("slow", ms(2_000)).try_once().await {
                 break (tried_at, taken);
             }
             assert!(std::time::Instant::now() < give_up, "never taken");
@@ -134,7 +134,7 @@ async fn slow_client(urls: Vec<String>) {
     while !measured(&client) {
         tries += 1;
         assert!(tries < 400, "not measured: {:?}", client.stats().nodes);
-        if let Ok(lock) = client.try_lock("warm-up", ms(1_000)).await {
+        if let Ok(lock) = client.lock("warm-up", ms(1_000)).try_once().await {
             lock.release().await.unwrap();
         }
         tokio::time::sleep(ms(25)).await;
@@ -149,7 +149,7 @@ async fn slow_client(urls: Vec<String>) {
     });
     for _ in 0..HAND_OVERS {
         let lock = loop {
-            if let Ok(lock) = client.try_lock("slow", ms(2_000)).await {
+            if let Ok(lock) = client.lock("slow", ms(2_000)).try_once().await {
                 break lock;
             }
             tokio::time::sleep(ms(3)).await;

@@ -87,10 +87,10 @@ macro_rules! scenario {
 /// until it has it: it must get it, and only once `first` no longer counts
 /// its lock valid. Returns how long after `first`'s validity ended.
 async fn hand_over(first: &Redlock, second: &Redlock, name: &str, ttl: Duration) -> Duration {
-    let lock = first.try_lock(name, ttl).await.unwrap();
+    let lock = first.lock(name, ttl).try_once().await.unwrap();
     let deadline = std::time::Instant::now() + ttl * 4 + Duration::from_secs(10);
     let other = loop {
-        if let Ok(taken) = second.try_lock(name, ttl).await {
+        if let Ok(taken) = second.lock(name, ttl).try_once().await {
             break taken;
         }
         assert!(
@@ -119,7 +119,7 @@ async fn measured(c: &Cluster, fast: std::ops::Range<usize>, ppm: i64) -> (Redlo
     };
     for _ in 0..200 {
         for client in [&first, &second] {
-            if let Ok(lock) = client.try_lock("warm-up", ms(1_000)).await {
+            if let Ok(lock) = client.lock("warm-up", ms(1_000)).try_once().await {
                 lock.release().await.unwrap();
             }
         }
@@ -140,7 +140,7 @@ async fn measured(c: &Cluster, fast: std::ops::Range<usize>, ppm: i64) -> (Redlo
 /// reading the stepped clock, tells it lost.
 async fn no_second_holder(lock: &redquorum::Lock, second: &Redlock, name: &str) {
     for _ in 0..30 {
-        if let Ok(other) = second.try_lock(name, Duration::from_secs(20)).await {
+        if let Ok(other) = second.lock(name, Duration::from_secs(20)).try_once().await {
             let both = lock.is_valid() && other.is_valid();
             other.release().await.unwrap();
             assert!(!both, "two valid holders");
@@ -173,7 +173,8 @@ async fn a_step_under_a_bare_quorum_gives_no_second_holder_once() {
     c.nodes[3].set("bare", "someone", ms(3_000));
     c.nodes[4].set("bare", "someone", ms(3_000));
     let lock = first
-        .try_lock("bare", Duration::from_secs(20))
+        .lock("bare", Duration::from_secs(20))
+        .try_once()
         .await
         .unwrap();
     assert!(
@@ -199,7 +200,8 @@ async fn a_step_under_a_bare_quorum_gives_no_second_holder_once() {
     let node = &second.stats().nodes[2];
     assert!(node.clock_ahead >= 1 && node.quarantined, "{node:?}");
     let err = second
-        .try_lock("bare", Duration::from_secs(20))
+        .lock("bare", Duration::from_secs(20))
+        .try_once()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("ran its clock ahead"), "{err}");
@@ -220,7 +222,8 @@ async fn a_step_cuts_the_validity_of_a_holder_that_needed_the_node() {
     c.nodes[3].set("cut", "someone", ms(60_000));
     c.nodes[4].set("cut", "someone", ms(60_000));
     let lock = client
-        .try_lock("cut", Duration::from_secs(20))
+        .lock("cut", Duration::from_secs(20))
+        .try_once()
         .await
         .unwrap();
     let before = lock.valid_until();
@@ -282,7 +285,7 @@ async fn a_majority_running_fast_counts_at_its_own_rate_once() {
     }
     let (first, second) = measured(&c, 0..3, 49_000).await;
     let ttl = ms(2_000);
-    let lock = first.try_lock("fast", ttl).await.unwrap();
+    let lock = first.lock("fast", ttl).try_once().await.unwrap();
     // Counted at 5 % fast, not the drift factor's 1 %.
     assert!(
         lock.validity() <= ttl.mul_f64(0.951),
@@ -308,7 +311,8 @@ async fn a_step_on_three_of_five_once() {
     let (c, clocks) = faked_cluster();
     let (first, second) = (warmed(&c).await, warmed(&c).await);
     let lock = first
-        .try_lock("three", Duration::from_secs(20))
+        .lock("three", Duration::from_secs(20))
+        .try_once()
         .await
         .unwrap();
     assert!(wait_until(Duration::from_secs(5), || c.set_on("three") == 5).await);
@@ -443,14 +447,18 @@ async fn a_rate_that_grows_under_a_held_lock_shortens_it_once() {
             tokio::time::sleep(ms(50)).await;
         }
     }
-    let lock = first.try_lock("speeds-up", ms(10_000)).await.unwrap();
+    let lock = first
+        .lock("speeds-up", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     for clock in &clocks {
         clock.wall(0, 1.1);
     }
     let give_up = std::time::Instant::now() + Duration::from_secs(20);
     let (tried_at, taken) = loop {
         let tried_at = tokio::time::Instant::now();
-        if let Ok(taken) = second.try_lock("speeds-up", ms(2_000)).await {
+        if let Ok(taken) = second.lock("speeds-up", ms(2_000)).try_once().await {
             break (tried_at, taken);
         }
         assert!(std::time::Instant::now() < give_up, "never taken");

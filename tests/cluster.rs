@@ -83,20 +83,25 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
     let resources = spread(&members[0], 3, 3);
     let mut held = Vec::new();
     for (name, _) in &resources {
-        held.push(a.try_lock(name, ms(10_000)).await.expect("a free resource"));
+        held.push(
+            a.lock(name, ms(10_000))
+                .try_once()
+                .await
+                .expect("a free resource"),
+        );
     }
     for (name, _) in &resources {
         for m in &members {
             assert!(m.get(name).is_some(), "{name} on its shard");
         }
-        let err = b.try_lock(name, ms(10_000)).await.unwrap_err();
+        let err = b.lock(name, ms(10_000)).try_once().await.unwrap_err();
         assert!(err.is_contended(), "{name}: {err}");
     }
     // A waiter takes a lock once it is released.
     let (first, _) = &resources[0];
     let waiter = {
         let (b, name) = (b.clone(), first.clone());
-        tokio::spawn(async move { b.lock_timeout(&name, ms(10_000), ms(20_000)).await })
+        tokio::spawn(async move { b.lock(&name, ms(10_000)).wait(ms(20_000)).await })
     };
     for lock in held {
         lock.release().await.unwrap();
@@ -112,10 +117,10 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
         }
     }
     // Fencing tokens grow; serial numbers never repeat.
-    let t1 = a.lock_fenced("fenced", ms(5_000)).await.unwrap();
+    let t1 = a.lock("fenced", ms(5_000)).fenced().await.unwrap();
     let first_token = t1.fencing_token().unwrap();
     t1.release().await.unwrap();
-    let t2 = b.lock_fenced("fenced", ms(5_000)).await.unwrap();
+    let t2 = b.lock("fenced", ms(5_000)).fenced().await.unwrap();
     assert!(t2.fencing_token().unwrap() > first_token);
     t2.release().await.unwrap();
     let serials = SerialGenerator::builder(a.clone())
@@ -129,12 +134,14 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
     // Several resources together: one hash tag, one slot; else refused
     // before anything is sent.
     let both = a
-        .try_lock_all(&["{acct-7}:from", "{acct-7}:to"], ms(5_000))
+        .lock_all(&["{acct-7}:from", "{acct-7}:to"], ms(5_000))
+        .try_once()
         .await
         .unwrap();
     both.release().await.unwrap();
     let err = a
-        .try_lock_all(&["acct-1", "acct-2"], ms(5_000))
+        .lock_all(&["acct-1", "acct-2"], ms(5_000))
+        .try_once()
         .await
         .unwrap_err();
     assert!(matches!(err, redquorum::Error::CrossSlot { .. }), "{err}");
@@ -143,12 +150,13 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
         .all(|m| m.get("acct-1").is_none() && m.get("acct-2").is_none()));
     // A read-write lock: two readers, then a writer.
     let rw = a.rw_lock("doc").unwrap();
-    let r1 = rw.try_read(ms(5_000)).await.unwrap();
-    let r2 = rw.try_read(ms(5_000)).await.unwrap();
-    assert!(rw.try_write(ms(5_000)).await.is_err());
+    let r1 = rw.read(ms(5_000)).try_once().await.unwrap();
+    let r2 = rw.read(ms(5_000)).try_once().await.unwrap();
+    assert!(rw.write(ms(5_000)).try_once().await.is_err());
     r1.release().await.unwrap();
     r2.release().await.unwrap();
-    rw.try_write(ms(5_000))
+    rw.write(ms(5_000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -156,14 +164,20 @@ async fn every_primitive_works_on_members_that_are_clusters_each_key_on_its_shar
         .unwrap();
     // A semaphore of 2 and an election.
     let sem = a.semaphore("pool", 2).unwrap();
-    let p1 = sem.try_acquire(ms(5_000)).await.unwrap();
-    let p2 = sem.try_acquire(ms(5_000)).await.unwrap();
-    assert!(sem.try_acquire(ms(5_000)).await.unwrap_err().is_contended());
+    let p1 = sem.acquire(ms(5_000)).try_once().await.unwrap();
+    let p2 = sem.acquire(ms(5_000)).try_once().await.unwrap();
+    assert!(sem
+        .acquire(ms(5_000))
+        .try_once()
+        .await
+        .unwrap_err()
+        .is_contended());
     p1.release().await.unwrap();
     p2.release().await.unwrap();
     let election = b.election("cron", ms(5_000)).unwrap();
     let leader = election
-        .campaign_timeout("one", ms(10_000))
+        .campaign("one")
+        .wait(ms(10_000))
         .await
         .expect("elected");
     assert!(leader.term() >= 1);
@@ -179,10 +193,10 @@ async fn a_waiter_is_woken_by_the_shard_that_holds_its_key_on_every_shard() {
     // wake it (or the held locks' TTL, a minute away).
     let b = client(&urls).wait_cap(ms(60_000)).build().unwrap();
     for (name, shard) in spread(&members[0], 3, 1) {
-        let held = a.try_lock(&name, ms(60_000)).await.unwrap();
+        let held = a.lock(&name, ms(60_000)).try_once().await.unwrap();
         let waiter = {
             let (b, name) = (b.clone(), name.clone());
-            tokio::spawn(async move { b.lock_timeout(&name, ms(10_000), ms(30_000)).await })
+            tokio::spawn(async move { b.lock(&name, ms(10_000)).wait(ms(30_000)).await })
         };
         // Released once the waiter is in line on every member.
         let deadline = tokio::time::Instant::now() + ms(10_000);
@@ -217,7 +231,8 @@ async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
     members[0].nodes[dead].kill();
     for (name, shard) in &resources {
         let lock = redlock
-            .try_lock(name, ms(10_000))
+            .lock(name, ms(10_000))
+            .try_once()
             .await
             .expect("two members of three are enough");
         let on_member0 = members[0].nodes[*shard].is_running() && members[0].get(name).is_some();
@@ -232,8 +247,8 @@ async fn a_killed_shard_fails_its_member_only_for_resources_in_its_slots() {
     // first request waits for it, and then nothing says where it went).
     let alone = client(&urls[..1]).build().unwrap();
     let (name, _) = resources.iter().find(|(_, s)| *s == dead).unwrap();
-    assert!(alone.try_lock(name, ms(10_000)).await.is_err());
-    let err = alone.try_lock(name, ms(10_000)).await.unwrap_err();
+    assert!(alone.lock(name, ms(10_000)).try_once().await.is_err());
+    let err = alone.lock(name, ms(10_000)).try_once().await.unwrap_err();
     let shard = format!("(shard 127.0.0.1:{})", members[0].nodes[dead].port);
     assert!(err.to_string().contains(&shard), "{err}");
 }
@@ -255,12 +270,13 @@ async fn a_member_down_at_first_is_reached_by_the_first_request_once_back() {
         .restart_quarantine(Duration::ZERO)
         .build()
         .unwrap();
-    assert!(redlock.try_lock("back", ms(10_000)).await.is_err());
+    assert!(redlock.lock("back", ms(10_000)).try_once().await.is_err());
     // Longer than the reads of the map that failure asked for.
     tokio::time::sleep(ms(500)).await;
     seed.set_mode(support::ProxyMode::Pass);
     let lock = redlock
-        .try_lock("back", ms(10_000))
+        .lock("back", ms(10_000))
+        .try_once()
         .await
         .expect("the first request after the member is back");
     lock.release().await.unwrap();
@@ -334,7 +350,7 @@ async fn a_recheck_the_shard_cannot_answer_makes_a_new_connection_checked_again(
     // Requests keep coming, so that re-checks fall due behind them.
     let requests = async {
         for i in 0..400 {
-            if let Ok(lock) = redlock.try_lock(&format!("r-{i}"), ms(5_000)).await {
+            if let Ok(lock) = redlock.lock(&format!("r-{i}"), ms(5_000)).try_once().await {
                 let _ = lock.release().await;
             }
             if markers(shard).len() > 1 {
@@ -390,7 +406,8 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     assert_ne!(shard, other_shard);
     // Both later clients have used the shard before it fails over.
     for c in [&checked, &unchecked] {
-        c.try_lock(&lost, ms(1_000))
+        c.lock(&lost, ms(1_000))
+            .try_once()
             .await
             .unwrap()
             .release()
@@ -400,14 +417,14 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     // The holder's lock reached member 0 and node 1 only (node 2 never
     // heard of it, as where that request was lost): a client of those two.
     let two = client(&urls[..2]).build().unwrap();
-    let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
+    let held = two.lock(&lost, ms(30_000)).try_once().await.unwrap();
     assert!(member0.nodes[shard].get(&lost).is_some());
     assert_eq!(nodes.nodes[1].get(&lost), None);
     fail_over_losing(&mut member0, shard, &lost);
     // With the check: the promoted shard's yes does not count; the lock
     // stays with its holder, whatever the tries.
     for _ in 0..20 {
-        assert!(checked.try_lock(&lost, ms(10_000)).await.is_err());
+        assert!(checked.lock(&lost, ms(10_000)).try_once().await.is_err());
         assert!(nodes.nodes[0].get(&lost).is_some(), "node 1 still holds it");
         tokio::time::sleep(ms(100)).await;
     }
@@ -418,12 +435,13 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
         "{:?}",
         checked.node_trust().await
     );
-    assert!(checked.try_lock(&lost, ms(10_000)).await.is_err());
+    assert!(checked.lock(&lost, ms(10_000)).try_once().await.is_err());
     // Its other shards count as before: with node 1 paused, a resource
     // elsewhere in member 0 still wins (member 0 and node 2).
     nodes.nodes[0].pause();
     let elsewhere = checked
-        .try_lock(&other, ms(5_000))
+        .lock(&other, ms(5_000))
+        .try_once()
         .await
         .expect("member 0's other shards are trusted");
     nodes.nodes[0].resume();
@@ -432,7 +450,7 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
     // read the new slot map.
     let mut second = None;
     for _ in 0..50 {
-        if let Ok(lock) = unchecked.try_lock(&lost, ms(10_000)).await {
+        if let Ok(lock) = unchecked.lock(&lost, ms(10_000)).try_once().await {
             second = Some(lock);
             break;
         }
@@ -449,7 +467,7 @@ async fn a_shard_failover_that_lost_a_lock_keeps_that_shard_alone_out_of_lock_qu
 /// quarantined shard's).
 async fn assert_set_aside(redlock: &Redlock, resource: &str) {
     let before = redlock.stats().nodes[0].quarantined_votes;
-    assert!(redlock.try_lock(resource, ms(10_000)).await.is_err());
+    assert!(redlock.lock(resource, ms(10_000)).try_once().await.is_err());
     let after = redlock.stats().nodes[0].quarantined_votes;
     assert_eq!(after, before + 1, "member 0's yes was not set aside");
 }
@@ -469,12 +487,12 @@ async fn a_slot_moved_out_of_a_failed_over_shard_takes_its_loss_to_the_shard_tha
     // before anything happens: only what it sees of the move can tell it.
     let live = client(&urls).build().unwrap();
     for r in [&lost, &there] {
-        let lock = live.try_lock(r, ms(1_000)).await.unwrap();
+        let lock = live.lock(r, ms(1_000)).try_once().await.unwrap();
         lock.release().await.unwrap();
     }
     // The holder's lock reached member 0 and node 1 only.
     let two = client(&urls[..2]).build().unwrap();
-    let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
+    let held = two.lock(&lost, ms(30_000)).try_once().await.unwrap();
     let replica = fail_over_losing(&mut member0, shard, &lost);
     // The lost lock's slot moves to shard `to`: no key goes with it (the
     // failover lost it), so nothing of the lock is left anywhere in
@@ -503,7 +521,7 @@ async fn a_slot_moved_out_of_a_failed_over_shard_takes_its_loss_to_the_shard_tha
 /// shows member 0's yes set aside.
 async fn kept_out(redlock: &Redlock, resource: &str, holder: &support::RedisNode, ttl: Duration) {
     for _ in 0..20 {
-        assert!(redlock.try_lock(resource, ttl).await.is_err());
+        assert!(redlock.lock(resource, ttl).try_once().await.is_err());
         assert!(holder.get(resource).is_some(), "node 1 still holds it");
         tokio::time::sleep(ms(50)).await;
     }
@@ -558,7 +576,7 @@ async fn a_slot_given_away_by_a_shard_restarted_empty_takes_its_loss_to_the_shar
         .unwrap();
     // The holder's lock reached member 0 and node 1 only.
     let two = client(&urls[..2]).build().unwrap();
-    let held = two.try_lock(&lost, ms(30_000)).await.unwrap();
+    let held = two.lock(&lost, ms(30_000)).try_once().await.unwrap();
     // Its shard comes back in place without its data, then gives the
     // lock's slot away.
     tokio::task::block_in_place(|| {
@@ -609,7 +627,7 @@ async fn a_slot_given_below_the_lowest_of_a_long_running_shard_keeps_that_shard_
         .restart_quarantine(quarantine)
         .build()
         .unwrap();
-    let held = two.try_lock(&lost, quarantine).await.unwrap();
+    let held = two.lock(&lost, quarantine).try_once().await.unwrap();
     tokio::task::block_in_place(|| {
         member0.nodes[from].restart_empty_in_place();
         member0.await_ok(|_| true);
@@ -661,7 +679,7 @@ async fn a_live_reshard_loses_no_update_under_the_lock_and_repeats_no_number() {
                     break;
                 }
                 let name = if i % 2 == 0 { &shared } else { &resource };
-                let Ok(lock) = redlock.lock_timeout(name, ms(5_000), ms(2_000)).await else {
+                let Ok(lock) = redlock.lock(name, ms(5_000)).wait(ms(2_000)).await else {
                     continue;
                 };
                 if name == &shared {

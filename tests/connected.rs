@@ -234,7 +234,7 @@ async fn a_lock_evicted_or_flushed_while_connected_is_not_given_away() {
         support::Members::from_env() == support::Members::Nodes
             || !matches!(l, Loss::FlushedAtOnceThenMarked("SWAPDB"))
     }) {
-        let take = |r: Redlock| async move { r.try_lock("evicted-lock", ms(20_000)).await };
+        let take = |r: Redlock| async move { r.lock("evicted-lock", ms(20_000)).try_once().await };
         nobody_else_after_a_loss(loss, take, take).await;
     }
 }
@@ -247,8 +247,8 @@ async fn a_read_lease_evicted_or_flushed_while_connected_lets_no_writer_in() {
     ] {
         nobody_else_after_a_loss(
             loss,
-            |r| async move { r.rw_lock("evicted-rw")?.try_read(ms(20_000)).await },
-            |r| async move { r.rw_lock("evicted-rw")?.try_write(ms(20_000)).await },
+            |r| async move { r.rw_lock("evicted-rw")?.read(ms(20_000)).try_once().await },
+            |r| async move { r.rw_lock("evicted-rw")?.write(ms(20_000)).try_once().await },
         )
         .await;
     }
@@ -262,7 +262,7 @@ async fn a_permit_evicted_or_flushed_while_connected_is_not_given_away() {
     ] {
         let take = |r: Redlock| async move {
             let permits = r.semaphore("evicted-permits", 1)?;
-            Ok(permits.try_acquire(ms(20_000)).await?.into_lock())
+            Ok(permits.acquire(ms(20_000)).try_once().await?.into_lock())
         };
         nobody_else_after_a_loss(loss, take, take).await;
     }

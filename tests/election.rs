@@ -31,7 +31,8 @@ async fn one_leader_at_a_time_and_terms_follow_leadership() {
         tasks.push(tokio::spawn(async move {
             for _ in 0..4 {
                 let l = election
-                    .campaign_timeout(&format!("node-{i}"), Duration::from_secs(20))
+                    .campaign(&format!("node-{i}"))
+                    .wait(Duration::from_secs(20))
                     .await
                     .unwrap();
                 let start = Instant::now();
@@ -146,7 +147,7 @@ async fn elections_go_on_with_a_minority_down_and_say_when_they_cannot() {
     c.nodes[1].kill();
     let err = e.leader().await.unwrap_err();
     assert!(err.node_failures().len() == 2, "{err}");
-    let err = e.campaign_timeout("x", ms(300)).await.unwrap_err();
+    let err = e.campaign("x").wait(ms(300)).await.unwrap_err();
     assert!(err.to_string().contains("nodes"), "{err}");
     assert!(redlock.election("", ms(1)).is_err());
 }
@@ -174,7 +175,7 @@ async fn a_campaign_goes_on_through_a_term_it_cannot_mint() {
     // does not (node 1's acceptance does not count until repaired).
     c.nodes[2].stop();
     let election = redlock.election("mint_outage", ms(1_000)).unwrap();
-    let campaign = tokio::spawn(async move { election.campaign_timeout("a", ms(20_000)).await });
+    let campaign = tokio::spawn(async move { election.campaign("a").wait(ms(20_000)).await });
     tokio::time::sleep(ms(1_000)).await;
     c.nodes[2].restart(support::Persistence::Aof);
     let leadership = campaign.await.unwrap().unwrap();
@@ -203,7 +204,7 @@ async fn a_far_candidate_keeps_its_leadership() {
     let _ = futures::join!(a.node_trust(), b.node_trust());
     let election = a.election("far_leader", ms(1_000)).unwrap();
     let leadership = election.campaign("far").await.unwrap();
-    let fenced = b.lock_fenced("far_lock", ms(1_500)).await.unwrap();
+    let fenced = b.lock("far_lock", ms(1_500)).fenced().await.unwrap();
     fenced.auto_extend();
     // Kept for three TTLs: neither is lost meanwhile.
     let kept = tokio::time::timeout(ms(3_000), async {

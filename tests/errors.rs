@@ -30,18 +30,12 @@ async fn a_majority_outage_is_never_reported_as_contention() {
     for node in &mut c.nodes[2..] {
         node.pause();
     }
-    let paused = redlock
-        .lock_timeout(key, ms(5000), ms(500))
-        .await
-        .unwrap_err();
+    let paused = redlock.lock(key, ms(5000)).wait(ms(500)).await.unwrap_err();
     c.resume_all();
     for node in &mut c.nodes[2..] {
         node.kill();
     }
-    let refused = redlock
-        .lock_timeout(key, ms(5000), ms(500))
-        .await
-        .unwrap_err();
+    let refused = redlock.lock(key, ms(5000)).wait(ms(500)).await.unwrap_err();
     for err in [&paused, &refused] {
         assert!(!err.is_contended(), "{err}");
         let failed: Vec<usize> = err.node_failures().iter().map(|f| f.index).collect();
@@ -64,7 +58,7 @@ async fn contention_with_a_node_down_is_contention() {
     }
     let redlock = c.builder().retry_count(0).build().unwrap();
     for _ in 0..5 {
-        let err = redlock.try_lock(key, ms(5000)).await.unwrap_err();
+        let err = redlock.lock(key, ms(5000)).try_once().await.unwrap_err();
         assert!(err.is_contended(), "{err}");
     }
 }
@@ -75,18 +69,24 @@ async fn long_durations_never_panic() {
     let c = Cluster::start(3);
     let redlock = c.redlock();
     redlock
-        .lock_timeout("forever_free", ms(1000), Duration::MAX)
+        .lock("forever_free", ms(1000))
+        .wait(Duration::MAX)
         .await
         .unwrap()
         .release()
         .await
         .unwrap();
     // Held, then released: the wait with a far deadline ends at the release.
-    let held = redlock.try_lock("forever_held", ms(10_000)).await.unwrap();
+    let held = redlock
+        .lock("forever_held", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let other = c.redlock();
     let waiter = tokio::spawn(async move {
         other
-            .lock_timeout("forever_held", ms(1000), Duration::MAX)
+            .lock("forever_held", ms(1000))
+            .wait(Duration::MAX)
             .await
             .map(|l| l.validity())
     });

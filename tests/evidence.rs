@@ -48,7 +48,7 @@ async fn held_then_lost(
     loss: Loss,
 ) -> (redquorum::Lock, tokio::time::Instant) {
     let backups = [c.nodes[0].backup(), c.nodes[1].backup()];
-    let lock = a.try_lock(res, ms(20_000)).await.unwrap();
+    let lock = a.lock(res, ms(20_000)).try_once().await.unwrap();
     let until = lock.valid_until();
     assert!(wait_until(ms(2_000), || c.set_on(res) == 3).await);
     for (n, backup) in backups.iter().enumerate() {
@@ -69,7 +69,7 @@ async fn a_wiped_or_restored_durable_node_gives_no_held_lock_away() {
         let res = format!("ev_lock_{loss:?}");
         let (_lock, until) = held_then_lost(&mut c, &a, &res, loss).await;
         let b = client(&c);
-        let err = b.try_lock(&res, ms(5_000)).await.unwrap_err();
+        let err = b.lock(&res, ms(5_000)).try_once().await.unwrap_err();
         assert!(
             tokio::time::Instant::now() < until,
             "{loss:?}: A's TTL ran out"
@@ -110,7 +110,8 @@ async fn a_wiped_durable_node_makes_no_second_leader() {
     let second = b
         .election("ev_lead", ms(20_000))
         .unwrap()
-        .campaign_timeout("b", ms(1_500))
+        .campaign("b")
+        .wait(ms(1_500))
         .await;
     assert!(second.is_err(), "a second leader: {second:?}");
     // Refused while the first leadership's TTL had not run out (its own

@@ -102,7 +102,7 @@ async fn once() {
     for node in &c.nodes[3..] {
         node.set(&key, "another", ms(300));
     }
-    let lock = holder.try_lock("R", TTL).await.unwrap();
+    let lock = holder.lock("R", TTL).try_once().await.unwrap();
     assert_eq!(c.holding(&key, &c.values(&key)[0].clone().unwrap()), 3);
     let valid_until = real_ns() + lock.validity().as_nanos() as i128;
     let (mut child, took, _) = restart_and_spawn(
@@ -131,7 +131,7 @@ async fn fast_client(urls: Vec<String>, pause: Duration) {
         .unwrap();
     for _ in 0..8_000 {
         let at = real_ns();
-        let tried = client.try_lock("R", TTL).await;
+        let tried = client.lock("R", TTL).try_once().await;
         if let Ok(lock) = tried {
             println!("took {at}");
             std::io::stdout().flush().unwrap();
@@ -161,7 +161,7 @@ async fn for_a_while(urls: Vec<String>, pause: Duration, run: Duration) {
         .unwrap();
     let end = real_ns() + run.as_nanos() as i128;
     while real_ns() < end {
-        if let Ok(lock) = client.try_lock("R", TTL).await {
+        if let Ok(lock) = client.lock("R", TTL).try_once().await {
             let _ = lock.release().await;
         }
         let next = real_ns() + pause.as_nanos() as i128;
@@ -305,7 +305,7 @@ async fn held_then_cut(c: &Cluster, held: &[usize]) -> (Vec<Proxy>, Redlock, Loc
             node.set(&key, "another", ms(300));
         }
     }
-    let lock = holder.try_lock("R", TTL).await.unwrap();
+    let lock = holder.lock("R", TTL).try_once().await.unwrap();
     let value = c.values(&key)[0].clone().unwrap();
     assert_eq!(c.holding(&key, &value), held.len(), "the lock on {held:?}");
     let valid_until = real_ns() + lock.validity().as_nanos() as i128;
@@ -463,7 +463,7 @@ async fn vouching(test: &'static str, n: usize, (fast, members, refused): Vouchi
         .unwrap();
     let took = loop {
         let at = real_ns();
-        if let Ok(got) = client.try_lock("R", TTL).await {
+        if let Ok(got) = client.lock("R", TTL).try_once().await {
             let _ = got.release().await;
             break at;
         }

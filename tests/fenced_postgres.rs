@@ -88,11 +88,13 @@ async fn a_paused_holders_write_is_refused_after_a_later_holders() {
     let pg = Postgres::start();
     let pool = pool(&pg).await;
     let redlock = c.redlock();
-    let first = redlock.lock_fenced("account:7", ms(300)).await.unwrap();
+    let first = redlock.lock("account:7", ms(300)).fenced().await.unwrap();
     let stale = first.fence().unwrap();
     // The first holder pauses: its lock expires and another takes it.
     let took_over = redlock
-        .lock_fenced_timeout("account:7", ms(10_000), ms(5000))
+        .lock("account:7", ms(10_000))
+        .fenced()
+        .wait(ms(5000))
         .await
         .expect("the next holder");
     let fresh = took_over.fence().unwrap();

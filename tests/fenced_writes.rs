@@ -28,11 +28,13 @@ async fn a_paused_holders_write_is_refused_after_a_later_holders() {
     let data = RedisNode::start(Persistence::None);
     let store = store(&data).await;
     let redlock = c.redlock();
-    let first = redlock.lock_fenced("account", ms(300)).await.unwrap();
+    let first = redlock.lock("account", ms(300)).fenced().await.unwrap();
     let stale = first.fence().unwrap();
     // The first holder pauses: its lock expires and another takes it.
     let took_over = redlock
-        .lock_fenced_timeout("account", ms(10_000), ms(5000))
+        .lock("account", ms(10_000))
+        .fenced()
+        .wait(ms(5000))
         .await
         .expect("the next holder");
     let fresh = took_over.fence().unwrap();
@@ -75,7 +77,7 @@ async fn a_multi_locks_fences_name_each_resource() {
     let redlock = c.redlock();
     // One hash tag: members that are clusters keep both in one slot.
     let both = ["{t}from", "{t}to"];
-    let lock = redlock.lock_all_fenced(&both, ms(10_000)).await.unwrap();
+    let lock = redlock.lock_all(&both, ms(10_000)).fenced().await.unwrap();
     let first = lock.resources()[0];
     let fence = lock.fence().unwrap();
     assert_eq!(fence.resource(), first);

@@ -37,7 +37,7 @@ async fn sixty_four_holders_on_one_shared_counter_all_get_tokens() {
             let resource = format!("invoice-{i}");
             let mut tokens = Vec::new();
             for _ in 0..ROUNDS {
-                let lock = redlock.lock_fenced(&resource, ms(10_000)).await?;
+                let lock = redlock.lock(&resource, ms(10_000)).fenced().await?;
                 tokens.push(lock.fencing_token().expect("a fenced lock has a token"));
                 lock.release().await?;
             }
@@ -103,7 +103,8 @@ async fn a_shared_counters_error_names_the_counter() {
     }
     let redlock = c.builder().fencing_counter("invoices").build().unwrap();
     let err = redlock
-        .lock_fenced("invoice-7", ms(5_000))
+        .lock("invoice-7", ms(5_000))
+        .fenced()
         .await
         .unwrap_err();
     let text = err.to_string();

@@ -28,7 +28,7 @@ async fn a_held_lock_shows_its_holder_time_left_and_waiters_and_frees_on_release
     assert_eq!(state.free_in, Some(Duration::ZERO));
     assert_eq!(state.answered, 5);
 
-    let lock = holder.try_lock("report", secs(20)).await.unwrap();
+    let lock = holder.lock("report", secs(20)).try_once().await.unwrap();
     // Won on a quorum; the other nodes' SETs land a moment later.
     assert!(wait_until(secs(20), || c.set_on("report") == 5).await);
     let state = reader.inspect("report").await.unwrap();
@@ -45,7 +45,7 @@ async fn a_held_lock_shows_its_holder_time_left_and_waiters_and_frees_on_release
     // A waiter of another client is counted while it waits.
     let waiter = c.redlock();
     let waiting = tokio::spawn(async move {
-        let lock = waiter.lock_timeout("report", secs(20), secs(60)).await?;
+        let lock = waiter.lock("report", secs(20)).wait(secs(60)).await?;
         lock.release().await
     });
     let mut last = 0;
@@ -102,8 +102,8 @@ async fn a_semaphore_shows_each_permit() {
     let holder = labelled(&c, "worker-7");
     let gpus = holder.semaphore("gpu", 3).unwrap();
     let (a, b) = (
-        gpus.try_acquire(secs(20)).await.unwrap(),
-        gpus.try_acquire(secs(20)).await.unwrap(),
+        gpus.acquire(secs(20)).try_once().await.unwrap(),
+        gpus.acquire(secs(20)).try_once().await.unwrap(),
     );
     let states = c
         .redlock()
@@ -164,8 +164,8 @@ async fn a_read_write_lock_and_a_semaphore_are_read_as_what_they_are() {
     let rw = a.rw_lock("i_rw").unwrap();
     assert!(rw.inspect().await.unwrap().is_free());
     let (r1, r2) = (
-        rw.try_read(Duration::from_secs(10)).await.unwrap(),
-        rw.try_read(Duration::from_secs(10)).await.unwrap(),
+        rw.read(Duration::from_secs(10)).try_once().await.unwrap(),
+        rw.read(Duration::from_secs(10)).try_once().await.unwrap(),
     );
     let b = c.builder().build().unwrap();
     let state = b.rw_lock("i_rw").unwrap().inspect().await.unwrap();
@@ -191,7 +191,8 @@ async fn a_read_write_lock_and_a_semaphore_are_read_as_what_they_are() {
     let permit = a
         .semaphore("i_pool", 4)
         .unwrap()
-        .try_acquire(Duration::from_secs(10))
+        .acquire(Duration::from_secs(10))
+        .try_once()
         .await
         .unwrap();
     assert_eq!(b.semaphore_permits("i_pool").await.unwrap(), Some(4));

@@ -21,7 +21,8 @@ async fn hand_over(c: &Cluster, holder: redquorum::Lock, waiter: &Redlock, resou
     let name = resource.to_owned();
     let waiting = tokio::spawn(async move {
         waiter
-            .lock_timeout(&name, ms(5000), Duration::from_secs(5))
+            .lock(&name, ms(5000))
+            .wait(Duration::from_secs(5))
             .await
             .map(|l| l.validity())
     });
@@ -49,7 +50,7 @@ async fn our_keys_and_the_users_never_meet() {
             .query(&mut node.conn())
             .unwrap();
     }
-    let held = a.try_lock("app", ms(5000)).await.unwrap();
+    let held = a.lock("app", ms(5000)).try_once().await.unwrap();
     hand_over(&c, held, &b, "app").await;
     for node in &c.nodes {
         let mut conn = node.conn();
@@ -66,18 +67,20 @@ async fn our_keys_and_the_users_never_meet() {
         assert_eq!((members, ttl), (vec!["mine".to_owned()], -1));
     }
     // A lock named like a waiting list does not stop waiters of `coll`.
-    let other = a.try_lock("coll:waiters", ms(10_000)).await.unwrap();
-    let held = a.try_lock("coll", ms(5000)).await.unwrap();
+    let other = a.lock("coll:waiters", ms(10_000)).try_once().await.unwrap();
+    let held = a.lock("coll", ms(5000)).try_once().await.unwrap();
     hand_over(&c, held, &b, "coll").await;
     other.release().await.unwrap();
     // A fenced resource's counter does not take a resource's name.
-    a.lock_fenced("foo", ms(5000))
+    a.lock("foo", ms(5000))
+        .fenced()
         .await
         .unwrap()
         .release()
         .await
         .unwrap();
-    a.try_lock("fence:foo", ms(5000))
+    a.lock("fence:foo", ms(5000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -86,18 +89,24 @@ async fn our_keys_and_the_users_never_meet() {
     // Serial counters neither.
     let serials = SerialGenerator::builder(a.clone()).build().unwrap();
     serials.next("ORDER").await.unwrap();
-    a.try_lock("serial:day:ORDER", ms(5000))
+    a.lock("serial:day:ORDER", ms(5000))
+        .try_once()
         .await
         .unwrap()
         .release()
         .await
         .unwrap();
-    let rev = a.try_lock("serial:day:REV", ms(10_000)).await.unwrap();
+    let rev = a
+        .lock("serial:day:REV", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     serials.next("REV").await.unwrap();
     rev.release().await.unwrap();
     // Our namespace is ours.
     let err = a
-        .try_lock("redquorum:waiters:x", ms(5000))
+        .lock("redquorum:waiters:x", ms(5000))
+        .try_once()
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
@@ -114,7 +123,7 @@ async fn a_wrong_typed_key_is_named() {
     for node in &c.nodes {
         node.set(&fence, "not a counter", Duration::from_secs(60));
     }
-    let err = redlock.lock_fenced("bar", ms(5000)).await.unwrap_err();
+    let err = redlock.lock("bar", ms(5000)).fenced().await.unwrap_err();
     match &err {
         Error::WrongType { key, .. } => assert_eq!(key, &fence),
         other => panic!("{other:?}"),
@@ -140,7 +149,7 @@ async fn counters_go_on_from_an_older_versions_keys() {
             .unwrap();
     }
     let redlock = c.redlock();
-    let lock = redlock.lock_fenced("baz", ms(5000)).await.unwrap();
+    let lock = redlock.lock("baz", ms(5000)).fenced().await.unwrap();
     assert_eq!(lock.fencing_token(), Some(42));
     lock.release().await.unwrap();
 }
@@ -154,7 +163,8 @@ async fn a_shared_fencing_counter_keeps_one_record() {
     let mut last = 0;
     for i in 0..5 {
         let lock = redlock
-            .lock_fenced(&format!("invoice-{i}"), ms(5000))
+            .lock(&format!("invoice-{i}"), ms(5000))
+            .fenced()
             .await
             .unwrap();
         let token = lock.fencing_token().unwrap();
@@ -177,7 +187,7 @@ async fn one_shard_cluster_members_work() {
     let a = c.builder().strict_fifo(true).build().unwrap();
     let b = c.builder().strict_fifo(true).build().unwrap();
     for resource in ["orders", "{user42}:cart"] {
-        let held = a.try_lock(resource, ms(5000)).await.unwrap();
+        let held = a.lock(resource, ms(5000)).try_once().await.unwrap();
         hand_over(&c, held, &b, resource).await;
         a.settle().await;
         b.settle().await;
@@ -189,7 +199,7 @@ async fn one_shard_cluster_members_work() {
             c.logs()
         );
     }
-    let lock = a.lock_fenced("{user42}:cart", ms(5000)).await.unwrap();
+    let lock = a.lock("{user42}:cart", ms(5000)).fenced().await.unwrap();
     assert!(lock.fencing_token().is_some());
     lock.release().await.unwrap();
     let serials = SerialGenerator::builder(a.clone()).build().unwrap();

@@ -51,7 +51,8 @@ async fn no_lost_update(notifications: bool) {
                 let mut conn = client.get_multiplexed_async_connection().await.unwrap();
                 for _ in 0..ROUNDS {
                     let lock = redlock
-                        .lock_timeout("mutex_counter_lock", ms(2000), Duration::from_secs(60))
+                        .lock("mutex_counter_lock", ms(2000))
+                        .wait(Duration::from_secs(60))
                         .await
                         .expect("lock");
                     // GET, yield to let others run, then SET: any overlap of
@@ -94,7 +95,7 @@ async fn quorum_subsets_like_redsync() {
             }
         }
         let free = 5 - mask.count_ones();
-        let result = redlock.try_lock(key, ms(5000)).await;
+        let result = redlock.lock(key, ms(5000)).try_once().await;
         if free >= 3 {
             let lock = result.unwrap_or_else(|e| panic!("mask {mask:05b}: {e:?}"));
             lock.release().await.unwrap();
@@ -126,12 +127,17 @@ async fn survives_two_dead_nodes_and_names_three() {
     c.nodes[1].kill();
     c.nodes[3].kill();
     let lock = redlock
-        .try_lock("dead_nodes", ms(2000))
+        .lock("dead_nodes", ms(2000))
+        .try_once()
         .await
         .expect("2 of 5 down is fine");
     lock.release().await.unwrap();
     c.nodes[4].kill();
-    let err = redlock.try_lock("dead_nodes", ms(2000)).await.unwrap_err();
+    let err = redlock
+        .lock("dead_nodes", ms(2000))
+        .try_once()
+        .await
+        .unwrap_err();
     match &err {
         Error::NoQuorum {
             needed, failures, ..
@@ -176,7 +182,8 @@ async fn paused_nodes_add_no_latency() {
         .unwrap();
     // Warm up connections so the measurement is of the steady state.
     redlock
-        .try_lock("paused", ms(2000))
+        .lock("paused", ms(2000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -187,7 +194,8 @@ async fn paused_nodes_add_no_latency() {
         for _ in 0..5 {
             let t = Instant::now();
             let lock = redlock
-                .try_lock("paused", ms(5000))
+                .lock("paused", ms(5000))
+                .try_once()
                 .await
                 .unwrap_or_else(|e| {
                     panic!("{paused} paused: {e:?}\n{}", c.logs());
@@ -218,7 +226,7 @@ async fn scripts_go_out_in_full_after_script_flush() {
     let keys: Vec<String> = (0..12).map(|i| format!("flushed_{i}")).collect();
     let mut locks = Vec::new();
     for key in &keys {
-        locks.push(redlock.try_lock(key, ms(30_000)).await.unwrap());
+        locks.push(redlock.lock(key, ms(30_000)).try_once().await.unwrap());
     }
     for node in &c.nodes {
         let () = redis::cmd("SCRIPT")
@@ -259,12 +267,18 @@ async fn expiry_and_extend_rules() {
     support::connected(&a).await;
     support::connected(&b).await;
     let key = "expiry_rules";
-    let first = a.try_lock(key, ms(300)).await.unwrap();
+    let first = a.lock(key, ms(300)).try_once().await.unwrap();
     assert!(first.validity() > ms(200) && first.validity() <= ms(300));
-    assert!(b.try_lock(key, ms(300)).await.unwrap_err().is_contended());
+    assert!(b
+        .lock(key, ms(300))
+        .try_once()
+        .await
+        .unwrap_err()
+        .is_contended());
     // After the TTL, somebody else gets it.
     let second = b
-        .lock_timeout(key, ms(5000), Duration::from_secs(3))
+        .lock(key, ms(5000))
+        .wait(Duration::from_secs(3))
         .await
         .expect("lock after expiry");
     assert!(!first.is_valid());
@@ -306,7 +320,7 @@ async fn failed_extend_keeps_the_lock() {
     // first request under 100 ms on a busy machine is not.
     support::connected(&redlock).await;
     let key = "failed_extend";
-    let lock = redlock.try_lock(key, ms(5000)).await.unwrap();
+    let lock = redlock.lock(key, ms(5000)).try_once().await.unwrap();
     // The call returned at quorum; let the last SETs land before pausing.
     let on_all = wait_until(Duration::from_secs(2), || {
         c.values(key).iter().all(Option::is_some)
@@ -333,7 +347,8 @@ async fn auto_extend_outlives_ttl() {
     let redlock = c.redlock();
     let ttl = ms(300);
     let kept = redlock
-        .with_lock("auto_extend", ttl, |lock| async move {
+        .lock("auto_extend", ttl)
+        .run(|lock| async move {
             let mut min_validity = Duration::MAX;
             // Work for ~4 TTLs, checking the lock stays valid throughout.
             for _ in 0..24 {
@@ -356,7 +371,11 @@ async fn lost_signal_fires_when_validity_runs_out_unrenewed() {
     let mut c = Cluster::start(5);
     let redlock = c.builder().node_timeout(ms(50)).build().unwrap();
     support::connected(&redlock).await;
-    let lock = redlock.try_lock("lost_signal", ms(1000)).await.unwrap();
+    let lock = redlock
+        .lock("lost_signal", ms(1000))
+        .try_once()
+        .await
+        .unwrap();
     lock.auto_extend();
     let lost = lock.lost();
     for i in 0..3 {
@@ -388,11 +407,13 @@ async fn with_lock_cancels_work_when_lost() {
     let flag = reached_end.clone();
     let paused = Arc::new(tokio::sync::Notify::new());
     let p2 = paused.clone();
-    let work = redlock.with_lock("with_lock_lost", ms(600), |_lock| async move {
-        p2.notified().await;
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        flag.store(1, Ordering::SeqCst);
-    });
+    let work = redlock
+        .lock("with_lock_lost", ms(600))
+        .run(|_lock| async move {
+            p2.notified().await;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            flag.store(1, Ordering::SeqCst);
+        });
     let pauser = async {
         // Give with_lock time to acquire, then take the majority away.
         while c.nodes[0].get("with_lock_lost").is_none() {
@@ -413,7 +434,11 @@ async fn with_lock_cancels_work_when_lost() {
 async fn drop_releases_in_background() {
     let c = Cluster::start(5);
     let redlock = c.redlock();
-    let lock = redlock.try_lock("drop_release", ms(60_000)).await.unwrap();
+    let lock = redlock
+        .lock("drop_release", ms(60_000))
+        .try_once()
+        .await
+        .unwrap();
     let on_all = || c.set_on("drop_release") == 5;
     assert!(wait_until(Duration::from_secs(2), on_all).await);
     drop(lock);
@@ -436,7 +461,7 @@ async fn cancelled_acquire_leaves_no_key() {
     for i in 0..3 {
         c.nodes[i].pause();
     }
-    let attempt = redlock.try_lock("cancelled_acquire", ms(60_000));
+    let attempt = redlock.lock("cancelled_acquire", ms(60_000)).try_once();
     assert!(tokio::time::timeout(ms(200), attempt).await.is_err());
     c.resume_all();
     let gone = wait_until(Duration::from_secs(3), || {
@@ -459,7 +484,8 @@ async fn reconnects_after_restart() {
         .build()
         .unwrap();
     redlock
-        .try_lock("restart", ms(5000))
+        .lock("restart", ms(5000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -475,7 +501,7 @@ async fn reconnects_after_restart() {
     // quorum answered: awaited.
     let mut back = false;
     for _ in 0..5 {
-        let lock = redlock.try_lock("restart", ms(5000)).await.unwrap();
+        let lock = redlock.lock("restart", ms(5000)).try_once().await.unwrap();
         back = wait_until(Duration::from_secs(2), || {
             let held = c.values("restart");
             held[0].is_some() && held[1].is_some()
@@ -523,7 +549,7 @@ async fn requests_waiting_for_a_connection_keep_their_order() {
         // connection, while the other nodes decide.
         let redlock = single_try_client(&urls, ms(1000));
         let key = format!("queued_{i}");
-        let lock = redlock.try_lock(&key, ms(10_000)).await.unwrap();
+        let lock = redlock.lock(&key, ms(10_000)).try_once().await.unwrap();
         lock.release().await.unwrap();
         redlock.settle().await;
         assert_eq!(
@@ -551,7 +577,7 @@ async fn batched_requests_keep_order_and_deliver_releases() {
     let redlock = single_try_client(&urls, ms(100));
     // The connection's opening runs requests of its own, then the
     // release: count from after those.
-    if let Ok(lock) = redlock.try_lock("warm", ms(30_000)).await {
+    if let Ok(lock) = redlock.lock("warm", ms(30_000)).try_once().await {
         lock.release().await.unwrap();
     }
     let warm = c.nodes[0].opening_calls() + 1;
@@ -564,7 +590,8 @@ async fn batched_requests_keep_order_and_deliver_releases() {
         joins.push(tokio::spawn(async move {
             for i in 0..ops {
                 let lock = redlock
-                    .try_lock(&format!("batch_{t}_{i}"), ms(30_000))
+                    .lock(&format!("batch_{t}_{i}"), ms(30_000))
+                    .try_once()
                     .await
                     .unwrap();
                 lock.release().await.unwrap();
@@ -596,7 +623,11 @@ async fn node_down_at_build_is_fine() {
     let mut c = Cluster::start(5);
     c.nodes[2].kill();
     let redlock = c.redlock();
-    let lock = redlock.try_lock("down_at_build", ms(2000)).await.unwrap();
+    let lock = redlock
+        .lock("down_at_build", ms(2000))
+        .try_once()
+        .await
+        .unwrap();
     lock.release().await.unwrap();
     c.nodes[2] = RedisNode::start_member(Persistence::None); // new port: just not listed
 }
@@ -613,7 +644,8 @@ async fn blackholed_and_slow_links() {
         .build()
         .unwrap();
     redlock
-        .try_lock("links", ms(5000))
+        .lock("links", ms(5000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -623,12 +655,16 @@ async fn blackholed_and_slow_links() {
     proxies[1].set_mode(ProxyMode::Delay(1000));
     for _ in 0..3 {
         let t = Instant::now();
-        let lock = redlock.try_lock("links", ms(5000)).await.unwrap();
+        let lock = redlock.lock("links", ms(5000)).try_once().await.unwrap();
         lock.release().await.unwrap();
         assert!(t.elapsed() < node_timeout, "took {:?}", t.elapsed());
     }
     proxies[2].set_mode(ProxyMode::Blackhole);
-    let err = redlock.try_lock("links", ms(5000)).await.unwrap_err();
+    let err = redlock
+        .lock("links", ms(5000))
+        .try_once()
+        .await
+        .unwrap_err();
     assert!(err.is_timeout(), "{err:?}");
     let mut timed_out: Vec<usize> = err.node_failures().iter().map(|f| f.index).collect();
     timed_out.sort();
@@ -659,12 +695,12 @@ async fn first_release_lands_before_the_next_lock() {
         .unwrap();
     let key = "first_release";
     // Won on the three direct nodes; the slow ones get SET, then the release.
-    let lock = redlock.try_lock(key, ms(10_000)).await.unwrap();
+    let lock = redlock.lock(key, ms(10_000)).try_once().await.unwrap();
     lock.release().await.unwrap();
     // Now only nodes 2, 3 and 4 can form a quorum.
     c.nodes[0].pause();
     c.nodes[1].pause();
-    let again = redlock.try_lock(key, ms(10_000)).await;
+    let again = redlock.lock(key, ms(10_000)).try_once().await;
     c.resume_all();
     let again = again.unwrap_or_else(|e| panic!("relock: {e:?}\n{}", c.logs()));
     assert!(again.is_valid());
@@ -685,12 +721,17 @@ async fn interoperates_on_plain_keys() {
         n.set("interop", "go-client-value", ms(60_000));
     }
     assert!(redlock
-        .try_lock("interop", ms(1000))
+        .lock("interop", ms(1000))
+        .try_once()
         .await
         .unwrap_err()
         .is_contended());
     // Our key is the bare resource with a 128-bit random hex value.
-    let lock = redlock.try_lock("interop_ours", ms(5000)).await.unwrap();
+    let lock = redlock
+        .lock("interop_ours", ms(5000))
+        .try_once()
+        .await
+        .unwrap();
     // (The call returned at quorum: node 0 may still be a straggler.)
     let v = c
         .values("interop_ours")
@@ -708,7 +749,11 @@ async fn interoperates_on_plain_keys() {
     lock.release().await.unwrap();
     // A prefix, when configured, is prepended.
     let prefixed = c.builder().key_prefix("redlock:").build().unwrap();
-    let lock = prefixed.try_lock("interop_ours", ms(5000)).await.unwrap();
+    let lock = prefixed
+        .lock("interop_ours", ms(5000))
+        .try_once()
+        .await
+        .unwrap();
     let on_quorum = || c.set_on("redlock:interop_ours") >= 3;
     assert!(wait_until(Duration::from_secs(2), on_quorum).await);
     lock.release().await.unwrap();
@@ -719,12 +764,16 @@ async fn bad_input_is_a_typed_error() {
     let c = Cluster::start(3);
     let redlock = c.redlock();
     let bad = |r: redquorum::Result<redquorum::Lock>| matches!(r, Err(Error::InvalidConfig(_)));
-    assert!(bad(redlock.try_lock("", ms(1000)).await));
-    assert!(bad(redlock.try_lock("x", Duration::ZERO).await));
-    assert!(bad(redlock.try_lock("x", ms(2)).await));
-    assert!(bad(redlock.try_lock("x", Duration::from_micros(500)).await));
+    assert!(bad(redlock.lock("", ms(1000)).try_once().await));
+    assert!(bad(redlock.lock("x", Duration::ZERO).try_once().await));
+    assert!(bad(redlock.lock("x", ms(2)).try_once().await));
     assert!(bad(redlock
-        .try_lock("x", Duration::from_secs(u64::MAX / 4))
+        .lock("x", Duration::from_micros(500))
+        .try_once()
+        .await));
+    assert!(bad(redlock
+        .lock("x", Duration::from_secs(u64::MAX / 4))
+        .try_once()
         .await));
     assert!(matches!(
         Redlock::builder().nodes(["not a url"]).build(),
@@ -777,7 +826,11 @@ async fn bad_input_is_a_typed_error() {
         .retry_count(50)
         .build()
         .unwrap();
-    let held = redlock.try_lock("zero_delay", ms(10_000)).await.unwrap();
+    let held = redlock
+        .lock("zero_delay", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     assert!(fast
         .lock("zero_delay", ms(1000))
         .await
@@ -785,9 +838,14 @@ async fn bad_input_is_a_typed_error() {
         .is_contended());
     held.release().await.unwrap();
     // A zero wait is one attempt, reported as a timeout.
-    let held = redlock.try_lock("zero_wait", ms(10_000)).await.unwrap();
+    let held = redlock
+        .lock("zero_wait", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let err = fast
-        .lock_timeout("zero_wait", ms(1000), Duration::ZERO)
+        .lock("zero_wait", ms(1000))
+        .wait(Duration::ZERO)
         .await
         .unwrap_err();
     assert!(
@@ -802,7 +860,7 @@ async fn even_node_count_works() {
     let c = Cluster::start(4);
     let redlock = c.redlock();
     assert_eq!(redlock.quorum(), 3);
-    let lock = redlock.try_lock("even", ms(2000)).await.unwrap();
+    let lock = redlock.lock("even", ms(2000)).try_once().await.unwrap();
     let values = c.values("even");
     let ours = values.iter().flatten().next().unwrap();
     assert!(c.holding("even", ours) >= 3, "{values:?}");
@@ -851,7 +909,7 @@ async fn busy_clients_never_contend_with_themselves() {
                     let resource = format!("self_contention_{t}");
                     let mut failures = 0;
                     for _ in 0..ops {
-                        match redlock.try_lock(&resource, ms(10_000)).await {
+                        match redlock.lock(&resource, ms(10_000)).try_once().await {
                             Ok(lock) => failures += usize::from(lock.release().await.is_err()),
                             Err(_) => failures += 1,
                         }
@@ -891,7 +949,7 @@ async fn tls_urls_never_panic() {
         .build();
     if cfg!(feature = "tls") {
         let redlock = built.expect("tls build accepts rediss://");
-        let err = redlock.try_lock("tls", ms(1000)).await.unwrap_err();
+        let err = redlock.lock("tls", ms(1000)).try_once().await.unwrap_err();
         assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
     } else {
         assert!(matches!(built, Err(Error::InvalidUrl { .. })), "{built:?}");
@@ -906,4 +964,41 @@ async fn tls_urls_never_panic() {
     if cfg!(feature = "tls") {
         assert!(insecure.to_string().contains("#insecure"), "{insecure}");
     }
+}
+
+/// The forms the acquisition builder replaced still work for a release, as
+/// the builder they call: one attempt, a bounded wait, a fenced lock, work
+/// run under the lock; and so do the semaphore's and the read-write lock's.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_older_acquisition_forms_still_work() {
+    let c = Cluster::start(3);
+    let r = c.redlock();
+    let held = r.try_lock("older", ms(5_000)).await.unwrap();
+    let err = r.try_lock("older", ms(5_000)).await.unwrap_err();
+    assert!(err.is_contended(), "{err}");
+    let err = r
+        .lock_timeout("older", ms(5_000), ms(200))
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    held.release().await.unwrap();
+    let fenced = r.lock_fenced("older", ms(5_000)).await.unwrap();
+    let first = fenced.fencing_token().expect("a token");
+    fenced.release().await.unwrap();
+    let again = r.lock_fenced_timeout("older", ms(5_000), ms(2_000)).await;
+    assert!(again.unwrap().fencing_token().expect("a token") > first);
+    let seven = r.with_lock("older-work", ms(5_000), |_| async { 7 }).await;
+    assert_eq!(seven.unwrap(), 7);
+    let both = r.try_lock_all(&["a1", "a2"], ms(5_000)).await.unwrap();
+    assert!(r.try_lock("a2", ms(5_000)).await.is_err());
+    both.release().await.unwrap();
+    let sem = r.semaphore("older-sem", 1).unwrap();
+    let permit = sem.try_acquire(ms(5_000)).await.unwrap();
+    assert!(sem.acquire_timeout(ms(5_000), ms(200)).await.is_err());
+    permit.release().await.unwrap();
+    let rw = r.rw_lock("older-rw").unwrap();
+    let read = rw.try_read(ms(5_000)).await.unwrap();
+    assert!(rw.try_write(ms(5_000)).await.is_err());
+    read.release().await.unwrap();
 }

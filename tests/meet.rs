@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use redquorum::Error;
@@ -25,7 +26,11 @@ async fn a_failed_extension_never_leaves_the_guard_believing_more_than_the_nodes
     support::connected(&a).await;
     let b = c.builder().retry_count(0).build().unwrap();
     let key = "failed_short_extend";
-    let lock = a.try_lock(key, Duration::from_secs(30)).await.unwrap();
+    let lock = a
+        .lock(key, Duration::from_secs(30))
+        .try_once()
+        .await
+        .unwrap();
     let on_all = wait_until(Duration::from_secs(2), || c.set_on(key) == 3).await;
     assert!(on_all, "{:?}", c.values(key));
     c.nodes[1].pause();
@@ -42,7 +47,7 @@ async fn a_failed_extension_never_leaves_the_guard_believing_more_than_the_nodes
     // The paused nodes apply the extension now; their keys expire in 1 s.
     let deadline = Instant::now() + Duration::from_secs(5);
     let taken = loop {
-        match b.try_lock(key, Duration::from_secs(10)).await {
+        match b.lock(key, Duration::from_secs(10)).try_once().await {
             Ok(taken) => break taken,
             Err(e) if e.is_contended() && Instant::now() < deadline => {
                 tokio::time::sleep(ms(20)).await;
@@ -70,7 +75,8 @@ async fn extensions_count_in_the_order_they_were_sent() {
     let redlock = builder.build().unwrap();
     let key = "extensions_in_order";
     let lock = redlock
-        .try_lock(key, Duration::from_secs(10))
+        .lock(key, Duration::from_secs(10))
+        .try_once()
         .await
         .unwrap();
     let on_all = wait_until(Duration::from_secs(2), || c.set_on(key) == 3).await;
@@ -112,7 +118,8 @@ async fn a_fenced_lock_that_expired_while_minting_is_not_returned() {
     let far = builder.retry_count(2).build().unwrap();
     let key = "fenced_far";
     // Connections (and their handshakes) open first.
-    far.try_lock("fenced_far_warm_up", Duration::from_secs(5))
+    far.lock("fenced_far_warm_up", Duration::from_secs(5))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -121,7 +128,7 @@ async fn a_fenced_lock_that_expired_while_minting_is_not_returned() {
     // Held for 350 ms less drift from the attempt's start; the acquisition
     // takes ~200 ms and the token another ~200 ms.
     let started = Instant::now();
-    match far.lock_fenced(key, ms(350)).await {
+    match far.lock(key, ms(350)).fenced().await {
         Ok(lock) => panic!(
             "returned a fenced lock with {:?} left, token {:?}, after {:?}",
             lock.validity(),
@@ -134,7 +141,11 @@ async fn a_fenced_lock_that_expired_while_minting_is_not_returned() {
     far.settle().await;
     assert_eq!(c.set_on(key), 0, "{:?}", c.values(key));
     let near = c.redlock();
-    let lock = near.lock_fenced(key, Duration::from_secs(5)).await.unwrap();
+    let lock = near
+        .lock(key, Duration::from_secs(5))
+        .fenced()
+        .await
+        .unwrap();
     assert!(lock.fencing_token().unwrap() > 1);
     lock.release().await.unwrap();
 }
@@ -156,7 +167,8 @@ async fn a_caller_that_stops_polling_never_stalls_the_others() {
         .unwrap();
     // Connections open first, so the stalled call is sent, not queued.
     redlock
-        .try_lock("warm_up", ms(1000))
+        .lock("warm_up", ms(1000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -168,7 +180,7 @@ async fn a_caller_that_stops_polling_never_stalls_the_others() {
     let names: Vec<String> = (0..20).map(|i| format!("stalled_caller_{i}")).collect();
     let mut pending = None;
     for name in &names {
-        let mut call = Box::pin(redlock.try_lock(name, ms(5000)));
+        let mut call = Box::pin(redlock.lock(name, ms(5000)).try_once().into_future());
         match futures::poll!(call.as_mut()) {
             std::task::Poll::Pending => {
                 pending = Some(call);
@@ -181,7 +193,8 @@ async fn a_caller_that_stops_polling_never_stalls_the_others() {
     let others = Instant::now();
     for i in 0..20 {
         let lock = redlock
-            .try_lock(&format!("other_caller_{i}"), ms(1000))
+            .lock(&format!("other_caller_{i}"), ms(1000))
+            .try_once()
             .await
             .unwrap_or_else(|e| panic!("caller {i} after {:?}: {e}", others.elapsed()));
         lock.release().await.unwrap();
@@ -214,7 +227,8 @@ async fn a_failed_attempt_leaves_our_value_nowhere_even_after_a_resend() {
         .build()
         .unwrap();
     redlock
-        .try_lock("resent_warm_up", ms(1000))
+        .lock("resent_warm_up", ms(1000))
+        .try_once()
         .await
         .unwrap()
         .release()
@@ -225,7 +239,8 @@ async fn a_failed_attempt_leaves_our_value_nowhere_even_after_a_resend() {
         let redlock = redlock.clone();
         async move {
             redlock
-                .try_lock(key, Duration::from_secs(60))
+                .lock(key, Duration::from_secs(60))
+                .try_once()
                 .await
                 .map(|_| ())
         }

@@ -29,7 +29,11 @@ async fn a_node_that_is_not_redis_is_named_so_in_one_line() {
         ])
         .build()
         .unwrap();
-    let err = redlock.try_lock("not_redis", ms(5000)).await.unwrap_err();
+    let err = redlock
+        .lock("not_redis", ms(5000))
+        .try_once()
+        .await
+        .unwrap_err();
     let text = one_line(&err);
     // Both nodes named, the cause once for both.
     assert_eq!(text.matches("not a Redis server").count(), 1, "{text}");
@@ -55,7 +59,8 @@ async fn a_missing_or_wrong_password_is_said_plainly() {
         .nodes([format!("redis://127.0.0.1:{port}")])
         .build()
         .unwrap()
-        .try_lock("auth", ms(5000))
+        .lock("auth", ms(5000))
+        .try_once()
         .await
         .unwrap_err();
     let text = one_line(&missing);
@@ -64,7 +69,8 @@ async fn a_missing_or_wrong_password_is_said_plainly() {
         .nodes([format!("redis://:wrong-pw@127.0.0.1:{port}")])
         .build()
         .unwrap()
-        .try_lock("auth", ms(5000))
+        .lock("auth", ms(5000))
+        .try_once()
         .await
         .unwrap_err();
     let text = one_line(&wrong);
@@ -78,7 +84,8 @@ async fn a_missing_or_wrong_password_is_said_plainly() {
         .unwrap();
     let started = std::time::Instant::now();
     let waited = client
-        .lock_timeout("auth", ms(5000), ms(30_000))
+        .lock("auth", ms(5000))
+        .wait(ms(30_000))
         .await
         .unwrap_err();
     assert!(waited.needs_operator() && !waited.is_timeout(), "{waited}");
@@ -106,10 +113,11 @@ async fn an_acl_that_refuses_a_command_names_what_is_needed() {
     let urls = c.urls_as("redis://app:app-pw@");
     // The plain lock needs no ZADD; waiting for a held one does.
     let holder = c.redlock();
-    let held = holder.try_lock("acl", ms(30_000)).await.unwrap();
+    let held = holder.lock("acl", ms(30_000)).try_once().await.unwrap();
     let redlock = Redlock::builder().nodes(&urls).build().unwrap();
     let err = redlock
-        .lock_timeout("acl", ms(5000), ms(500))
+        .lock("acl", ms(5000))
+        .wait(ms(500))
         .await
         .unwrap_err();
     let text = one_line(&err);
@@ -125,7 +133,11 @@ async fn a_ttl_shorter_than_the_round_trip_says_so() {
     // 20 ms each way: no 3 ms lock can ever be valid.
     let (_proxies, builder) = c.far_builder(20);
     let redlock = builder.retry_count(2).build().unwrap();
-    let once = redlock.try_lock("too_short", ms(3)).await.unwrap_err();
+    let once = redlock
+        .lock("too_short", ms(3))
+        .try_once()
+        .await
+        .unwrap_err();
     assert!(matches!(once, Error::TtlTooShort { .. }), "{once:?}");
     let text = one_line(&once);
     assert!(text.contains("use a longer TTL"), "{text}");
@@ -140,7 +152,11 @@ async fn a_ttl_shorter_than_the_round_trip_says_so() {
 async fn lock_says_how_long_it_waited() {
     let c = Cluster::start(3);
     let holder = c.redlock();
-    let held = holder.try_lock("patience", ms(30_000)).await.unwrap();
+    let held = holder
+        .lock("patience", ms(30_000))
+        .try_once()
+        .await
+        .unwrap();
     let redlock = c.builder().retry_count(3).build().unwrap();
     let err = redlock.lock("patience", ms(5000)).await.unwrap_err();
     assert!(err.is_contended(), "{err:?}");
@@ -160,7 +176,11 @@ async fn nodes_not_waited_for_are_explained() {
         .map(|port| format!("redis://127.0.0.1:{port}"))
         .collect();
     let redlock = Redlock::builder().nodes(&urls).build().unwrap();
-    let err = redlock.try_lock("refused", ms(1000)).await.unwrap_err();
+    let err = redlock
+        .lock("refused", ms(1000))
+        .try_once()
+        .await
+        .unwrap_err();
     let text = one_line(&err);
     if !text.contains("5 of 5 nodes failed") {
         assert!(
@@ -179,7 +199,7 @@ async fn every_client_on_fresh_nodes_is_pointed_to_init() {
     let c = Cluster::start_undeclared(3, support::Persistence::Aof);
     for client in ["first", "second"] {
         let r = c.builder().retry_count(0).build().unwrap();
-        let err = r.try_lock("fresh", ms(1_000)).await.unwrap_err();
+        let err = r.lock("fresh", ms(1_000)).try_once().await.unwrap_err();
         let text = one_line(&err);
         assert!(text.contains("`redquorum init`"), "{client}: {text}");
         assert!(!text.contains("none answered"), "{client}: {text}");
@@ -292,10 +312,10 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         .build()
         .unwrap();
     let b2 = b.clone();
-    let held = a.try_lock("acl_all", ms(10_000)).await.unwrap();
+    let held = a.lock("acl_all", ms(10_000)).try_once().await.unwrap();
     held.extend(ms(10_000)).await.unwrap();
     assert!(held.is_held().await.unwrap());
-    let waiter = tokio::spawn(async move { b.lock_timeout("acl_all", ms(5000), ms(4000)).await });
+    let waiter = tokio::spawn(async move { b.lock("acl_all", ms(5000)).wait(ms(4000)).await });
     assert!(
         support::wait_until(ms(3000), || c.waiting_on("acl_all") >= 2).await,
         "registered as a waiter"
@@ -311,7 +331,7 @@ async fn the_readmes_minimal_acl_user_is_enough() {
     let lock = waiter.await.unwrap().unwrap();
     assert!(released.elapsed() < ms(2000), "woken, not polled at 10 s");
     lock.release().await.unwrap();
-    let fenced = a.lock_fenced("acl_all", ms(5000)).await.unwrap();
+    let fenced = a.lock("acl_all", ms(5000)).fenced().await.unwrap();
     assert_eq!(fenced.fencing_token(), Some(1));
     fenced.release().await.unwrap();
     let serials = redquorum::SerialGenerator::builder(a.clone())
@@ -323,8 +343,8 @@ async fn the_readmes_minimal_acl_user_is_enough() {
         a.semaphore("acl", 1).unwrap(),
         b2.semaphore("acl", 1).unwrap(),
     );
-    let held = sem_a.try_acquire(ms(10_000)).await.unwrap();
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(5000), ms(4000)).await });
+    let held = sem_a.acquire(ms(10_000)).try_once().await.unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire(ms(5000)).wait(ms(4000)).await });
     let channel = support::internal_key("wake", "redquorum:semaphore:{acl}:acl");
     let heard = || {
         c.nodes.iter().any(|n| {
@@ -374,7 +394,8 @@ async fn lock_refused(urls: &[String]) -> (String, Duration) {
     let redlock = Redlock::builder().nodes(urls).build().unwrap();
     let started = std::time::Instant::now();
     let err = redlock
-        .lock_timeout("sharded", ms(5_000), ms(5_000))
+        .lock("sharded", ms(5_000))
+        .wait(ms(5_000))
         .await
         .unwrap_err();
     (one_line(&err), started.elapsed())

@@ -114,16 +114,18 @@ fn acquisitions_are_timed_by_outcome_and_mode_without_resource_names() {
     let seen = recorded(|| async {
         let a = c.redlock();
         let b = c.builder().retry_count(0).build().unwrap();
-        let lock = a.try_lock("invoice-1", ms(5_000)).await.unwrap();
+        let lock = a.lock("invoice-1", ms(5_000)).try_once().await.unwrap();
         assert!(b
-            .try_lock("invoice-1", ms(5_000))
+            .lock("invoice-1", ms(5_000))
+            .try_once()
             .await
             .unwrap_err()
             .is_contended());
-        let late = b.lock_timeout("invoice-1", ms(5_000), ms(100)).await;
+        let late = b.lock("invoice-1", ms(5_000)).wait(ms(100)).await;
         assert!(matches!(late, Err(redquorum::Error::Timeout { .. })));
         lock.release().await.unwrap();
-        b.lock_fenced("invoice-1", ms(5_000))
+        b.lock("invoice-1", ms(5_000))
+            .fenced()
             .await
             .unwrap()
             .release()
@@ -215,13 +217,11 @@ fn waits_are_timed_by_what_woke_the_waiter() {
         let _long = a.lock("cap", ms(10_000)).await.unwrap();
         // The first sleep ends at the cap (30..60 ms), long before the TTL
         // and the 200 ms patience.
-        let late = quiet(ms(60)).lock_timeout("cap", ms(5_000), ms(200)).await;
+        let late = quiet(ms(60)).lock("cap", ms(5_000)).wait(ms(200)).await;
         assert!(late.is_err());
         // A cap (2.5..5 s) and a TTL far beyond a 150 ms patience: the
         // deadline ends the first sleep.
-        let late = quiet(ms(5_000))
-            .lock_timeout("cap", ms(5_000), ms(150))
-            .await;
+        let late = quiet(ms(5_000)).lock("cap", ms(5_000)).wait(ms(150)).await;
         assert!(late.is_err());
     });
     let wait = "redquorum.lock.wait.duration";
@@ -339,7 +339,7 @@ fn nodes_and_rounds_are_timed_and_failures_counted_by_kind() {
             .unwrap();
         // One answers, one refuses the connection, one is silent: no
         // quorum, known only at the timeout.
-        assert!(a.try_lock("r", ms(5_000)).await.is_err());
+        assert!(a.lock("r", ms(5_000)).try_once().await.is_err());
     });
     c.nodes[2].resume();
     let request = "redquorum.node.request.duration";
@@ -424,7 +424,8 @@ fn validity_running_out_behind_a_confirmed_extension_is_recorded() {
         let (_proxies, builder) = c.far_builder(300);
         let a = builder.node_timeout(ms(3_000)).build().unwrap();
         // Connections opened (and checked) first: each step is a round trip.
-        a.try_lock("warm", ms(10_000))
+        a.lock("warm", ms(10_000))
+            .try_once()
             .await
             .unwrap()
             .release()

@@ -27,9 +27,14 @@ async fn every_key_or_none() {
     let c = Cluster::start(3);
     let a = c.redlock();
     let b = c.redlock();
-    let held = a.try_lock("{m1}-b", ms(10_000)).await.expect("b alone");
+    let held = a
+        .lock("{m1}-b", ms(10_000))
+        .try_once()
+        .await
+        .expect("b alone");
     let err = b
-        .try_lock_all(&["{m1}-a", "{m1}-b", "{m1}-c"], ms(10_000))
+        .lock_all(&["{m1}-a", "{m1}-b", "{m1}-c"], ms(10_000))
+        .try_once()
         .await
         .expect_err("b is held");
     assert!(err.is_contended(), "{err}");
@@ -42,7 +47,8 @@ async fn every_key_or_none() {
     a.settle().await; // released on every node, not only a quorum
                       // The order callers name them in does not matter; repeats count once.
     let all = b
-        .try_lock_all(&["{m1}-c", "{m1}-a", "{m1}-b", "{m1}-a"], ms(10_000))
+        .lock_all(&["{m1}-c", "{m1}-a", "{m1}-b", "{m1}-a"], ms(10_000))
+        .try_once()
         .await
         .expect("all three");
     assert_eq!(all.resources(), ["{m1}-a", "{m1}-b", "{m1}-c"]);
@@ -53,7 +59,11 @@ async fn every_key_or_none() {
     }
     // It excludes the single lock on each of them, and is excluded by it.
     for key in ["{m1}-a", "{m1}-b", "{m1}-c"] {
-        let err = a.try_lock(key, ms(1_000)).await.expect_err("held together");
+        let err = a
+            .lock(key, ms(1_000))
+            .try_once()
+            .await
+            .expect_err("held together");
         assert!(err.is_contended(), "{err}");
     }
     all.release().await.expect("release all");
@@ -68,7 +78,8 @@ async fn extend_check_and_drop_act_on_every_key() {
     let c = Cluster::start(3);
     let r = c.redlock();
     let lock = r
-        .try_lock_all(&["{m2}-a", "{m2}-b"], ms(2_000))
+        .lock_all(&["{m2}-a", "{m2}-b"], ms(2_000))
+        .try_once()
         .await
         .expect("both");
     lock.extend(ms(20_000)).await.expect("extend");
@@ -109,10 +120,15 @@ async fn a_waiter_is_woken_by_the_release_of_any_of_its_keys() {
     let c = Cluster::start(3);
     let holder = c.redlock();
     let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let held = holder.try_lock("{m3}-b", ms(10_000)).await.expect("b");
+    let held = holder
+        .lock("{m3}-b", ms(10_000))
+        .try_once()
+        .await
+        .expect("b");
     let task = tokio::spawn(async move {
         let lock = waiter
-            .lock_all_timeout(&["{m3}-b", "{m3}-a"], ms(10_000), ms(9_000))
+            .lock_all(&["{m3}-b", "{m3}-a"], ms(10_000))
+            .wait(ms(9_000))
             .await
             .expect("both, once b is released");
         (Instant::now(), lock)
@@ -141,11 +157,12 @@ async fn a_waiter_is_woken_by_the_release_of_any_of_its_keys() {
 async fn fenced_multi_locks_carry_a_token_per_resource() {
     let c = Cluster::start(3);
     let r = c.redlock();
-    let single = r.lock_fenced("{m4}-a", ms(5_000)).await.expect("a");
+    let single = r.lock("{m4}-a", ms(5_000)).fenced().await.expect("a");
     let a_token = single.fencing_token().expect("token");
     single.release().await.expect("release");
     let both = r
-        .lock_all_fenced(&["{m4}-b", "{m4}-a"], ms(5_000))
+        .lock_all(&["{m4}-b", "{m4}-a"], ms(5_000))
+        .fenced()
         .await
         .expect("both");
     let (ta, tb) = (
@@ -156,7 +173,7 @@ async fn fenced_multi_locks_carry_a_token_per_resource() {
     assert_eq!(both.fencing_token(), Some(ta), "the first resource's");
     assert_eq!(both.fencing_token_for("{m4}-c"), None);
     both.release().await.expect("release");
-    let again = r.lock_fenced("{m4}-b", ms(5_000)).await.expect("b");
+    let again = r.lock("{m4}-b", ms(5_000)).fenced().await.expect("b");
     assert!(again.fencing_token().expect("token") > tb);
 }
 
@@ -171,7 +188,7 @@ async fn bad_resource_lists_are_refused_before_anything_is_sent() {
         (&["ok", ""][..], "empty"),
         (&["ok", "redquorum:x"][..], "reserved"),
     ] {
-        match r.try_lock_all(list, ms(1_000)).await {
+        match r.lock_all(list, ms(1_000)).try_once().await {
             Err(Error::InvalidConfig(m)) => assert!(m.contains(says), "{m}"),
             other => panic!("{list:?}: {other:?}"),
         }
@@ -214,7 +231,8 @@ async fn opposite_orders_neither_deadlock_nor_overlap() {
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
                     let lock = client
-                        .lock_all_timeout(&order, ms(10_000), ms(30_000))
+                        .lock_all(&order, ms(10_000))
+                        .wait(ms(30_000))
                         .await
                         .expect("served");
                     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
@@ -246,12 +264,17 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
     let c = Cluster::start(3);
     let holder = c.redlock();
     let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
-    let held = holder.try_lock("{m6}-b", ms(10_000)).await.expect("b");
+    let held = holder
+        .lock("{m6}-b", ms(10_000))
+        .try_once()
+        .await
+        .expect("b");
     let first = {
         let waiter = waiter.clone();
         tokio::spawn(async move {
             let lock = waiter
-                .lock_all_timeout(&["{m6}-a", "{m6}-b"], ms(10_000), ms(9_000))
+                .lock_all(&["{m6}-a", "{m6}-b"], ms(10_000))
+                .wait(ms(9_000))
                 .await
                 .expect("a+b");
             (Instant::now(), lock)
@@ -263,7 +286,8 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
     );
     let second = tokio::spawn(async move {
         let lock = waiter
-            .lock_all_timeout(&["{m6}-c", "{m6}-b"], ms(10_000), ms(9_000))
+            .lock_all(&["{m6}-c", "{m6}-b"], ms(10_000))
+            .wait(ms(9_000))
             .await
             .expect("b+c");
         (Instant::now(), lock)
@@ -293,7 +317,11 @@ async fn news_of_a_shared_key_reaches_every_line_that_waits_for_it() {
 async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
     let c = Cluster::start(3);
     let holder = c.redlock();
-    let held = holder.try_lock("{m7}-a", ms(30_000)).await.expect("a");
+    let held = holder
+        .lock("{m7}-a", ms(30_000))
+        .try_once()
+        .await
+        .expect("a");
     // A short cap: an attempt that missed a node under load (its reply
     // late) lists and tracks it there at the next one.
     let first = c.builder().wait_cap(ms(2_000)).build().expect("client");
@@ -301,7 +329,8 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
         let first = first.clone();
         tokio::spawn(async move {
             first
-                .lock_all_timeout(&["{m7}-a", "{m7}-b"], ms(10_000), ms(25_000))
+                .lock_all(&["{m7}-a", "{m7}-b"], ms(10_000))
+                .wait(ms(25_000))
                 .await
                 .expect("a+b")
         })
@@ -323,7 +352,8 @@ async fn a_newcomer_joining_the_lists_wakes_nobody_ahead_of_it() {
     let newcomer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let later = tokio::spawn(async move {
         newcomer
-            .lock_all_timeout(&["{m7}-b", "{m7}-a"], ms(10_000), ms(25_000))
+            .lock_all(&["{m7}-b", "{m7}-a"], ms(10_000))
+            .wait(ms(25_000))
             .await
             .expect("b+a")
     });
@@ -381,14 +411,14 @@ async fn behind_one_that_gives_up(tag: &str, next: Next) {
     let c = Cluster::start(3);
     let [x, y, z] = ["x", "y", "z"].map(|k| format!("{{{tag}}}-{k}"));
     let holder = c.redlock();
-    let x_held = holder.try_lock(&x, ms(20_000)).await.expect("x");
-    let y_held = holder.try_lock(&y, ms(20_000)).await.expect("y");
+    let x_held = holder.lock(&x, ms(20_000)).try_once().await.expect("x");
+    let y_held = holder.lock(&y, ms(20_000)).try_once().await.expect("y");
     let patient = || c.builder().wait_cap(ms(10_000)).build().expect("client");
     let ahead = {
         let (client, keys) = (patient(), [x.clone(), y.clone()]);
         tokio::spawn(async move {
             let keys = [keys[0].as_str(), keys[1].as_str()];
-            let r = client.lock_all_timeout(&keys, ms(10_000), ms(3_000)).await;
+            let r = client.lock_all(&keys, ms(10_000)).wait(ms(3_000)).await;
             (Instant::now(), r.map(|_| ()))
         })
     };
@@ -401,8 +431,8 @@ async fn behind_one_that_gives_up(tag: &str, next: Next) {
         tokio::spawn(async move {
             let (ttl, wait) = (ms(10_000), ms(9_000));
             let lock = match next {
-                Next::AllOf => client.lock_all_timeout(&[&x, &z], ttl, wait).await,
-                Next::One => client.lock_timeout(&x, ttl, wait).await,
+                Next::AllOf => client.lock_all(&[&x, &z], ttl).wait(wait).await,
+                Next::One => client.lock(&x, ttl).wait(wait).await,
             };
             (
                 Instant::now(),

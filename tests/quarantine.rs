@@ -32,7 +32,7 @@ fn client(c: &Cluster, quarantine: Duration) -> Redlock {
 /// back with its data). Returns A's lock.
 async fn holder_on_nodes_0_and_1(c: &mut Cluster, a: &Redlock) -> redquorum::Lock {
     c.nodes[2].stop();
-    let lock = a.try_lock("q_res", ms(3_000)).await.unwrap();
+    let lock = a.lock("q_res", ms(3_000)).try_once().await.unwrap();
     c.nodes[2].restart(Persistence::Aof);
     assert_eq!(c.set_on("q_res"), 2);
     lock
@@ -48,7 +48,7 @@ async fn a_node_restarted_empty_cannot_give_a_held_lock_away() {
     let b = client(&c, ms(3_000));
     // Node 0 forgot A's key, but its yes does not count: no quorum, and
     // the error says why (not "held by another owner").
-    let err = b.try_lock("q_res", ms(3_000)).await.unwrap_err();
+    let err = b.lock("q_res", ms(3_000)).try_once().await.unwrap_err();
     assert!(!err.is_contended(), "{err}");
     let text = err.to_string();
     assert!(
@@ -67,7 +67,8 @@ async fn a_node_restarted_empty_cannot_give_a_held_lock_away() {
     let first_look = tokio::time::Instant::now();
     let waiter = c.builder().restart_quarantine(ms(3_000)).build().unwrap();
     let got = waiter
-        .lock_timeout("q_res", ms(3_000), ms(8_000))
+        .lock("q_res", ms(3_000))
+        .wait(ms(8_000))
         .await
         .unwrap();
     let at = tokio::time::Instant::now();
@@ -114,7 +115,7 @@ async fn a_node_restarted_just_before_a_second_ticks_is_quarantined_in_full() {
         let a = client(&c, ms(3_000));
         c.nodes[2].stop();
         wall_clock_at(700).await;
-        let lock = a.try_lock("q_grain", ms(3_000)).await.unwrap();
+        let lock = a.lock("q_grain", ms(3_000)).try_once().await.unwrap();
         c.nodes[2].restart(Persistence::Aof);
         if wall_clock_fraction() >= 880 {
             continue;
@@ -132,7 +133,8 @@ async fn a_node_restarted_just_before_a_second_ticks_is_quarantined_in_full() {
         // Node 0 says it has run 1 s; it has run about 0.1 s.
         let waiter = c.builder().restart_quarantine(ms(3_000)).build().unwrap();
         let got = waiter
-            .lock_timeout("q_grain", ms(3_000), ms(6_000))
+            .lock("q_grain", ms(3_000))
+            .wait(ms(6_000))
             .await
             .unwrap();
         let at = tokio::time::Instant::now();
@@ -156,7 +158,7 @@ async fn without_quarantine_the_same_restart_gives_two_holders() {
     let lock = holder_on_nodes_0_and_1(&mut c, &a).await;
     c.nodes[0].restart(Persistence::None);
     let b = client(&c, Duration::ZERO);
-    let second = b.try_lock("q_res", ms(3_000)).await.unwrap();
+    let second = b.lock("q_res", ms(3_000)).try_once().await.unwrap();
     assert!(lock.is_valid() && second.is_valid(), "two valid holders");
 }
 
@@ -166,14 +168,14 @@ async fn a_durable_restart_is_quarantined_and_keeps_what_it_holds() {
     // A TTL long enough to outlast a restart on a busy machine: A's key
     // must still be on every node when B tries.
     let a = client(&c, ms(20_000));
-    let lock = a.try_lock("q_res", ms(20_000)).await.unwrap();
+    let lock = a.lock("q_res", ms(20_000)).try_once().await.unwrap();
     assert!(wait_until(ms(2_000), || c.set_on("q_res") == 3).await);
     c.nodes[0].restart(Persistence::Aof);
     let b = client(&c, ms(3_000));
     // Node 0 kept A's key (AOF, appendfsync always) and refuses: plain
     // contention. But nothing on it proves it kept everything (an old
     // backup looks the same), so its yes would not count either.
-    let err = b.try_lock("q_res", ms(3_000)).await.unwrap_err();
+    let err = b.lock("q_res", ms(3_000)).try_once().await.unwrap_err();
     assert!(err.is_contended(), "{err}");
     match &b.node_trust().await[..] {
         [NodeTrust::Quarantined { cause, .. }, NodeTrust::Trusted, NodeTrust::Trusted] => {
@@ -182,7 +184,7 @@ async fn a_durable_restart_is_quarantined_and_keeps_what_it_holds() {
         other => panic!("{other:?}"),
     }
     lock.release().await.unwrap();
-    let got = b.try_lock("q_res", ms(3_000)).await.unwrap();
+    let got = b.lock("q_res", ms(3_000)).try_once().await.unwrap();
     got.release().await.unwrap();
 }
 
@@ -287,7 +289,7 @@ async fn a_client_that_starts_later_keeps_the_quarantine_until_one_served_it() {
     assert!(!served(), "served before anyone watched it pass");
     let mut recorded = false;
     for _ in 0..10 {
-        let lock = first.try_lock("q_later", ms(1_000)).await.unwrap();
+        let lock = first.lock("q_later", ms(1_000)).try_once().await.unwrap();
         lock.release().await.unwrap();
         if wait_until(ms(1_500), served).await {
             recorded = true;
@@ -302,7 +304,7 @@ async fn a_client_that_starts_later_keeps_the_quarantine_until_one_served_it() {
         after.node_trust().await[1],
         NodeTrust::Suspect { .. }
     ));
-    let lock = after.try_lock("q_later", ms(1_000)).await.unwrap();
+    let lock = after.lock("q_later", ms(1_000)).try_once().await.unwrap();
     lock.release().await.unwrap();
 }
 

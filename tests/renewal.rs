@@ -26,10 +26,12 @@ async fn a_majority_paused_around_a_renewal_loses_no_lock() {
     // 0.8 s to 1.4 s after the lock is taken, so the first renewal finds
     // no quorum.
     let taken = Instant::now();
-    let work = redlock.with_lock("renew-paused", ms(3_000), |lock| async move {
-        tokio::time::sleep(ms(4_000)).await;
-        lock.validity()
-    });
+    let work = redlock
+        .lock("renew-paused", ms(3_000))
+        .run(|lock| async move {
+            tokio::time::sleep(ms(4_000)).await;
+            lock.validity()
+        });
     let pauser = async {
         tokio::time::sleep_until(taken + ms(800)).await;
         for n in &mut c.nodes[..3] {
@@ -53,7 +55,11 @@ async fn a_lock_taken_over_is_lost_at_the_next_renewal() {
     let c = Cluster::start(5);
     let redlock = c.builder().build().unwrap();
     support::connected(&redlock).await;
-    let lock = redlock.try_lock("renew-taken", ms(3_000)).await.unwrap();
+    let lock = redlock
+        .lock("renew-taken", ms(3_000))
+        .try_once()
+        .await
+        .unwrap();
     assert!(support::wait_until(ms(2_000), || c.set_on("renew-taken") == 5).await);
     let valid_until = lock.valid_until();
     lock.auto_extend();
@@ -87,10 +93,11 @@ async fn short_locks_renewed_on_a_busy_machine_are_never_lost() {
     for i in 0..12 {
         let r = redlock.clone();
         holders.push(tokio::spawn(async move {
-            r.with_lock(&format!("soak-{i}"), ms(1_000), |_| async {
-                tokio::time::sleep(ms(6_000)).await;
-            })
-            .await
+            r.lock(&format!("soak-{i}"), ms(1_000))
+                .run(|_| async {
+                    tokio::time::sleep(ms(6_000)).await;
+                })
+                .await
         }));
     }
     for h in holders {

@@ -29,9 +29,13 @@ async fn readers_share_and_exclude_writers_both_ways() {
     let c = Cluster::start(3);
     let (a, b) = (c.redlock(), c.redlock());
     let (ra, rb) = (a.rw_lock("rw1").unwrap(), b.rw_lock("rw1").unwrap());
-    let r1 = ra.try_read(ms(10_000)).await.expect("first reader");
-    let r2 = rb.try_read(ms(10_000)).await.expect("second reader");
-    let err = rb.try_write(ms(10_000)).await.expect_err("readers hold");
+    let r1 = ra.read(ms(10_000)).try_once().await.expect("first reader");
+    let r2 = rb.read(ms(10_000)).try_once().await.expect("second reader");
+    let err = rb
+        .write(ms(10_000))
+        .try_once()
+        .await
+        .expect_err("readers hold");
     assert!(err.is_contended(), "{err}");
     assert!(r1.is_held().await.unwrap() && r2.is_held().await.unwrap());
     r1.extend(ms(20_000))
@@ -41,16 +45,32 @@ async fn readers_share_and_exclude_writers_both_ways() {
     assert!(r2.is_held().await.unwrap(), "the other lease stays");
     drop(r2);
     b.settle().await;
-    let w = rb.try_write(ms(10_000)).await.expect("no reader left");
-    let err = ra.try_read(ms(10_000)).await.expect_err("a writer holds");
+    let w = rb
+        .write(ms(10_000))
+        .try_once()
+        .await
+        .expect("no reader left");
+    let err = ra
+        .read(ms(10_000))
+        .try_once()
+        .await
+        .expect_err("a writer holds");
     assert!(err.is_contended(), "{err}");
-    let err = ra.try_write(ms(10_000)).await.expect_err("a writer holds");
+    let err = ra
+        .write(ms(10_000))
+        .try_once()
+        .await
+        .expect_err("a writer holds");
     assert!(err.is_contended(), "{err}");
     // The plain lock of the same name is another lock.
-    let plain = a.try_lock("rw1", ms(1_000)).await.expect("another lock");
+    let plain = a
+        .lock("rw1", ms(1_000))
+        .try_once()
+        .await
+        .expect("another lock");
     plain.release().await.unwrap();
     w.release().await.expect("release");
-    let r = ra.try_read(ms(10_000)).await.expect("free again");
+    let r = ra.read(ms(10_000)).try_once().await.expect("free again");
     r.release().await.unwrap();
     assert!(matches!(
         a.rw_lock("redquorum:x"),
@@ -83,7 +103,7 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
             tokio::time::sleep(ms(35 * i as u64)).await;
             let mut reads = 0;
             while !stop.load(Ordering::SeqCst) {
-                let r = rw.read_timeout(ms(10_000), ms(9_000)).await.expect("read");
+                let r = rw.read(ms(10_000)).wait(ms(9_000)).await.expect("read");
                 assert!(!writing.load(Ordering::SeqCst), "read while writing");
                 reading.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(ms(200)).await;
@@ -99,10 +119,7 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
     tokio::time::sleep(ms(1_500)).await;
     assert!(reading.load(Ordering::SeqCst) > 0, "reads in progress");
     let asked = Instant::now();
-    let w = rw
-        .write_timeout(ms(10_000), ms(9_000))
-        .await
-        .expect("write");
+    let w = rw.write(ms(10_000)).wait(ms(9_000)).await.expect("write");
     let waited = asked.elapsed();
     writing.store(true, Ordering::SeqCst);
     assert_eq!(reading.load(Ordering::SeqCst), 0, "a read in progress");
@@ -138,7 +155,8 @@ fn a_crashed_reader_blocks_a_writer_only_until_its_own_lease_ends() {
         let lease = client
             .rw_lock("rw3")
             .unwrap()
-            .try_read(ms(3_000))
+            .read(ms(3_000))
+            .try_once()
             .await
             .expect("the reader that will crash");
         let taken = Instant::now();
@@ -156,10 +174,7 @@ fn a_crashed_reader_blocks_a_writer_only_until_its_own_lease_ends() {
         let writer = c.builder().wait_cap(ms(10_000)).build().unwrap();
         let wrw = writer.rw_lock("rw3").unwrap();
         let w = tokio::spawn(async move {
-            let w = wrw
-                .write_timeout(ms(5_000), ms(9_000))
-                .await
-                .expect("write");
+            let w = wrw.write(ms(5_000)).wait(ms(9_000)).await.expect("write");
             (Instant::now(), w)
         });
         tokio::time::sleep(ms(1_500)).await;
@@ -179,18 +194,18 @@ async fn readers_learn_the_last_writers_token() {
     let c = Cluster::start(3);
     let r = c.redlock();
     let rw = r.rw_lock("rw4").unwrap();
-    let read = rw.read_fenced(ms(5_000)).await.expect("read");
+    let read = rw.read(ms(5_000)).fenced().await.expect("read");
     assert_eq!(read.fencing_token(), Some(0), "no writer yet");
     read.release().await.unwrap();
     let mut last = 0;
     for _ in 0..2 {
-        let w = rw.write_fenced(ms(5_000)).await.expect("write");
+        let w = rw.write(ms(5_000)).fenced().await.expect("write");
         let t = w.fencing_token().expect("token");
         assert!(t > last);
         last = t;
         w.release().await.unwrap();
     }
-    let read = rw.read_fenced(ms(5_000)).await.expect("read");
+    let read = rw.read(ms(5_000)).fenced().await.expect("read");
     assert_eq!(read.fencing_token(), Some(last), "the last writer's");
     read.release().await.unwrap();
 }
@@ -201,7 +216,7 @@ async fn readers_learn_the_last_writers_token() {
 async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
     let c = Cluster::start(3);
     let rw = c.redlock().rw_lock("rw8").unwrap();
-    let w = rw.try_write(ms(20_000)).await.expect("write");
+    let w = rw.write(ms(20_000)).try_once().await.expect("write");
     let writer = internal_key("rw-writer", "rw8");
     let (first, reading) = waiting_reader(&c, "rw8", ms(9_000));
     assert!(
@@ -240,13 +255,13 @@ async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
 async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
     let c = Cluster::start(3);
     let rw = c.redlock().rw_lock("rw9").unwrap();
-    let held = rw.try_read(ms(20_000)).await.expect("read");
+    let held = rw.read(ms(20_000)).try_once().await.expect("read");
     let writer = internal_key("rw-writer", "rw9");
     let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let writing = {
         let lock = waiting_writer.rw_lock("rw9").unwrap();
         tokio::spawn(async move {
-            let r = lock.write_timeout(ms(10_000), ms(3_000)).await;
+            let r = lock.write(ms(10_000)).wait(ms(3_000)).await;
             (Instant::now(), r.map(|_| ()))
         })
     };
@@ -281,13 +296,13 @@ async fn a_waiting_writer_wakes_when_the_reads_end_not_at_each_release() {
     let rw = c.redlock().rw_lock("rw10").unwrap();
     let mut reads = Vec::new();
     for _ in 0..4 {
-        reads.push(rw.try_read(ms(60_000)).await.expect("read"));
+        reads.push(rw.read(ms(60_000)).try_once().await.expect("read"));
     }
     let writer = internal_key("rw-writer", "rw10");
     let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let writing = {
         let lock = waiting_writer.rw_lock("rw10").unwrap();
-        tokio::spawn(async move { lock.write_timeout(ms(10_000), ms(30_000)).await })
+        tokio::spawn(async move { lock.write(ms(10_000)).wait(ms(30_000)).await })
     };
     // Under load an attempt may miss a node (its reply late): the next
     // one, a cap (10 s) later, lists and tracks it there.
@@ -339,7 +354,7 @@ fn waiting_reader(
     let client = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let lock = client.rw_lock(name).unwrap();
     let task = tokio::spawn(async move {
-        let read = lock.read_timeout(ms(10_000), wait).await;
+        let read = lock.read(ms(10_000)).wait(wait).await;
         (Instant::now(), read)
     });
     (client, task)
@@ -357,7 +372,7 @@ async fn a_fenced_read_whose_lease_ended_while_its_token_was_read_is_not_returne
     let reader = builder.build().unwrap();
     support::connected(&reader).await;
     let rw = reader.rw_lock("fenced-read-expired").unwrap();
-    match rw.read_fenced_timeout(ms(500), ms(1_500)).await {
+    match rw.read(ms(500)).fenced().wait(ms(1_500)).await {
         Ok(lock) => panic!(
             "a fenced read returned with {:?} of validity (token {:?})",
             lock.validity(),

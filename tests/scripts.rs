@@ -20,7 +20,8 @@ const fn ms(n: u64) -> Duration {
 async fn rounds(redlock: &Redlock, name: &str, n: usize) {
     for i in 0..n {
         let lock = redlock
-            .try_lock(&format!("{name}-{i}"), ms(30_000))
+            .lock(&format!("{name}-{i}"), ms(30_000))
+            .try_once()
             .await
             .unwrap();
         lock.release().await.unwrap();

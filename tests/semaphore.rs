@@ -35,7 +35,8 @@ async fn never_more_than_k_valid_holders_under_load() {
             tasks.push(tokio::spawn(async move {
                 for _ in 0..15 {
                     let permit = sem
-                        .acquire_timeout(ms(2_000), Duration::from_secs(20))
+                        .acquire(ms(2_000))
+                        .wait(Duration::from_secs(20))
                         .await
                         .unwrap();
                     let now = held.fetch_add(1, Ordering::SeqCst) + 1;
@@ -71,16 +72,17 @@ async fn k_permits_with_a_minority_down_and_the_next_waiter_woken() {
     let sem_b = b.semaphore("licences", 3).unwrap();
     let mut permits = Vec::new();
     for _ in 0..3 {
-        permits.push(sem_a.try_acquire(ms(5_000)).await.unwrap());
+        permits.push(sem_a.acquire(ms(5_000)).try_once().await.unwrap());
     }
     let mut taken: Vec<usize> = permits.iter().map(|p| p.slot()).collect();
     taken.sort_unstable();
     assert_eq!(taken, [0, 1, 2]);
-    let err = sem_b.try_acquire(ms(5_000)).await.unwrap_err();
+    let err = sem_b.acquire(ms(5_000)).try_once().await.unwrap_err();
     assert!(err.is_contended(), "{err}");
     let waiter = tokio::spawn(async move {
         let p = sem_b
-            .acquire_timeout(ms(5_000), Duration::from_secs(4))
+            .acquire(ms(5_000))
+            .wait(Duration::from_secs(4))
             .await
             .unwrap();
         let slot = p.slot();
@@ -111,8 +113,8 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
     let sem = holder.semaphore("fifo", 2).unwrap();
     // Held far longer than the test can take, even on a loaded machine: only
     // the releases below free a permit.
-    let p1 = sem.try_acquire(ms(60_000)).await.unwrap();
-    let p2 = sem.try_acquire(ms(60_000)).await.unwrap();
+    let p1 = sem.acquire(ms(60_000)).try_once().await.unwrap();
+    let p2 = sem.acquire(ms(60_000)).try_once().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let key = "redquorum:semaphore:{fifo}:fifo";
     let mut waiters = Vec::new();
@@ -123,7 +125,8 @@ async fn waiters_of_several_clients_are_served_in_arrival_order() {
         let n = c.nodes[0].waiters(key);
         waiters.push(tokio::spawn(async move {
             let p = s
-                .acquire_timeout(ms(5_000), Duration::from_secs(50))
+                .acquire(ms(5_000))
+                .wait(Duration::from_secs(50))
                 .await
                 .unwrap();
             order.lock().unwrap().push(i);
@@ -153,13 +156,14 @@ async fn a_dead_holders_permit_frees_within_its_ttl() {
     let c = Cluster::start(3);
     let dead = client(&c);
     let sem = dead.semaphore("crash", 1).unwrap();
-    let permit = sem.try_acquire(ms(800)).await.unwrap();
+    let permit = sem.acquire(ms(800)).try_once().await.unwrap();
     // The holder vanishes without releasing (as a killed process would).
     std::mem::forget(permit);
     let other = client(&c).semaphore("crash", 1).unwrap();
     let started = std::time::Instant::now();
     let p = other
-        .acquire_timeout(ms(5_000), Duration::from_secs(3))
+        .acquire(ms(5_000))
+        .wait(Duration::from_secs(3))
         .await
         .unwrap();
     let took = started.elapsed();
@@ -172,17 +176,17 @@ async fn fenced_permits_carry_increasing_tokens_and_keys_stay_apart_from_locks()
     let c = Cluster::start(3);
     let redlock = client(&c);
     let sem = redlock.semaphore("jobs", 2).unwrap();
-    let a = sem.acquire_fenced(ms(5_000)).await.unwrap();
-    let b = sem.acquire_fenced(ms(5_000)).await.unwrap();
+    let a = sem.acquire(ms(5_000)).fenced().await.unwrap();
+    let b = sem.acquire(ms(5_000)).fenced().await.unwrap();
     let (ta, tb) = (a.fencing_token().unwrap(), b.fencing_token().unwrap());
     assert!(tb > ta, "{ta} then {tb}");
     // A lock named like the semaphore is another thing.
-    let lock = redlock.try_lock("jobs", ms(5_000)).await.unwrap();
+    let lock = redlock.lock("jobs", ms(5_000)).try_once().await.unwrap();
     // (The lock is won on a quorum; the last node's SET may still be on
     // its way.)
     assert!(wait_until(Duration::from_secs(3), || c.set_on("jobs") == 3).await);
     a.release().await.unwrap();
-    let c2 = sem.acquire_fenced(ms(5_000)).await.unwrap();
+    let c2 = sem.acquire(ms(5_000)).fenced().await.unwrap();
     assert!(c2.fencing_token().unwrap() > tb);
     for p in [b, c2] {
         p.release().await.unwrap();
@@ -202,7 +206,7 @@ async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
     // in 2100): node 4 refuses us though the slot is free there.
     ghosts_on(&c, 4, line, &["ghost"]);
     let mut n4 = c.nodes[4].conn();
-    let permit = sem.try_acquire(ms(5_000)).await.unwrap();
+    let permit = sem.acquire(ms(5_000)).try_once().await.unwrap();
     // Won on a quorum: node 0's reply may still be on its way.
     let mut ours = None;
     assert!(
@@ -241,7 +245,7 @@ async fn a_winner_fills_its_slot_where_it_is_free_and_only_there() {
         .unwrap();
     c.nodes[4].set(slot, "theirs", ms(60_000));
     let before = c.nodes[4].script_calls();
-    let permit = sem.try_acquire(ms(5_000)).await.unwrap();
+    let permit = sem.acquire(ms(5_000)).try_once().await.unwrap();
     permit.release().await.unwrap();
     assert!(
         wait_until(Duration::from_secs(3), || c.nodes[4].script_calls()
@@ -264,7 +268,7 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
     // node whose reply came late would take the slot there again.)
     let other_client = client(&c);
     let other = other_client.semaphore("rejoin", 1).unwrap();
-    let theirs = other.try_acquire(ms(60_000)).await.unwrap();
+    let theirs = other.acquire(ms(60_000)).try_once().await.unwrap();
     other_client.settle().await;
     assert_eq!(c.set_on(slot), 3);
     let _: () = redis::cmd("DEL")
@@ -275,7 +279,7 @@ async fn a_waiter_that_lost_a_split_is_back_in_line_at_once_where_it_took_a_slot
     // than the test: only the undo can put it back, and only news wakes it.
     let waiter = c.builder().wait_cap(ms(60_000)).build().unwrap();
     let sem = waiter.semaphore("rejoin", 1).unwrap();
-    let task = tokio::spawn(async move { sem.acquire_timeout(ms(5_000), ms(50_000)).await });
+    let task = tokio::spawn(async move { sem.acquire(ms(5_000)).wait(ms(50_000)).await });
     let listed = |n: usize| c.nodes[n].waiters(line) == 1;
     // (It may try more than once: wait until an undo was the last word.)
     let undone = || c.nodes[2].get(slot).is_none();
@@ -378,7 +382,8 @@ async fn held_by_a_and(
     let held = client(c)
         .semaphore(name, 1)
         .unwrap()
-        .try_acquire(ms(10_000))
+        .acquire(ms(10_000))
+        .try_once()
         .await
         .unwrap();
     held_everywhere(c, name).await;
@@ -411,7 +416,7 @@ async fn b_waits_on_every_node(
     tokio::task::JoinHandle<redquorum::Result<redquorum::Permit>>,
 ) {
     let (held, b, sem_b) = held_by_a(c, name).await;
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let waiter = tokio::spawn(async move { sem_b.acquire(ms(10_000)).wait(ms(8_000)).await });
     let line = format!("redquorum:semaphore:{{{name}}}:{name}");
     assert!(
         wait_until(Duration::from_secs(3), || c.waiting_on(&line) == 5
@@ -467,7 +472,7 @@ async fn a_winning_waiter_leaves_the_list_where_its_take_took_it_off() {
 async fn a_waiter_whose_node_dies_listens_to_another() {
     let mut c = Cluster::start(5);
     let (held, _b, sem_b) = held_by_a(&c, "deaf").await;
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    let waiter = tokio::spawn(async move { sem_b.acquire(ms(10_000)).wait(ms(9_000)).await });
     let mut ear = None;
     assert!(
         wait_until(Duration::from_secs(3), || {
@@ -507,7 +512,8 @@ async fn a_waiter_no_node_can_tell_tries_again_soon() {
     // b's request connections open (a refused try opens no notification
     // connection).
     assert!(sem_b
-        .try_acquire(ms(10_000))
+        .acquire(ms(10_000))
+        .try_once()
         .await
         .unwrap_err()
         .is_contended());
@@ -515,7 +521,7 @@ async fn a_waiter_no_node_can_tell_tries_again_soon() {
     for conn in &mut conns {
         support::refuse_new_connections(conn);
     }
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    let waiter = tokio::spawn(async move { sem_b.acquire(ms(10_000)).wait(ms(9_000)).await });
     let list = support::internal_key("waiters", "redquorum:semaphore:{unheard}:unheard");
     let listed = |conn: &mut redis::Connection| {
         redis::cmd("ZCARD").arg(&list).query::<u64>(conn).unwrap() == 1
@@ -546,7 +552,7 @@ async fn a_subscription_made_after_a_later_attempt_is_news_for_it() {
     let c = Cluster::start(3);
     let (name, line) = ("late-ear", "redquorum:semaphore:{late-ear}:late-ear");
     let held = client(&c).semaphore(name, 1).unwrap();
-    let held = held.try_acquire(ms(10_000)).await.unwrap();
+    let held = held.acquire(ms(10_000)).try_once().await.unwrap();
     held_everywhere(&c, name).await;
     let (proxies, b) = c.far_builder(0);
     // The connect timeout (the node timeout, at least 1 s) outlasts the
@@ -559,7 +565,8 @@ async fn a_subscription_made_after_a_later_attempt_is_news_for_it() {
     let sem_b = b.semaphore(name, 1).unwrap();
     // b's request connections open; then new connections are held.
     assert!(sem_b
-        .try_acquire(ms(10_000))
+        .acquire(ms(10_000))
+        .try_once()
         .await
         .unwrap_err()
         .is_contended());
@@ -567,7 +574,7 @@ async fn a_subscription_made_after_a_later_attempt_is_news_for_it() {
         p.set_mode(support::ProxyMode::HoldNew);
     }
     let scripts = || -> u64 { c.nodes.iter().map(|n| n.script_calls()).sum() };
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(9_000)).await });
+    let waiter = tokio::spawn(async move { sem_b.acquire(ms(10_000)).wait(ms(9_000)).await });
     // The first attempt subscribes (held); the retry cap makes the next,
     // refused on every node (3 takes), while the subscription is held.
     assert!(
@@ -599,7 +606,7 @@ async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
     let sem_b = Arc::new(sem_b);
     let first = {
         let sem = Arc::clone(&sem_b);
-        tokio::spawn(async move { sem.acquire_timeout(ms(10_000), ms(8_000)).await })
+        tokio::spawn(async move { sem.acquire(ms(10_000)).wait(ms(8_000)).await })
     };
     let line = "redquorum:semaphore:{crowd}:crowd";
     assert!(
@@ -607,7 +614,7 @@ async fn the_next_caller_of_a_crowded_line_waits_for_news_before_it_tries() {
         "b's first caller waits"
     );
     // The second caller joins b's line behind the first.
-    let mut second = Box::pin(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let mut second = Box::pin(async move { sem_b.acquire(ms(10_000)).wait(ms(8_000)).await });
     assert!(futures::poll!(&mut second).is_pending());
     held.release().await.unwrap();
     let permit = first.await.unwrap().unwrap();
@@ -705,7 +712,13 @@ async fn a_split_attempt_wins_by_moving_to_one_slot() {
     let sem = redlock.semaphore("split", 2).unwrap();
     let ttl = ms(5_000);
     // Connections made and the number of permits pinned first.
-    sem.try_acquire(ttl).await.unwrap().release().await.unwrap();
+    sem.acquire(ttl)
+        .try_once()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     // Node 0: one waiter ahead, so we take its second free slot (1); node
     // 1: none, slot 0; node 2: two ahead, so it refuses.
     ghosts_on(&c, 0, line, &["ghost"]);
@@ -713,7 +726,7 @@ async fn a_split_attempt_wins_by_moving_to_one_slot() {
     // Node 1's replies are slow: the first round takes 300 ms or more.
     slow.set_mode(support::ProxyMode::Delay(150));
     let before = tokio::time::Instant::now();
-    let permit = sem.try_acquire(ttl).await.unwrap();
+    let permit = sem.acquire(ttl).try_once().await.unwrap();
     let ours = c.nodes[0].get(&slot(0)).expect("slot 0 on node 0");
     assert_eq!(c.nodes[1].get(&slot(0)).as_deref(), Some(&*ours));
     assert_eq!(c.nodes[0].get(&slot(1)), None, "moved off slot 1");
@@ -749,7 +762,7 @@ async fn a_move_never_takes_a_slot_another_holds() {
     ghosts_on(&c, 2, line, &["ghost", "ghost2"]);
     let redlock = c.builder().retry_count(0).build().unwrap();
     let sem = redlock.semaphore("held", 2).unwrap();
-    let err = sem.try_acquire(ms(5_000)).await.unwrap_err();
+    let err = sem.acquire(ms(5_000)).try_once().await.unwrap_err();
     assert!(err.is_contended(), "{err:?}");
     let stats = redlock.stats();
     assert_eq!(
@@ -781,7 +794,7 @@ async fn a_dropped_attempt_leaves_no_slot_taken() {
     for i in 0..3 {
         c.nodes[i].pause();
     }
-    let attempt = sem.try_acquire(ms(60_000));
+    let attempt = sem.acquire(ms(60_000)).try_once();
     assert!(tokio::time::timeout(ms(200), attempt).await.is_err());
     let slots: Vec<String> = (0..2)
         .map(|i| format!("redquorum:permit:{{dropped}}:dropped:{i}"))
@@ -808,7 +821,7 @@ fn caller(
 ) -> tokio::task::JoinHandle<redquorum::Permit> {
     let (sem, order) = (Arc::clone(sem), Arc::clone(order));
     tokio::spawn(async move {
-        let p = sem.acquire_timeout(ms(10_000), ms(8_000)).await.unwrap();
+        let p = sem.acquire(ms(10_000)).wait(ms(8_000)).await.unwrap();
         order.lock().unwrap().push(name);
         p
     })
@@ -819,7 +832,11 @@ async fn a_caller_behind_its_own_client_keeps_its_arrival_place_among_other_clie
     let c = Cluster::start(3);
     let line = "redquorum:semaphore:{arrival}:arrival";
     let sem = |r: &Redlock| Arc::new(r.semaphore("arrival", 1).unwrap());
-    let held = sem(&client(&c)).try_acquire(ms(10_000)).await.unwrap();
+    let held = sem(&client(&c))
+        .acquire(ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let (a, b) = (sem(&client(&c)), sem(&client(&c)));
     let order = Arc::new(Mutex::new(Vec::new()));
     let listed = |n: usize| (0..3).all(|i| c.nodes[i].waiters(line) == n);
@@ -891,7 +908,7 @@ async fn a_caller_that_gives_its_place_up_lets_its_own_clients_next_caller_go_fi
     let a1 = {
         let (sem, order) = (Arc::clone(&sem), Arc::clone(&order));
         tokio::spawn(async move {
-            let err = sem.acquire_timeout(ms(4), ms(2_000)).await.unwrap_err();
+            let err = sem.acquire(ms(4)).wait(ms(2_000)).await.unwrap_err();
             order.lock().unwrap().push("a1 gave up");
             err
         })
@@ -934,12 +951,12 @@ async fn a_release_wakes_only_the_waiter_it_lets_in() {
     let c = Cluster::start(5);
     let line = "redquorum:semaphore:{named}:named";
     let (held, b, sem_b) = held_by_a(&c, "named").await;
-    let waiter_b = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let waiter_b = tokio::spawn(async move { sem_b.acquire(ms(10_000)).wait(ms(8_000)).await });
     let listed = |k| c.nodes.iter().all(|n| n.waiters(line) == k);
     assert!(wait_until(ms(3000), || listed(1)).await, "b is listed");
     let cl = c.builder().wait_cap(ms(10_000)).build().unwrap();
     let sem_c = cl.semaphore("named", 1).unwrap();
-    let waiter_c = tokio::spawn(async move { sem_c.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let waiter_c = tokio::spawn(async move { sem_c.acquire(ms(10_000)).wait(ms(8_000)).await });
     assert!(
         wait_until(ms(3000), || listed(2) && subscribers(&c, line) == 2).await,
         "b and c are listed and hear the channel: {}",
@@ -970,10 +987,10 @@ async fn a_release_wakes_only_the_waiter_it_lets_in() {
 async fn a_client_with_another_number_of_permits_is_refused() {
     let c = Cluster::start(3);
     let two = c.redlock().semaphore("sized", 2).unwrap();
-    let a = two.try_acquire(ms(5_000)).await.unwrap();
-    let b = two.try_acquire(ms(5_000)).await.unwrap();
+    let a = two.acquire(ms(5_000)).try_once().await.unwrap();
+    let b = two.acquire(ms(5_000)).try_once().await.unwrap();
     let three = c.redlock().semaphore("sized", 3).unwrap();
-    match three.try_acquire(ms(5_000)).await {
+    match three.acquire(ms(5_000)).try_once().await {
         Err(redquorum::Error::SemaphoreConflict { pinned, asked, .. }) => {
             assert_eq!((pinned.as_str(), asked), ("2", 3));
         }
@@ -984,7 +1001,8 @@ async fn a_client_with_another_number_of_permits_is_refused() {
     // The same number from another client is fine.
     let again = c.redlock().semaphore("sized", 2).unwrap();
     assert!(again
-        .try_acquire(ms(5_000))
+        .acquire(ms(5_000))
+        .try_once()
         .await
         .unwrap_err()
         .is_contended());
@@ -1059,10 +1077,10 @@ async fn a_waiter_refused_the_channel_is_woken_through_the_slots() {
         .build()
         .unwrap();
     let held = a.semaphore("denied", 1).unwrap();
-    let held = held.try_acquire(ms(10_000)).await.unwrap();
+    let held = held.acquire(ms(10_000)).try_once().await.unwrap();
     held_everywhere(&c, "denied").await;
     let sem_b = b.semaphore("denied", 1).unwrap();
-    let waiter = tokio::spawn(async move { sem_b.acquire_timeout(ms(10_000), ms(8_000)).await });
+    let waiter = tokio::spawn(async move { sem_b.acquire(ms(10_000)).wait(ms(8_000)).await });
     let line = "redquorum:semaphore:{denied}:denied";
     assert!(
         wait_until(ms(3000), || c.waiting_on(line) == 3 && listening(&c).1 >= 1).await,
@@ -1100,12 +1118,12 @@ async fn slots_read_after_a_split_wake_a_waiter_once() {
     let (proxies, far) = c.far_builder(0);
     let held_a = far.retry_count(0).build().unwrap();
     let held_a = held_a.semaphore(name, 2).unwrap();
-    let held_a = held_a.try_acquire(ms(10_000)).await.unwrap();
+    let held_a = held_a.acquire(ms(10_000)).try_once().await.unwrap();
     // c's take must find a's permit on every node, or c takes a's slot
     // where a's is still to be set, and its own is on two nodes only.
     held_everywhere(&c, name).await;
     let held_c = client(&c).semaphore(name, 2).unwrap();
-    let held_c = held_c.try_acquire(ms(10_000)).await.unwrap();
+    let held_c = held_c.acquire(ms(10_000)).try_once().await.unwrap();
     let slot_c = format!("redquorum:permit:{{{name}}}:{name}:1");
     assert!(
         wait_until(ms(3000), || c.set_on(&slot_c) == 3).await,
@@ -1114,8 +1132,7 @@ async fn slots_read_after_a_split_wake_a_waiter_once() {
     // b1 waits first and hears node `ear`; then d; then b2, b's second.
     let b = c.builder().wait_cap(ms(10_000)).build().unwrap();
     let sem_b = b.semaphore(name, 2).unwrap();
-    let wait =
-        |s: redquorum::Semaphore| async move { s.acquire_timeout(ms(10_000), ms(8_000)).await };
+    let wait = |s: redquorum::Semaphore| async move { s.acquire(ms(10_000)).wait(ms(8_000)).await };
     let b1 = tokio::spawn(wait(sem_b.clone()));
     assert!(wait_until(ms(3000), || listed(1) && subscribers(&c, line) == 1).await);
     let ear = ear_of(&c, line).expect("b1 hears one node");

@@ -348,7 +348,8 @@ async fn fencing_tokens_strictly_increase() {
     for round in 0..5 {
         for (i, client) in clients.iter().enumerate() {
             let lock = client
-                .lock_fenced("fenced", Duration::from_millis(300))
+                .lock("fenced", Duration::from_millis(300))
+                .fenced()
                 .await
                 .unwrap();
             let token = lock.fencing_token().expect("fenced lock has a token");

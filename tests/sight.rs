@@ -63,12 +63,13 @@ impl Kind {
     /// the others'.
     async fn take(self, r: &Redlock, resource: &str, first: bool) -> redquorum::Result<Lock> {
         match self {
-            Kind::Lock => r.try_lock(resource, QUARANTINE).await,
-            Kind::Read if first => r.rw_lock(resource)?.try_read(QUARANTINE).await,
-            Kind::Read => r.rw_lock(resource)?.try_write(QUARANTINE).await,
+            Kind::Lock => r.lock(resource, QUARANTINE).try_once().await,
+            Kind::Read if first => r.rw_lock(resource)?.read(QUARANTINE).try_once().await,
+            Kind::Read => r.rw_lock(resource)?.write(QUARANTINE).try_once().await,
             Kind::Permit => Ok(r
                 .semaphore(resource, 1)?
-                .try_acquire(QUARANTINE)
+                .acquire(QUARANTINE)
+                .try_once()
                 .await?
                 .into_lock()),
         }

@@ -48,8 +48,8 @@ fn acquisitions_extensions_releases_and_allocations_have_spans_with_outcomes() {
             .unwrap();
         rt.block_on(async {
             let (a, b) = (c.redlock(), c.builder().retry_count(0).build().unwrap());
-            let lock = a.lock_fenced("orders", ms(5_000)).await.unwrap();
-            assert!(b.try_lock("orders", ms(5_000)).await.is_err());
+            let lock = a.lock("orders", ms(5_000)).fenced().await.unwrap();
+            assert!(b.lock("orders", ms(5_000)).try_once().await.is_err());
             lock.extend(ms(5_000)).await.unwrap();
             lock.release().await.unwrap();
         });

@@ -175,21 +175,27 @@ async fn take(client: &Redlock, kind: &str, name: &str) -> bool {
     match kind {
         "semaphore" => {
             let sem = client.semaphore(name, 1).unwrap();
-            sem.try_acquire(TTL).await.map(std::mem::forget).is_ok()
+            sem.acquire(TTL)
+                .try_once()
+                .await
+                .map(std::mem::forget)
+                .is_ok()
         }
         "read" => {
             let rw = client.rw_lock(name).unwrap();
-            rw.try_write(TTL).await.map(std::mem::forget).is_ok()
+            rw.write(TTL).try_once().await.map(std::mem::forget).is_ok()
         }
         "election" => {
             let e = client.election(name, TTL).unwrap();
-            e.campaign_timeout("true", ms(1))
+            e.campaign("true")
+                .wait(ms(1))
                 .await
                 .map(std::mem::forget)
                 .is_ok()
         }
         _ => client
-            .try_lock(name, TTL)
+            .lock(name, TTL)
+            .try_once()
             .await
             .map(std::mem::forget)
             .is_ok(),
@@ -283,15 +289,13 @@ async fn take_held(
     match kind {
         "semaphore" => {
             let sem = client.semaphore(name, 1)?;
-            Ok(boxed(sem.try_acquire(TTL).await?.into_lock()))
+            Ok(boxed(sem.acquire(TTL).try_once().await?.into_lock()))
         }
-        "read" => Ok(boxed(client.rw_lock(name)?.try_read(TTL).await?)),
+        "read" => Ok(boxed(client.rw_lock(name)?.read(TTL).try_once().await?)),
         "election" => {
             let e = client.election(name, TTL)?;
-            Ok(boxed(
-                e.campaign_timeout("stalled", ms(1)).await?.into_lock(),
-            ))
+            Ok(boxed(e.campaign("stalled").wait(ms(1)).await?.into_lock()))
         }
-        _ => Ok(boxed(client.try_lock(name, TTL).await?)),
+        _ => Ok(boxed(client.lock(name, TTL).try_once().await?)),
     }
 }

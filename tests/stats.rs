@@ -19,7 +19,8 @@ async fn acquisitions_waits_and_releases_are_counted() {
     assert_eq!(a.stats().acquired, 0);
     let lock = a.lock("r", ms(10_000)).await.unwrap();
     assert!(b
-        .try_lock("r", ms(10_000))
+        .lock("r", ms(10_000))
+        .try_once()
         .await
         .unwrap_err()
         .is_contended());
@@ -59,7 +60,7 @@ async fn acquisitions_waits_and_releases_are_counted() {
     );
     assert_eq!(s.held_locks + w.held_locks, 0, "everything was released");
 
-    let late = b.lock_timeout("gone", ms(10_000), ms(0)).await;
+    let late = b.lock("gone", ms(10_000)).wait(ms(0)).await;
     assert!(late.is_ok());
     let held = b.stats();
     assert_eq!(held.held_locks, 1, "{held:?}");
@@ -125,7 +126,7 @@ async fn each_node_counts_its_requests_and_failures_by_kind() {
 
     c.nodes[1].kill();
     c.nodes[2].pause();
-    assert!(a.try_lock("r", ms(5_000)).await.is_err());
+    assert!(a.lock("r", ms(5_000)).try_once().await.is_err());
     let s = a.stats();
     c.nodes[2].resume(); // (its late reply then shows it up again)
     let (killed, paused) = (&s.nodes[1], &s.nodes[2]);
@@ -150,7 +151,7 @@ async fn a_waiter_that_lacks_nodes_pauses_and_says_so() {
         .retry_jitter(ms(0))
         .build()
         .unwrap();
-    let e = a.lock_timeout("p", ms(10_000), ms(300)).await.unwrap_err();
+    let e = a.lock("p", ms(10_000)).wait(ms(300)).await.unwrap_err();
     assert!(e.is_timeout() && !e.is_contended(), "{e}");
     let s = a.stats();
     // Failing nodes give no time to wait for: it pauses `retry_delay`
@@ -176,7 +177,7 @@ async fn a_lock_whose_validity_ran_out_is_lost_and_no_longer_held() {
     let a = c.redlock();
     // A 300 ms TTL leaves no room for the connections' set-up.
     support::connected(&a).await;
-    let lock = a.try_lock("ran_out", ms(300)).await.unwrap();
+    let lock = a.lock("ran_out", ms(300)).try_once().await.unwrap();
     let handle = lock.handle();
     assert_eq!(a.stats().held_locks, 1);
     assert!(lock.lost_reason().is_none() && handle.is_valid());
@@ -194,7 +195,7 @@ async fn a_lock_whose_validity_ran_out_is_lost_and_no_longer_held() {
     let _ = lock.release().await;
     assert_eq!(a.stats().lost, 1);
     // A released lock has no loss to report.
-    let lock = a.try_lock("ran_out_2", ms(5_000)).await.unwrap();
+    let lock = a.lock("ran_out_2", ms(5_000)).try_once().await.unwrap();
     let handle = lock.handle();
     lock.release().await.unwrap();
     assert!(handle.lost_reason().is_none());

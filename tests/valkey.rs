@@ -64,7 +64,7 @@ async fn mixed_servers_share_every_primitive_and_valkey_gets_native_forms() {
     let redlock = c.redlock();
     // Connected and checked first: what opening a connection sends is not
     // counted.
-    let warm = redlock.try_lock("warm", ms(30_000)).await.unwrap();
+    let warm = redlock.lock("warm", ms(30_000)).try_once().await.unwrap();
     warm.release().await.unwrap();
     redlock.settle().await;
     let before: Vec<[u64; 2]> = c
@@ -93,13 +93,15 @@ async fn mixed_servers_share_every_primitive_and_valkey_gets_native_forms() {
     // Five lock, extend, release rounds.
     for i in 0..5 {
         let lock = redlock
-            .try_lock(&format!("mixed-{i}"), ms(30_000))
+            .lock(&format!("mixed-{i}"), ms(30_000))
+            .try_once()
             .await
             .unwrap();
         lock.extend(ms(30_000)).await.unwrap();
         assert!(
             redlock
-                .try_lock(&format!("mixed-{i}"), ms(5000))
+                .lock(&format!("mixed-{i}"), ms(5000))
+                .try_once()
                 .await
                 .is_err(),
             "a second holder on mixed servers"
@@ -136,20 +138,23 @@ async fn mixed_servers_share_every_primitive_and_valkey_gets_native_forms() {
     let b = serials.next("ORD").await.unwrap().to_string();
     assert!(b > a, "{a} then {b}");
     let sem = redlock.semaphore("mixed-sem", 2).unwrap();
-    let p1 = sem.try_acquire(ms(30_000)).await.unwrap();
-    let p2 = sem.try_acquire(ms(30_000)).await.unwrap();
-    assert!(sem.try_acquire(ms(30_000)).await.is_err(), "a third permit");
+    let p1 = sem.acquire(ms(30_000)).try_once().await.unwrap();
+    let p2 = sem.acquire(ms(30_000)).try_once().await.unwrap();
+    assert!(
+        sem.acquire(ms(30_000)).try_once().await.is_err(),
+        "a third permit"
+    );
     p1.release().await.unwrap();
     p2.release().await.unwrap();
     let rw = redlock.rw_lock("mixed-rw").unwrap();
-    let w = rw.try_write(ms(30_000)).await.unwrap();
+    let w = rw.write(ms(30_000)).try_once().await.unwrap();
     w.extend(ms(30_000)).await.unwrap();
     assert!(
-        rw.try_read(ms(30_000)).await.is_err(),
+        rw.read(ms(30_000)).try_once().await.is_err(),
         "a reader beside the writer"
     );
     w.release().await.unwrap();
-    let r = rw.try_read(ms(30_000)).await.unwrap();
+    let r = rw.read(ms(30_000)).try_once().await.unwrap();
     r.release().await.unwrap();
 }
 
@@ -163,7 +168,8 @@ async fn a_valkey_user_denied_delifeq_gets_the_release_script() {
     let scripts: Vec<u64> = c.nodes.iter().map(|n| n.script_calls()).collect();
     for i in 0..5 {
         let lock = redlock
-            .try_lock(&format!("denied-{i}"), ms(30_000))
+            .lock(&format!("denied-{i}"), ms(30_000))
+            .try_once()
             .await
             .unwrap();
         lock.release().await.unwrap();
@@ -192,8 +198,16 @@ async fn a_valkey_user_denied_delifeq_gets_the_release_script() {
 async fn delifeq_denied_while_connected_gives_way_to_the_script() {
     let c = Cluster::start_on(&[valkey_binary(), valkey_binary(), valkey_binary()]);
     let redlock = Redlock::builder().nodes(c.app_user(&[])).build().unwrap();
-    let first = redlock.try_lock("revoked-0", ms(30_000)).await.unwrap();
-    let second = redlock.try_lock("revoked-1", ms(30_000)).await.unwrap();
+    let first = redlock
+        .lock("revoked-0", ms(30_000))
+        .try_once()
+        .await
+        .unwrap();
+    let second = redlock
+        .lock("revoked-1", ms(30_000))
+        .try_once()
+        .await
+        .unwrap();
     c.app_user(&["-delifeq"]);
     let refused = first.release().await;
     let text = refused

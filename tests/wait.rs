@@ -34,7 +34,8 @@ fn wait_for(redlock: &Redlock, resource: &'static str) -> JoinHandle<(Instant, L
     let redlock = redlock.clone();
     tokio::spawn(async move {
         let lock = redlock
-            .lock_timeout(resource, ms(10_000), ms(9_000))
+            .lock(resource, ms(10_000))
+            .wait(ms(9_000))
             .await
             .expect("the waiter gets the lock");
         (Instant::now(), lock)
@@ -59,7 +60,8 @@ fn note_when_held(
     let order = Arc::clone(order);
     tokio::spawn(async move {
         let lock = b
-            .lock_timeout(resource, ms(10_000), ms(9_000))
+            .lock(resource, ms(10_000))
+            .wait(ms(9_000))
             .await
             .expect("b gets the lock");
         order.lock().unwrap().push("b");
@@ -87,10 +89,7 @@ async fn release_and_ask_again(
     waiter: JoinHandle<()>,
 ) {
     held.release().await.unwrap();
-    let again = a
-        .lock_timeout(resource, ms(10_000), ms(9_000))
-        .await
-        .unwrap();
+    let again = a.lock(resource, ms(10_000)).wait(ms(9_000)).await.unwrap();
     order.lock().unwrap().push("a");
     again.release().await.unwrap();
     waiter.await.unwrap();
@@ -120,7 +119,11 @@ async fn wait_woken_by_another_clients_release() {
     let c = Cluster::start(5);
     let holder = c.redlock();
     let waiter = waiter_client(&c, ms(10_000));
-    let held = holder.try_lock("wait_release", ms(10_000)).await.unwrap();
+    let held = holder
+        .lock("wait_release", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let task = wait_for(&waiter, "wait_release");
     registered(&c, "wait_release").await;
     held.release().await.unwrap();
@@ -186,7 +189,11 @@ async fn wait_survives_a_killed_notification_connection() {
     let holder = c.redlock();
     let cap = ms(3_000);
     let waiter = waiter_client(&c, cap);
-    let held = holder.try_lock("wait_kill", ms(10_000)).await.unwrap();
+    let held = holder
+        .lock("wait_kill", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let task = wait_for(&waiter, "wait_kill");
     registered(&c, "wait_kill").await;
     let tracking = || c.nodes.iter().filter(|n| n.tracking_clients() > 0).count();
@@ -202,7 +209,11 @@ async fn wait_survives_a_killed_notification_connection() {
     lock.release().await.unwrap();
     // Notifications work again: the waiter reconnects them by itself, and
     // a release wakes it well within the cap.
-    let held = holder.try_lock("wait_kill", ms(10_000)).await.unwrap();
+    let held = holder
+        .lock("wait_kill", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let task = wait_for(&waiter, "wait_kill");
     registered(&c, "wait_kill").await;
     assert!(
@@ -220,7 +231,11 @@ async fn waiters_get_the_lock_across_a_node_restart() {
     let mut c = Cluster::start_with(5, Persistence::Aof);
     let holder = c.redlock();
     let (w1, w2) = (waiter_client(&c, ms(10_000)), waiter_client(&c, ms(10_000)));
-    let held = holder.try_lock("wait_restart", ms(10_000)).await.unwrap();
+    let held = holder
+        .lock("wait_restart", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let mut t1 = wait_for(&w1, "wait_restart");
     let mut t2 = wait_for(&w2, "wait_restart");
     assert!(
@@ -257,14 +272,19 @@ async fn waiters_get_the_lock_across_a_node_restart() {
 async fn waiters_of_one_client_go_in_arrival_order() {
     let c = Cluster::start(5);
     let redlock = waiter_client(&c, ms(10_000));
-    let held = redlock.try_lock("wait_fifo", ms(10_000)).await.unwrap();
+    let held = redlock
+        .lock("wait_fifo", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let (r, o) = (redlock.clone(), Arc::clone(&order));
     let take = move |name: &'static str| {
         let (redlock, order) = (r.clone(), Arc::clone(&o));
         async move {
             let lock = redlock
-                .lock_timeout("wait_fifo", ms(10_000), ms(9_000))
+                .lock("wait_fifo", ms(10_000))
+                .wait(ms(9_000))
                 .await
                 .expect("lock");
             order.lock().unwrap().push(name);
@@ -292,7 +312,7 @@ async fn the_releasing_holder_does_not_overtake_a_waiter() {
     let (_far, b) = far_client(&c);
     let a = c.builder().strict_fifo(true).build().unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let held = a.try_lock("wait_fair", ms(10_000)).await.unwrap();
+    let held = a.lock("wait_fair", ms(10_000)).try_once().await.unwrap();
     let waiter = note_when_held(b, "wait_fair", &order);
     registered(&c, "wait_fair").await;
     release_and_ask_again(&a, held, "wait_fair", &order, waiter).await;
@@ -305,11 +325,16 @@ async fn a_holder_that_waited_does_not_overtake_the_next_waiter() {
     // Default mode. A takes the lock after waiting for X: it knows the
     // resource is contended, so its release asks whether others wait.
     let (x, a) = (c.redlock(), c.redlock());
-    let held = x.try_lock("wait_fair_default", ms(10_000)).await.unwrap();
+    let held = x
+        .lock("wait_fair_default", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let a_waits = {
         let a = a.clone();
         tokio::spawn(async move {
-            a.lock_timeout("wait_fair_default", ms(10_000), ms(9_000))
+            a.lock("wait_fair_default", ms(10_000))
+                .wait(ms(9_000))
                 .await
                 .expect("a gets the lock")
         })
@@ -354,7 +379,8 @@ async fn a_failed_wait_leaves_no_key_behind() {
     c.nodes[2].kill();
     let redlock = c.redlock();
     let err = redlock
-        .lock_timeout("wait_no_leftovers", ms(30_000), ms(300))
+        .lock("wait_no_leftovers", ms(30_000))
+        .wait(ms(300))
         .await
         .unwrap_err();
     assert!(err.node_failures().len() == 2, "{err}");
@@ -371,15 +397,11 @@ async fn a_waiter_that_cannot_use_the_lock_yields_its_place() {
     let c = Cluster::start(3);
     let key = "hopeless_head";
     let holder = c.redlock();
-    let held = holder.try_lock(key, ms(10_000)).await.unwrap();
+    let held = holder.lock(key, ms(10_000)).try_once().await.unwrap();
     let (_far, builder) = c.far_builder(30);
     let hopeless = builder.build().unwrap();
-    let head = tokio::spawn(async move {
-        hopeless
-            .lock_timeout(key, ms(50), ms(4000))
-            .await
-            .map(|_| ())
-    });
+    let head =
+        tokio::spawn(async move { hopeless.lock(key, ms(50)).wait(ms(4000)).await.map(|_| ()) });
     assert!(
         wait_until(ms(3000), || c.waiting_on(key) >= 2).await,
         "far waiter registered"
@@ -389,7 +411,8 @@ async fn a_waiter_that_cannot_use_the_lock_yields_its_place() {
     let near = waiter_client(&c, ms(200));
     let next = tokio::spawn(async move {
         let started = Instant::now();
-        near.lock_timeout(key, ms(5000), ms(3000))
+        near.lock(key, ms(5000))
+            .wait(ms(3000))
             .await
             .map(|l| (started.elapsed(), l))
     });
@@ -422,7 +445,7 @@ async fn a_head_entry_without_a_lease_is_swept() {
             .unwrap();
     }
     let holder = c.redlock();
-    let held = holder.try_lock(key, ms(10_000)).await.unwrap();
+    let held = holder.lock(key, ms(10_000)).try_once().await.unwrap();
     let waiter = wait_for(&waiter_client(&c, ms(100)), key);
     let swept_and_queued = || {
         c.nodes.iter().all(|n| {
@@ -453,7 +476,7 @@ async fn a_short_lease_never_shortens_the_list() {
     let c = Cluster::start(3);
     let key = "lease_lengths";
     let queue = support::internal_key("waiters", key);
-    let held = c.redlock().try_lock(key, ms(10_000)).await.unwrap();
+    let held = c.redlock().lock(key, ms(10_000)).try_once().await.unwrap();
     // Lease 3 x 2 s + 2 x 100 ms: the list lives 12.4 s after each attempt.
     let patient = wait_for(&waiter_client(&c, ms(2000)), key);
     assert!(wait_until(ms(3000), || c.nodes.iter().all(|n| n.waiters(key) >= 1)).await);
@@ -522,7 +545,11 @@ async fn nodes_without_notifications_are_polled() {
     let c = Cluster::start_with(3, Persistence::NoneWithoutHello);
     let holder = c.redlock();
     let waiter = waiter_client(&c, ms(100));
-    let held = holder.try_lock("wait_old", ms(10_000)).await.unwrap();
+    let held = holder
+        .lock("wait_old", ms(10_000))
+        .try_once()
+        .await
+        .unwrap();
     let task = wait_for(&waiter, "wait_old");
     registered(&c, "wait_old").await;
     held.release().await.unwrap();
@@ -539,7 +566,7 @@ async fn nodes_without_notifications_are_polled() {
 async fn a_key_still_tracked_is_not_read_again_and_its_change_still_wakes() {
     let c = Cluster::start(3);
     let holder = c.builder().build().expect("client");
-    let held = holder.try_lock("tracked", ms(10_000)).await.unwrap();
+    let held = holder.lock("tracked", ms(10_000)).try_once().await.unwrap();
     let waiter = waiter_client(&c, ms(10_000));
     // Short waits that fail (nothing changes); the key is read on node 0's
     // notification connection after the first only if news of it came.
@@ -556,7 +583,7 @@ async fn a_key_still_tracked_is_not_read_again_and_its_change_still_wakes() {
                         .query(&mut c.nodes[0].conn())
                         .unwrap();
                 }
-                let e = waiter.lock_timeout("tracked", ms(10_000), ms(30)).await;
+                let e = waiter.lock("tracked", ms(10_000)).wait(ms(30)).await;
                 assert!(e.unwrap_err().is_timeout());
             }
             c.nodes[0].command_calls("pttl") - before
@@ -593,14 +620,14 @@ async fn a_waiter_that_cannot_hear_a_quorum_tries_again_soon() {
     let holder = c.redlock();
     let waiter = waiter_client(&c, ms(10_000));
     for client in [&holder, &waiter] {
-        let lock = client.try_lock("unheard", ms(1_000)).await.unwrap();
+        let lock = client.lock("unheard", ms(1_000)).try_once().await.unwrap();
         lock.release().await.unwrap();
     }
     let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
     for conn in &mut conns[..3] {
         support::refuse_new_connections(conn);
     }
-    let held = holder.try_lock("unheard", ms(10_000)).await.unwrap();
+    let held = holder.lock("unheard", ms(10_000)).try_once().await.unwrap();
     let task = wait_for(&waiter, "unheard");
     let key = support::internal_key("waiters", "unheard");
     let listed = |conn: &mut redis::Connection| {
@@ -641,9 +668,9 @@ async fn a_waiter_behind_one_that_came_and_went_is_not_left_asleep() {
     let h = h.wait_cap(ms(10_000)).build().unwrap();
     let (_far, x) = c.far_builder(30);
     let x = x.wait_cap(ms(10_000)).build().unwrap();
-    let held = holder.try_lock(key, ms(10_000)).await.unwrap();
+    let held = holder.lock(key, ms(10_000)).try_once().await.unwrap();
     let first = tokio::spawn(async move {
-        let lock = h.lock_timeout(key, ms(10_000), ms(9_000)).await.expect("h");
+        let lock = h.lock(key, ms(10_000)).wait(ms(9_000)).await.expect("h");
         lock.release().await.expect("h releases");
     });
     let listed = |n: usize| c.nodes.iter().all(|node| node.waiters(key) >= n);

@@ -103,7 +103,8 @@ pub async fn ours_acquire(
     c: Arc<redquorum::Redlock>,
 ) -> Option<impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send> {
     let lock = c
-        .lock_timeout(RESOURCE, TTL, Duration::from_secs(10))
+        .lock(RESOURCE, TTL)
+        .wait(Duration::from_secs(10))
         .await
         .ok()?;
     Some(
@@ -142,10 +143,10 @@ pub fn after_release(rt: &tokio::runtime::Runtime, urls: &[String], samples: usi
         let mut s = Stats::default();
         for i in 0..samples {
             let key = format!("handover{i}");
-            let held = holder.try_lock(&key, TTL).await.expect("free");
+            let held = holder.lock(&key, TTL).try_once().await.expect("free");
             let (w, k) = (Arc::clone(&waiter), key.clone());
             let task = tokio::spawn(async move {
-                let lock = w.lock_timeout(&k, TTL, Duration::from_secs(5)).await;
+                let lock = w.lock(&k, TTL).wait(Duration::from_secs(5)).await;
                 (Instant::now(), lock)
             });
             // Let the waiter fail its first attempt and go to sleep.
@@ -185,7 +186,7 @@ pub fn after_expiry(
         let expired = Instant::now() + ttl;
         let w = Arc::clone(&waiter);
         let (at, lock) = rt.block_on(async move {
-            let lock = w.lock_timeout(&key, TTL, Duration::from_secs(5)).await;
+            let lock = w.lock(&key, TTL).wait(Duration::from_secs(5)).await;
             (Instant::now(), lock)
         });
         match lock {

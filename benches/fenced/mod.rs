@@ -40,7 +40,7 @@ pub fn slice(
         async move {
             let resource = format!("e-res{t}");
             let lock = if fenced {
-                client.lock_fenced(&resource, TTL).await
+                client.lock(&resource, TTL).fenced().await
             } else {
                 client.lock(&resource, TTL).await
             };

@@ -39,7 +39,7 @@ pub async fn elect(redlock: Redlock, args: ElectArgs) -> ExitCode {
         .unwrap_or_else(crate::client::this_process);
     let attempt = async {
         let leadership = match args.wait {
-            Some(wait) => election.campaign_timeout(&value, wait).await,
+            Some(wait) => election.campaign(&value).wait(wait).await,
             None => election.campaign(&value).await,
         };
         leadership.map(|l| l.into_lock())

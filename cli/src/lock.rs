@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redquorum::{Lock, Redlock};
+use redquorum::{Acquirable, Acquire, Lock, Redlock};
 
 use crate::args::LockArgs;
 use crate::exit;
@@ -65,29 +65,24 @@ pub async fn lock_and_run(redlock: Redlock, args: LockArgs) -> ExitCode {
     let mut slot = None;
     let attempt = async {
         if let Some(rw) = &rw {
-            return match (args.shared, args.fenced) {
-                (true, true) => rw.read_fenced_timeout(ttl, wait).await,
-                (true, false) => rw.read_timeout(ttl, wait).await,
-                (false, true) => rw.write_fenced_timeout(ttl, wait).await,
-                (false, false) => rw.write_timeout(ttl, wait).await,
+            let side = if args.shared {
+                rw.read(ttl)
+            } else {
+                rw.write(ttl)
             };
+            return shaped(side, args.fenced, wait).await;
         }
-        let permit = match (&semaphore, args.fenced) {
-            (Some(s), true) => s.acquire_fenced_timeout(ttl, wait).await,
-            (Some(s), false) => s.acquire_timeout(ttl, wait).await,
-            (None, true) if names.len() > 1 => {
-                return redlock.lock_all_fenced_timeout(&names, ttl, wait).await;
-            }
-            (None, false) if names.len() > 1 => {
-                return redlock.lock_all_timeout(&names, ttl, wait).await;
-            }
-            (None, true) => return redlock.lock_fenced_timeout(&resource, ttl, wait).await,
-            (None, false) => return redlock.lock_timeout(&resource, ttl, wait).await,
-        };
-        permit.map(|p| {
-            slot = Some(p.slot());
-            p.into_lock()
-        })
+        if let Some(s) = &semaphore {
+            let permit = shaped(s.acquire(ttl), args.fenced, wait).await;
+            return permit.map(|p| {
+                slot = Some(p.slot());
+                p.into_lock()
+            });
+        }
+        if names.len() > 1 {
+            return shaped(redlock.lock_all(&names, ttl), args.fenced, wait).await;
+        }
+        shaped(redlock.lock(&resource, ttl), args.fenced, wait).await
     };
     let what = match (args.permits, names.len()) {
         _ if args.shared => format!("shared lock {resource:?}"),
@@ -162,4 +157,18 @@ fn environment(
         env.push(("REDQUORUM_FENCING_TOKENS".to_owned(), tokens.join(" ")));
     }
     env
+}
+
+/// `acquisition`, waiting at most `wait`, fenced if asked.
+fn shaped<'a, T: Acquirable<'a>>(
+    acquisition: Acquire<'a, T>,
+    fenced: bool,
+    wait: Duration,
+) -> Acquire<'a, T> {
+    let acquisition = acquisition.wait(wait);
+    if fenced {
+        acquisition.fenced()
+    } else {
+        acquisition
+    }
 }

@@ -63,7 +63,8 @@ async fn not_acquired_within_wait_is_75() {
     let c = Cluster::start(3);
     let holder = c.redlock();
     let lock = holder
-        .try_lock("cli_busy", Duration::from_secs(30))
+        .lock("cli_busy", Duration::from_secs(30))
+        .try_once()
         .await
         .unwrap();
     let t = Instant::now();
@@ -777,7 +778,8 @@ async fn lock_takes_several_resources_at_once_or_none() {
     // One of them held elsewhere: neither is taken, 75 after --wait.
     let holder = c.redlock();
     let lock = holder
-        .try_lock("cli_mb", Duration::from_secs(30))
+        .lock("cli_mb", Duration::from_secs(30))
+        .try_once()
         .await
         .unwrap();
     let o = run(cli(&c).args(["lock", "cli_ma", "cli_mb", "--wait", "300ms", "--", "true"]));
@@ -835,7 +837,8 @@ async fn shared_holders_run_together_and_a_killed_one_frees_the_writer_at_its_tt
         "the writer ran {after:?} after the kill"
     );
     let _ = rw
-        .try_read(Duration::from_secs(1))
+        .read(Duration::from_secs(1))
+        .try_once()
         .await
         .expect("free again");
     let o = run(cli(&c).args(["lock", "-s", "-n", "2", "cli_rw", "--", "true"]));

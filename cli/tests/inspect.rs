@@ -191,7 +191,8 @@ async fn inspect_sees_every_kind() {
         .redlock()
         .semaphore("cli_one", 1)
         .unwrap()
-        .try_acquire(Duration::from_secs(20))
+        .acquire(Duration::from_secs(20))
+        .try_once()
         .await
         .unwrap();
     let (code, out) = inspect(&c, &["cli_one"]);

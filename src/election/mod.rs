@@ -28,12 +28,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::Value;
-use tracing::{debug, instrument};
+use tracing::{debug, Instrument};
 
 use crate::counter::CounterKeys;
 use crate::election::leadership::Leadership;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
+use crate::lock::acquisition::{acquisition_span, sealed, Acquire, How, Taking};
 use crate::lock::attempt::KeyAttempt;
 use crate::lock::guard::Lock;
 use crate::lock::patience::Patience;
@@ -118,36 +119,78 @@ impl Redlock {
     }
 }
 
+/// What [`Election::campaign`] takes: the leadership, with a new term.
+#[derive(Debug)]
+pub struct Candidacy<'a> {
+    /// The election.
+    election: &'a Election,
+    /// What the leader reports.
+    value: &'a str,
+}
+
+impl<'a> sealed::Target<'a> for Candidacy<'a> {
+    type Held = Leadership;
+
+    fn take(self, how: How) -> Taking<'a, Leadership> {
+        let span = acquisition_span!(
+            how,
+            "campaign_timeout",
+            "campaign",
+            "campaign_timeout",
+            "campaign",
+            "campaign_timeout"
+        );
+        span.record("election", self.election.name.as_str());
+        Box::pin(self.election.take(self.value, how).instrument(span))
+    }
+
+    fn lock_of(held: Leadership) -> Lock {
+        held.into_lock()
+    }
+}
+
 impl Election {
     /// The name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Waits to become leader, for as long as it takes (through outages
-    /// too: a round that fails for want of nodes is retried after a
-    /// pause), in arrival order among candidates; then leads with a new
-    /// term, renewed in the background. `value` is what
-    /// [`Election::leader`] reports for this leader.
+    /// Campaigns with `value` (what [`Election::leader`] reports for this
+    /// leader): await what this returns to wait to become leader, for as
+    /// long as it takes (through outages too: a round that fails for want
+    /// of nodes is retried after a pause), in arrival order among
+    /// candidates; then it leads with a new term, renewed in the
+    /// background. Or first say how ([`Acquire`]): `.wait(d)` for at most
+    /// `d`, `.try_once()` for one attempt, `.run(f)` to lead while `f`
+    /// runs (a leadership is always fenced by its term).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an unusable TTL; otherwise it keeps
-    /// trying (drop the future to give up).
-    #[instrument(skip_all, fields(election = %self.name, outcome, rounds, nodes))]
-    pub async fn campaign(&self, value: &str) -> Result<Leadership> {
-        self.run(value, Patience::within(Duration::MAX)).await
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an unusable
+    /// TTL; otherwise it keeps trying (drop the future to give up); with
+    /// `.wait(d)`, [`Error::Timeout`](crate::Error::Timeout) when `d` runs
+    /// out, carrying the last attempt's error.
+    pub fn campaign<'a>(&'a self, value: &'a str) -> Acquire<'a, Candidacy<'a>> {
+        Acquire::new(Candidacy {
+            election: self,
+            value,
+        })
+    }
+
+    /// Campaigns as `how` says.
+    async fn take(&self, value: &str, how: How) -> Result<Leadership> {
+        let patience = how.patience(&self.redlock, Some(Patience::within(Duration::MAX)));
+        self.run(value, patience).await
     }
 
     /// [`Election::campaign`] for at most `wait`.
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when `wait` runs out, carrying the last attempt's
-    /// error.
-    #[instrument(skip_all, fields(election = %self.name, outcome, rounds, nodes))]
+    /// As [`Election::campaign`] with `.wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `campaign(value).wait(wait)`")]
     pub async fn campaign_timeout(&self, value: &str, wait: Duration) -> Result<Leadership> {
-        self.run(value, Patience::within(wait)).await
+        self.campaign(value).wait(wait).await
     }
 
     /// The campaign's loop: the fenced lock, then the record.

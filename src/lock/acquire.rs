@@ -1,20 +1,22 @@
-//! Taking the lock: [`Redlock::try_lock`], [`Redlock::lock`],
-//! [`Redlock::lock_timeout`], [`Redlock::lock_fenced`] and
-//! [`Redlock::with_lock`].
+//! Taking the lock: [`Redlock::lock`], which returns an [`Acquire`] (one
+//! attempt with `.try_once()`, a bounded wait with `.wait(d)`, a fencing
+//! token with `.fenced()`, work under the lock with `.run(f)`), and the
+//! older forms it replaces.
 //!
-//! `try_lock` is one attempt (`attempt.rs`). The others wait (`waiting.rs`):
-//! callers of this client line up per resource, the front one makes a plain
-//! attempt, then registers in the resource's waiting list on the nodes and
-//! tries again whenever a quorum of nodes may have the lock free (`wait/`),
-//! until its patience runs out.
+//! One attempt is `attempt.rs`. Waiting is `waiting.rs`: callers of this
+//! client line up per resource, the front one makes a plain attempt, then
+//! registers in the resource's waiting list on the nodes and tries again
+//! whenever a quorum of nodes may have the lock free (`wait/`), until its
+//! patience runs out.
 
 use std::future::Future;
 use std::time::Duration;
 
-use tracing::{debug, instrument, warn};
+use tracing::{debug, Instrument};
 
 use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
+use crate::lock::acquisition::{acquisition_span, sealed, Acquire, How, Taking, Wait};
 use crate::lock::attempt::{Ask, Attempts, KeyAttempt};
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::patience::Patience;
@@ -23,48 +25,47 @@ use crate::lock::waiting::recorded;
 use crate::telemetry::labels::{Mode, Primitive};
 use crate::telemetry::Acquisition;
 
+/// What [`Redlock::lock`] takes: the lock on one resource.
+#[derive(Debug)]
+pub struct OneLock<'a> {
+    /// The client.
+    redlock: &'a Redlock,
+    /// The resource.
+    resource: &'a str,
+    /// The lock's TTL.
+    ttl: Duration,
+}
+
+impl<'a> sealed::Target<'a> for OneLock<'a> {
+    type Held = Lock;
+
+    fn take(self, how: How) -> Taking<'a, Lock> {
+        let span = acquisition_span!(
+            how,
+            "try_lock",
+            "lock",
+            "lock_timeout",
+            "lock_fenced",
+            "lock_fenced_timeout"
+        );
+        Box::pin(
+            self.redlock
+                .take_lock(self.resource, self.ttl, how)
+                .instrument(span),
+        )
+    }
+
+    fn lock_of(held: Lock) -> Lock {
+        held
+    }
+}
+
 impl Redlock {
-    /// One attempt to take the lock, no retries.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`] when someone else holds it, [`Error::NoQuorum`]
-    /// when too many nodes are unreachable, [`Error::TtlTooShort`] when the quorum
-    /// took longer than the TTL allows, [`Error::InvalidConfig`] for an empty
-    /// resource or an unusable TTL.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// match redlock.try_lock("report", std::time::Duration::from_secs(5)).await {
-    ///     Ok(lock) => lock.release().await?,
-    ///     Err(e) if e.is_contended() => println!("someone else is on it"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
-    pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        tracing::Span::current().record("resource", resource);
-        let ttl_ms = self.check_resource(resource, ttl)?;
-        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
-        self.try_once(&key).await
-    }
-
-    /// One plain attempt at `what`, recorded as a `try` acquisition.
-    pub(crate) async fn try_once(&self, what: &impl Attempts) -> Result<Lock> {
-        let telemetry = &self.nodes().telemetry;
-        let rec = telemetry.acquisition(what.primitive(), Mode::Try, what.resource());
-        rec.attempted();
-        let result = what.attempt(Ask::Plain).await;
-        let result = result.map(|lock| lock.counted(rec.holding()));
-        recorded(rec, result.map_err(|f| f.error))
-    }
-
-    /// Takes the lock, waiting for it for up to `retry_count` times the
-    /// average retry pause (`retry_delay + retry_jitter / 2`: 2 s with the
-    /// defaults; no retries means one attempt).
+    /// Takes the lock on `resource` for `ttl`: await what this returns to
+    /// take it, waiting for it for up to `retry_count` times the average
+    /// retry pause (`retry_delay + retry_jitter / 2`: 2 s with the
+    /// defaults; no retries means one attempt); or first say how
+    /// ([`Acquire`]): `.try_once()`, `.wait(d)`, `.fenced()`, `.run(f)`.
     ///
     /// How it waits: callers of this client for the same resource are served
     /// in arrival order, and only the first one contends. It tries once; if
@@ -84,128 +85,144 @@ impl Redlock {
     /// Dropping the future cancels it; a half-taken attempt is released and
     /// its place in the waiting lists given up in the background.
     ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] (saying how long it waited, and carrying the last
-    /// attempt's error) when the patience runs out; with no retries, the
-    /// errors of [`Redlock::try_lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// let lock = redlock.lock("orders", std::time::Duration::from_secs(10)).await?;
-    /// println!("held for another {:?}", lock.validity());
-    /// lock.release().await?;
-    /// # Ok(()) }
-    /// ```
-    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
-    pub async fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let patience = Patience::default_for(self);
-        self.acquire(resource, ttl, patience).await
-    }
-
-    /// Takes the lock, waiting for it (as [`Redlock::lock`] does) for at most
-    /// `wait`; the retry count does not apply. A zero `wait` means one
-    /// attempt.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] (carrying the last attempt's error) when `wait` runs
-    /// out, or the errors of [`Redlock::try_lock`] that retrying cannot fix.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// use std::time::Duration;
-    /// let lock = redlock.lock_timeout("orders", Duration::from_secs(10), Duration::from_secs(3)).await?;
-    /// lock.release().await?;
-    /// # Ok(()) }
-    /// ```
-    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
-    pub async fn lock_timeout(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        wait: Duration,
-    ) -> Result<Lock> {
-        self.acquire(resource, ttl, Patience::within(wait)).await
-    }
-
-    /// Takes the lock (as [`Redlock::lock`]) and mints a fencing token for it:
-    /// a number strictly greater than every token handed to earlier holders
-    /// of this resource, from the quorum counter, even if an earlier
-    /// holder's lock expired without release.
-    ///
-    /// Give the token to the storage you write to and have it reject writes
-    /// carrying a smaller token than it has seen: that stops a holder that
-    /// paused past its lock's validity from doing damage.
-    ///
-    /// Tokens follow the order in which holders took the lock: a lock is
-    /// returned only if it was still valid when its token's compare-and-set
-    /// reached a quorum (every later holder takes the lock after that, and
-    /// mints a larger token). A lock that expired while its token was minted
-    /// (a slow link) is released and the attempt counts as failed; it is
-    /// tried again within the same patience as [`Redlock::lock`].
-    ///
-    /// What it costs: one compare-and-set round on every node after the
-    /// lock (this client guesses the counter is where it last minted; a
-    /// guess another client overtook costs one more round); and the
-    /// counter is one small record per resource on every
-    /// node, kept forever (it must never go back). Fencing per entity
-    /// (`invoice-7`, `invoice-8`, ...) grows memory with the entities; name
+    /// Fenced (`.fenced()`): a fencing token is minted for it, a number
+    /// strictly greater than every token handed to earlier holders of this
+    /// resource, from the quorum counter, even if an earlier holder's lock
+    /// expired without release. Give the token to the storage you write to
+    /// and have it reject writes carrying a smaller token than it has seen
+    /// ([`FencedRedis`](crate::FencedRedis), [`PgFence`](crate::PgFence)):
+    /// that stops a holder that paused past its lock's validity from doing
+    /// damage. Tokens follow the order in which holders took the lock: a
+    /// lock is returned only if it was still valid when its token's
+    /// compare-and-set reached a quorum; one that expired meanwhile (a slow
+    /// link) is released and tried again within the same patience. What it
+    /// costs: one compare-and-set round on every node after the lock (one
+    /// more where another client minted since), and one small record per
+    /// resource on every node, kept forever (it must never go back); name
     /// one counter for all resources with
     /// [`RedlockBuilder::fencing_counter`](crate::RedlockBuilder::fencing_counter)
     /// to keep it at one record (tokens then increase across all resources).
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock`]; [`Error::Expired`] when every lock taken within
-    /// the patience expired before its token was minted; if the token cannot
-    /// be minted (no quorum) the lock is released and that error returned.
+    /// Once awaited: [`Error::Timeout`] (saying how long it waited, and
+    /// carrying the last attempt's error) when the patience runs out; with
+    /// `.try_once()` (or no retries), [`Error::Contended`] when someone else
+    /// holds it, [`Error::NoQuorum`] when too many nodes are unreachable,
+    /// [`Error::TtlTooShort`] when the quorum took longer than the TTL
+    /// allows; [`Error::InvalidConfig`] for an empty resource or an unusable
+    /// TTL. Fenced: [`Error::Expired`] when every lock taken within the
+    /// patience expired before its token was minted; if the token cannot be
+    /// minted (no quorum) the lock is released and that error returned.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// let lock = redlock.lock_fenced("invoice-42", std::time::Duration::from_secs(5)).await?;
+    /// use std::time::Duration;
+    /// let lock = redlock.lock("orders", Duration::from_secs(10)).await?;
+    /// println!("held for another {:?}", lock.validity());
+    /// lock.release().await?;
+    ///
+    /// match redlock.lock("report", Duration::from_secs(5)).try_once().await {
+    ///     Ok(lock) => lock.release().await?,
+    ///     Err(e) if e.is_contended() => println!("someone else is on it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    ///
+    /// let lock = redlock.lock("invoice-42", Duration::from_secs(5)).fenced().await?;
     /// let token = lock.fencing_token().unwrap_or_default();
     /// // storage.write_if_token_at_least(token, ...)
     /// lock.release().await?;
     /// # Ok(()) }
     /// ```
-    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
-    pub async fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        let patience = Patience::default_for(self);
-        self.fenced(resource, ttl, patience).await
+    pub fn lock<'a>(&'a self, resource: &'a str, ttl: Duration) -> Acquire<'a, OneLock<'a>> {
+        Acquire::new(OneLock {
+            redlock: self,
+            resource,
+            ttl,
+        })
     }
 
-    /// Takes the lock and mints a fencing token (as
-    /// [`Redlock::lock_fenced`]), waiting for at most `wait` (as
-    /// [`Redlock::lock_timeout`]).
+    /// Takes the lock on `resource` as `how` says.
+    async fn take_lock(&self, resource: &str, ttl: Duration, how: How) -> Result<Lock> {
+        tracing::Span::current().record("resource", resource);
+        let ttl_ms = self.check_resource(resource, ttl)?;
+        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
+        let patience = how.patience(self, None);
+        if how.fenced {
+            let fence = self.fence_keys(resource);
+            return self
+                .fenced_with(&key, std::slice::from_ref(&fence), patience)
+                .await;
+        }
+        match how.wait {
+            Wait::Once => self.try_once(&key).await,
+            _ => self.wait_for(&key, patience).await,
+        }
+    }
+
+    /// One attempt to take the lock, no retries.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_timeout`] and [`Redlock::lock_fenced`].
-    #[instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    /// As [`Redlock::lock`] with `.try_once()`.
+    #[deprecated(since = "0.2.0", note = "use `lock(resource, ttl).try_once()`")]
+    pub async fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        self.lock(resource, ttl).try_once().await
+    }
+
+    /// One plain attempt at `what`, recorded as a `try` acquisition.
+    pub(crate) async fn try_once(&self, what: &impl Attempts) -> Result<Lock> {
+        let telemetry = &self.nodes().telemetry;
+        let rec = telemetry.acquisition(what.primitive(), Mode::Try, what.resource());
+        rec.attempted();
+        let result = what.attempt(Ask::Plain).await;
+        let result = result.map(|lock| lock.counted(rec.holding()));
+        recorded(rec, result.map_err(|f| f.error))
+    }
+
+    /// Takes the lock, waiting for it for at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`] with `.wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `lock(resource, ttl).wait(wait)`")]
+    pub async fn lock_timeout(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lock> {
+        self.lock(resource, ttl).wait(wait).await
+    }
+
+    /// Takes the lock and mints a fencing token for it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`] with `.fenced()`.
+    #[deprecated(since = "0.2.0", note = "use `lock(resource, ttl).fenced()`")]
+    pub async fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        self.lock(resource, ttl).fenced().await
+    }
+
+    /// Takes the lock and mints a fencing token, waiting for at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`] with `.fenced().wait(wait)`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `lock(resource, ttl).fenced().wait(wait)`"
+    )]
     pub async fn lock_fenced_timeout(
         &self,
         resource: &str,
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock> {
-        self.fenced(resource, ttl, Patience::within(wait)).await
-    }
-
-    /// [`Redlock::lock_fenced`]'s loop for the lock on `resource`.
-    async fn fenced(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
-        tracing::Span::current().record("resource", resource);
-        let ttl_ms = self.check_resource(resource, ttl)?;
-        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
-        let fence = self.fence_keys(resource);
-        self.fenced_with(&key, std::slice::from_ref(&fence), patience)
-            .await
+        self.lock(resource, ttl).fenced().wait(wait).await
     }
 
     /// The loop of a fenced acquisition (locks, permits, leadership,
@@ -265,47 +282,18 @@ impl Redlock {
         }
     }
 
-    /// Runs `f` while holding the lock, extending it in the background. `f`
-    /// gets a [`LockHandle`] to check validity or read the fencing token.
-    ///
-    /// If the lock is lost while `f` runs (the nodes said it is gone or
-    /// someone else's, or its validity ran out), `f`'s future is dropped at its next `.await` and
-    /// [`Error::Expired`] is returned: work that needs the lock stops as soon
-    /// as the lock is gone. When `f` finishes, the lock is released.
+    /// Runs `f` while holding the lock, extending it in the background.
     ///
     /// # Errors
     ///
-    /// The errors of [`Redlock::lock`], or [`Error::Expired`] if the lock was
-    /// lost while `f` ran.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// let total = redlock
-    ///     .with_lock("nightly-report", std::time::Duration::from_secs(10), |lock| async move {
-    ///         // long work; the lock is renewed every ~3.3 s meanwhile
-    ///         lock.validity()
-    ///     })
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
+    /// As [`Acquire::run`].
+    #[deprecated(since = "0.2.0", note = "use `lock(resource, ttl).run(f)`")]
     pub async fn with_lock<F, Fut, T>(&self, resource: &str, ttl: Duration, f: F) -> Result<T>
     where
         F: FnOnce(LockHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let lock = self.lock(resource, ttl).await?;
-        run_holding(lock, f).await
-    }
-
-    /// [`Redlock::lock`]'s waiting loop ([`Redlock::wait_for`]) for the
-    /// lock on `resource`.
-    async fn acquire(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
-        tracing::Span::current().record("resource", resource);
-        let ttl_ms = self.check_resource(resource, ttl)?;
-        let key = KeyAttempt::new(self, resource, self.key_for(resource), ttl, ttl_ms);
-        self.wait_for(&key, patience).await
+        self.lock(resource, ttl).run(f).await
     }
 
     /// Takes one of our own locks (its key in the reserved namespace, see
@@ -324,32 +312,5 @@ impl Redlock {
         let key = KeyAttempt::new(self, label, key.to_owned(), ttl, ttl_ms)
             .standing_for(Primitive::Internal);
         self.wait_for(&key, patience).await
-    }
-}
-
-/// Runs `f` while holding `lock`, renewed in the background: released when
-/// `f` finishes; `f` cancelled (dropped at its next `.await`) and
-/// [`Error::Expired`] returned if the lock is lost first. Shared by
-/// `with_lock` and the semaphore's `with_permit`.
-pub(crate) async fn run_holding<F, Fut, T>(lock: Lock, f: F) -> Result<T>
-where
-    F: FnOnce(LockHandle) -> Fut,
-    Fut: Future<Output = T>,
-{
-    lock.auto_extend();
-    let work = f(lock.handle());
-    tokio::select! {
-        value = work => {
-            if let Err(e) = lock.release().await {
-                warn!(target: crate::telemetry::targets::WORK, error = %e, "release after the work failed; the key expires by itself");
-            }
-            Ok(value)
-        }
-        () = lock.lost() => {
-            let resource = lock.resource().to_owned();
-            warn!(target: crate::telemetry::targets::WORK, resource, "lock lost while the work was running; work cancelled");
-            drop(lock);
-            Err(Error::Expired { resource })
-        }
     }
 }

@@ -196,7 +196,7 @@ impl RedlockBuilder {
         self
     }
 
-    /// Mints every fencing token ([`Redlock::lock_fenced`]) from one counter
+    /// Mints every fencing token (a fenced [`Redlock::lock`]) from one counter
     /// named `name`, shared by all resources, instead of one counter per
     /// resource. Tokens then increase across all resources (still strictly
     /// above every earlier holder's of each one), and the nodes keep one

@@ -1,7 +1,7 @@
 //! The [`Lock`] guard: validity, extension, release, auto-extension and the
 //! "lock lost" signal.
 //!
-//! All holders of one lock (the guard, [`LockHandle`]s given to `with_lock`
+//! All holders of one lock (the guard, [`LockHandle`]s given to `.run(f)`
 //! work, the auto-extend task) share one record (`shared.rs`, with the
 //! extension round and the auto-extend loop); where the lock stands (its
 //! deadline, lost or released) is in `standing.rs`.
@@ -55,7 +55,7 @@ pub struct Lock {
     armed: bool,
 }
 
-/// A cheap, cloneable view of a held lock, as given to [`Redlock::with_lock`]
+/// A cheap, cloneable view of a held lock, as given to [`Acquire::run`](crate::Acquire::run)
 /// work: check validity, wait for loss, read the fencing token. Holding one
 /// does not keep the lock.
 #[derive(Clone, Debug)]
@@ -204,7 +204,7 @@ impl Lock {
     }
 
     /// The fencing token of `resource`, one of those held, for locks from
-    /// [`Redlock::lock_fenced`] or [`Redlock::lock_all_fenced`]; `None`
+    /// a fenced [`Redlock::lock`] or [`Redlock::lock_all`]; `None`
     /// otherwise.
     pub fn fencing_token_for(&self, resource: &str) -> Option<u64> {
         self.shared.token_for(resource)
@@ -261,7 +261,7 @@ impl Lock {
         self.shared.ensure_valid(min_remaining)
     }
 
-    /// The fencing token, for locks from [`Redlock::lock_fenced`]: strictly
+    /// The fencing token, for locks taken fenced ([`Acquire::fenced`](crate::Acquire::fenced)): strictly
     /// greater than every token handed to earlier holders of this resource.
     /// Pass it to the storage you write to and have it reject smaller tokens.
     /// A fenced multi-lock has one per resource

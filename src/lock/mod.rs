@@ -4,6 +4,7 @@
 //! these files (a permit and a leadership are locks).
 
 pub(crate) mod acquire;
+pub(crate) mod acquisition;
 pub(crate) mod attempt;
 pub(crate) mod builder;
 pub(crate) mod config;

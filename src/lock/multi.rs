@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, NodeErrorKind, Result};
-use crate::lock::acquire::run_holding;
+use crate::lock::acquisition::{acquisition_span, sealed, Acquire, How, Taking, Wait};
 use crate::lock::attempt::{Ask, Attempts, Failed};
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::held::Held;
@@ -22,7 +22,42 @@ use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
 use crate::telemetry::labels::Primitive;
 use crate::wait::list::WaitKeys;
+use tracing::Instrument;
 
+/// What [`Redlock::lock_all`] takes: the lock on several resources at once.
+#[derive(Debug)]
+pub struct AllLocks<'a> {
+    /// The client.
+    redlock: &'a Redlock,
+    /// The resources.
+    resources: &'a [&'a str],
+    /// The lock's TTL.
+    ttl: Duration,
+}
+
+impl<'a> sealed::Target<'a> for AllLocks<'a> {
+    type Held = Lock;
+
+    fn take(self, how: How) -> Taking<'a, Lock> {
+        let span = acquisition_span!(
+            how,
+            "try_lock_all",
+            "lock_all",
+            "lock_all_timeout",
+            "lock_all_fenced",
+            "lock_all_fenced_timeout"
+        );
+        Box::pin(
+            self.redlock
+                .take_all(self.resources, self.ttl, how)
+                .instrument(span),
+        )
+    }
+
+    fn lock_of(held: Lock) -> Lock {
+        held
+    }
+}
 /// The lock on a [`KeySet`], as the waiting loop attempts it.
 #[derive(Debug)]
 pub(crate) struct SetAttempt<'a> {
@@ -130,116 +165,125 @@ impl Redlock {
         Ok((Arc::new(set), ttl_ms))
     }
 
-    /// One attempt to take every one of `resources` at once, or none: each
-    /// node takes all their keys or none in one script, and the lock is
-    /// ours with a quorum of such nodes, as for [`Redlock::try_lock`]. The
-    /// keys are the single locks' keys: it excludes [`Redlock::lock`] on
-    /// any of them, and the other way round. The order of `resources` does
-    /// not matter; a name given twice counts once.
+    /// Takes every one of `resources` at once, or none, for `ttl`: await
+    /// what this returns, or first say how ([`Acquire`]: `.try_once()`,
+    /// `.wait(d)`, `.fenced()`, `.run(f)`). Each node takes all their keys
+    /// or none in one script, and the lock is ours with a quorum of such
+    /// nodes, as for [`Redlock::lock`]. The keys are the single locks' keys:
+    /// it excludes [`Redlock::lock`] on any of them, and the other way
+    /// round. The order of `resources` does not matter; a name given twice
+    /// counts once.
+    ///
+    /// It waits as [`Redlock::lock`] does, in every resource's waiting list
+    /// at once: the waiter that started waiting first (ties broken by a
+    /// random id) is first in every list it is in, so waiters for
+    /// overlapping sets are served in that order and can never wait for
+    /// each other in a cycle, whatever order each names its resources in.
+    /// It is woken by a change of any of the keys.
+    ///
+    /// Fenced: a token per resource ([`Lock::fencing_token_for`]), each
+    /// from that resource's counter, as [`Redlock::lock`] mints one: larger
+    /// than every token of earlier holders of the resource, whether they
+    /// held it alone or with others. The counters are minted at once, after
+    /// the lock; a lock that did not outlive them is released and taken
+    /// again.
     ///
     /// # Errors
     ///
-    /// [`Error::Contended`](crate::Error::Contended) when someone else holds
-    /// any of them (the error names the resources joined by `+`); the other
-    /// errors of [`Redlock::try_lock`]; [`Error::InvalidConfig`](crate::Error::InvalidConfig)
-    /// for no resources, more than [`MAX_RESOURCES`](crate::MAX_RESOURCES), or an empty or
-    /// reserved name, before anything is sent.
+    /// As [`Redlock::lock`]; [`Error::Contended`](crate::Error::Contended)
+    /// names the resources joined by `+`;
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for no
+    /// resources, more than [`MAX_RESOURCES`](crate::MAX_RESOURCES), or an
+    /// empty or reserved name, before anything is sent.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
     /// use std::time::Duration;
-    /// let both = redlock.try_lock_all(&["account-7", "account-9"], Duration::from_secs(5)).await?;
+    /// // Another caller may name them as ["account-9", "account-7"]: no deadlock.
+    /// let both = redlock.lock_all(&["account-7", "account-9"], Duration::from_secs(5)).await?;
     /// // move money between the two accounts
     /// both.release().await?;
     /// # Ok(()) }
     /// ```
-    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
-    pub async fn try_lock_all(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
-        let (set, ttl_ms) = self.key_set(resources, ttl)?;
-        self.try_once(&SetAttempt::new(self, set, ttl, ttl_ms))
-            .await
+    pub fn lock_all<'a>(
+        &'a self,
+        resources: &'a [&'a str],
+        ttl: Duration,
+    ) -> Acquire<'a, AllLocks<'a>> {
+        Acquire::new(AllLocks {
+            redlock: self,
+            resources,
+            ttl,
+        })
     }
 
-    /// Takes every one of `resources` at once, waiting as [`Redlock::lock`]
-    /// does, in every resource's waiting list at once: the waiter that
-    /// started waiting first (ties broken by a random id) is first in every
-    /// list it is in, so waiters for overlapping sets are served in that
-    /// order and can never wait for each other in a cycle, whatever order
-    /// each names its resources in. It is woken by a change of any of the
-    /// keys.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock`] and [`Redlock::try_lock_all`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: redquorum::Redlock) -> redquorum::Result<()> {
-    /// use std::time::Duration;
-    /// // Another caller may name them as ["b", "a"]: no deadlock.
-    /// let both = redlock.lock_all(&["a", "b"], Duration::from_secs(5)).await?;
-    /// both.release().await?;
-    /// # Ok(()) }
-    /// ```
-    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
-    pub async fn lock_all(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
+    /// Takes every one of `resources` as `how` says.
+    async fn take_all(&self, resources: &[&str], ttl: Duration, how: How) -> Result<Lock> {
+        let patience = how.patience(self, None);
+        if how.fenced {
+            return self.all_fenced(resources, ttl, patience).await;
+        }
         let (set, ttl_ms) = self.key_set(resources, ttl)?;
         let what = SetAttempt::new(self, set, ttl, ttl_ms);
-        self.wait_for(&what, Patience::default_for(self)).await
+        match how.wait {
+            Wait::Once => self.try_once(&what).await,
+            _ => self.wait_for(&what, patience).await,
+        }
     }
 
-    /// [`Redlock::lock_all`], waiting at most `wait` (a zero `wait`: one
-    /// attempt).
+    /// One attempt to take every one of `resources` at once, or none.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_timeout`] and [`Redlock::try_lock_all`].
-    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    /// As [`Redlock::lock_all`] with `.try_once()`.
+    #[deprecated(since = "0.2.0", note = "use `lock_all(resources, ttl).try_once()`")]
+    pub async fn try_lock_all(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
+        self.lock_all(resources, ttl).try_once().await
+    }
+
+    /// [`Redlock::lock_all`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_all`] with `.wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `lock_all(resources, ttl).wait(wait)`")]
     pub async fn lock_all_timeout(
         &self,
         resources: &[&str],
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock> {
-        let (set, ttl_ms) = self.key_set(resources, ttl)?;
-        let what = SetAttempt::new(self, set, ttl, ttl_ms);
-        self.wait_for(&what, Patience::within(wait)).await
+        self.lock_all(resources, ttl).wait(wait).await
     }
 
-    /// [`Redlock::lock_all`] with a fencing token per resource
-    /// ([`Lock::fencing_token_for`]), each from that resource's counter,
-    /// as [`Redlock::lock_fenced`] mints one: larger than every token of
-    /// earlier holders of the resource, whether they held it alone or with
-    /// others. The counters are minted at once, after the lock; a lock
-    /// that did not outlive them is released and taken again.
+    /// [`Redlock::lock_all`] with a fencing token per resource.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_fenced`] and [`Redlock::try_lock_all`].
-    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    /// As [`Redlock::lock_all`] with `.fenced()`.
+    #[deprecated(since = "0.2.0", note = "use `lock_all(resources, ttl).fenced()`")]
     pub async fn lock_all_fenced(&self, resources: &[&str], ttl: Duration) -> Result<Lock> {
-        self.all_fenced(resources, ttl, Patience::default_for(self))
-            .await
+        self.lock_all(resources, ttl).fenced().await
     }
 
-    /// [`Redlock::lock_all_fenced`], waiting at most `wait`.
+    /// [`Redlock::lock_all`] fenced, waiting at most `wait`.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_all_fenced`], with [`Error::Timeout`] when `wait`
-    /// runs out.
-    #[tracing::instrument(skip_all, fields(resource, outcome, rounds, nodes))]
+    /// As [`Redlock::lock_all`] with `.fenced().wait(wait)`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `lock_all(resources, ttl).fenced().wait(wait)`"
+    )]
     pub async fn lock_all_fenced_timeout(
         &self,
         resources: &[&str],
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lock> {
-        self.all_fenced(resources, ttl, Patience::within(wait))
-            .await
+        self.lock_all(resources, ttl).fenced().wait(wait).await
     }
 
     /// A fenced multi-lock within `patience`: a token per resource, from
@@ -256,15 +300,12 @@ impl Redlock {
         self.fenced_with(&what, &fences, patience).await
     }
 
-    /// Runs `f` while holding every one of `resources`, as
-    /// [`Redlock::with_lock`] does for one: renewed in the background (all
-    /// keys at once), `f` cancelled if the lock is lost, released when `f`
-    /// finishes.
+    /// Runs `f` while holding every one of `resources`.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_all`], or [`Error::Expired`](crate::Error::Expired)
-    /// if the lock was lost while `f` ran.
+    /// As [`Acquire::run`].
+    #[deprecated(since = "0.2.0", note = "use `lock_all(resources, ttl).run(f)`")]
     pub async fn with_lock_all<F, Fut, T>(
         &self,
         resources: &[&str],
@@ -275,7 +316,6 @@ impl Redlock {
         F: FnOnce(LockHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let lock = self.lock_all(resources, ttl).await?;
-        run_holding(lock, f).await
+        self.lock_all(resources, ttl).run(f).await
     }
 }

@@ -1,5 +1,5 @@
 //! What every holder of one lock shares (the guard, the [`LockHandle`]s
-//! given to `with_lock` work, the auto-extend task), and what is done on
+//! given to `.run(f)` work, the auto-extend task), and what is done on
 //! it: extension, the ownership check, the release and loss bookkeeping,
 //! and the auto-extend loop.
 //!

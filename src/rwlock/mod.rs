@@ -26,7 +26,7 @@ use redis::Value;
 
 use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
-use crate::lock::acquire::run_holding;
+use crate::lock::acquisition::{sealed, Acquire, How, Taking, Wait};
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
@@ -35,6 +35,28 @@ use crate::quorum::Counts;
 use crate::rwlock::attempt::{RwAttempt, Side};
 use crate::rwlock::keys::RwKeys;
 
+/// What [`RwLock::read`] and [`RwLock::write`] take: one side of the lock.
+#[derive(Debug)]
+pub struct RwAccess<'a> {
+    /// The lock.
+    rw: &'a RwLock,
+    /// Which side.
+    side: Side,
+    /// The TTL.
+    ttl: Duration,
+}
+
+impl<'a> sealed::Target<'a> for RwAccess<'a> {
+    type Held = Lock;
+
+    fn take(self, how: How) -> Taking<'a, Lock> {
+        Box::pin(self.rw.take(self.side, self.ttl, how))
+    }
+
+    fn lock_of(held: Lock) -> Lock {
+        held
+    }
+}
 /// A read-write lock over the nodes: at any instant, any number of valid
 /// readers or one valid writer.
 ///
@@ -116,63 +138,65 @@ impl RwLock {
         ))
     }
 
-    /// One attempt to read: no writer may hold the lock or wait for it.
+    /// Reads for `ttl`: await what this returns to read, waiting as
+    /// [`Redlock::lock`] does (behind the writer holding and the writers
+    /// that started waiting before this call), or first say how
+    /// ([`Acquire`]). `.try_once()` makes one attempt, which no writer may
+    /// hold or wait for.
     ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`] when a writer holds it or waits; the other
-    /// errors of [`Redlock::try_lock`].
-    pub async fn try_read(&self, ttl: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Read, ttl)?;
-        self.redlock.try_once(&what).await
-    }
-
-    /// Reads, waiting as [`Redlock::lock`] does (behind the writer holding
-    /// and the writers that started waiting before this call).
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock`].
-    pub async fn read(&self, ttl: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Read, ttl)?;
-        let patience = Patience::default_for(&self.redlock);
-        self.redlock.wait_for(&what, patience).await
-    }
-
-    /// [`RwLock::read`], waiting at most `wait`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock_timeout`].
-    pub async fn read_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Read, ttl)?;
-        self.redlock.wait_for(&what, Patience::within(wait)).await
-    }
-
-    /// [`RwLock::read`], and the last writer's fencing token as the
-    /// reader's [`Lock::fencing_token`]: read from a quorum of nodes after
+    /// Fenced (`.fenced()`): the last writer's fencing token as the
+    /// reader's [`Lock::fencing_token`], read from a quorum of nodes after
     /// the read was taken, so every writer that held the lock before has a
-    /// token at most that, and every later one a larger token (from
-    /// [`RwLock::write_fenced`]). Compare it with the token stored beside
+    /// token at most that, and every later one a larger token (from a
+    /// fenced [`RwLock::write`]). Compare it with the token stored beside
     /// the data to know whether a write happened since. 0 if no fenced
     /// writer ever held it.
     ///
     /// # Errors
     ///
-    /// As [`RwLock::read`]; if the token cannot be read (no quorum), the
-    /// read is released and that error returned.
-    pub async fn read_fenced(&self, ttl: Duration) -> Result<Lock> {
-        let patience = Patience::default_for(&self.redlock);
-        self.fenced_read(ttl, patience).await
+    /// As [`Redlock::lock`]: with `.try_once()`, [`Error::Contended`] when
+    /// a writer holds it or waits. Fenced: if the token cannot be read (no
+    /// quorum), the read is released and that error returned.
+    pub fn read(&self, ttl: Duration) -> Acquire<'_, RwAccess<'_>> {
+        Acquire::new(RwAccess {
+            rw: self,
+            side: Side::Read,
+            ttl,
+        })
     }
 
-    /// [`RwLock::read_fenced`], waiting at most `wait`.
+    /// Writes for `ttl`: await what this returns to write, waiting as
+    /// [`Redlock::lock`] does, or first say how ([`Acquire`]).
+    /// `.try_once()` makes one attempt, in which nobody may read, write or
+    /// wait. Fenced (`.fenced()`): a fencing token as [`Redlock::lock`]
+    /// mints one, larger than every earlier writer's of this lock.
     ///
     /// # Errors
     ///
-    /// As [`RwLock::read_fenced`] and [`Redlock::lock_timeout`].
-    pub async fn read_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
-        self.fenced_read(ttl, Patience::within(wait)).await
+    /// As [`Redlock::lock`]: with `.try_once()`, [`Error::Contended`] when
+    /// a reader or a writer holds it or someone waits.
+    pub fn write(&self, ttl: Duration) -> Acquire<'_, RwAccess<'_>> {
+        Acquire::new(RwAccess {
+            rw: self,
+            side: Side::Write,
+            ttl,
+        })
+    }
+
+    /// Takes `side` as `how` says.
+    async fn take(&self, side: Side, ttl: Duration, how: How) -> Result<Lock> {
+        let patience = how.patience(&self.redlock, None);
+        match (side, how.fenced) {
+            (Side::Read, true) => self.fenced_read(ttl, patience).await,
+            (Side::Write, true) => self.fenced_write(ttl, patience).await,
+            (_, false) => {
+                let what = self.attempt(side, ttl)?;
+                match how.wait {
+                    Wait::Once => self.redlock.try_once(&what).await,
+                    _ => self.redlock.wait_for(&what, patience).await,
+                }
+            }
+        }
     }
 
     /// A read within `patience`, with the last writer's token. Returned
@@ -226,74 +250,6 @@ impl RwLock {
         }
     }
 
-    /// Runs `f` while reading, as [`Redlock::with_lock`] runs work under a
-    /// lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::with_lock`].
-    pub async fn with_read<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
-    where
-        F: FnOnce(LockHandle) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        run_holding(self.read(ttl).await?, f).await
-    }
-
-    /// One attempt to write: nobody may read, write or wait.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`] when a reader or a writer holds it or someone
-    /// waits; the other errors of [`Redlock::try_lock`].
-    pub async fn try_write(&self, ttl: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Write, ttl)?;
-        self.redlock.try_once(&what).await
-    }
-
-    /// Writes, waiting as [`Redlock::lock`] does: for the reads in progress
-    /// when it arrived and the waiters ahead of it; readers that arrive
-    /// after it wait for it.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock`].
-    pub async fn write(&self, ttl: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Write, ttl)?;
-        let patience = Patience::default_for(&self.redlock);
-        self.redlock.wait_for(&what, patience).await
-    }
-
-    /// [`RwLock::write`], waiting at most `wait`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock_timeout`].
-    pub async fn write_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
-        let what = self.attempt(Side::Write, ttl)?;
-        self.redlock.wait_for(&what, Patience::within(wait)).await
-    }
-
-    /// [`RwLock::write`] with a fencing token, as [`Redlock::lock_fenced`]
-    /// mints one: larger than every earlier writer's of this lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock_fenced`].
-    pub async fn write_fenced(&self, ttl: Duration) -> Result<Lock> {
-        let patience = Patience::default_for(&self.redlock);
-        self.fenced_write(ttl, patience).await
-    }
-
-    /// [`RwLock::write_fenced`], waiting at most `wait`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock_fenced_timeout`].
-    pub async fn write_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
-        self.fenced_write(ttl, Patience::within(wait)).await
-    }
-
     /// A write within `patience`, with a fencing token.
     async fn fenced_write(&self, ttl: Duration, patience: Patience) -> Result<Lock> {
         let what = self.attempt(Side::Write, ttl)?;
@@ -301,17 +257,111 @@ impl RwLock {
         self.redlock.fenced_with(&what, fences, patience).await
     }
 
-    /// Runs `f` while writing, as [`Redlock::with_lock`] runs work under a
-    /// lock.
+    /// One attempt to read.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::with_lock`].
+    /// As [`RwLock::read`] with `.try_once()`.
+    #[deprecated(since = "0.2.0", note = "use `read(ttl).try_once()`")]
+    pub async fn try_read(&self, ttl: Duration) -> Result<Lock> {
+        self.read(ttl).try_once().await
+    }
+
+    /// [`RwLock::read`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read`] with `.wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `read(ttl).wait(wait)`")]
+    pub async fn read_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        self.read(ttl).wait(wait).await
+    }
+
+    /// [`RwLock::read`], fenced.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read`] with `.fenced()`.
+    #[deprecated(since = "0.2.0", note = "use `read(ttl).fenced()`")]
+    pub async fn read_fenced(&self, ttl: Duration) -> Result<Lock> {
+        self.read(ttl).fenced().await
+    }
+
+    /// [`RwLock::read`], fenced, waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read`] with `.fenced().wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `read(ttl).fenced().wait(wait)`")]
+    pub async fn read_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        self.read(ttl).fenced().wait(wait).await
+    }
+
+    /// Runs `f` while reading.
+    ///
+    /// # Errors
+    ///
+    /// As [`Acquire::run`].
+    #[deprecated(since = "0.2.0", note = "use `read(ttl).run(f)`")]
+    pub async fn with_read<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.read(ttl).run(f).await
+    }
+
+    /// One attempt to write.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write`] with `.try_once()`.
+    #[deprecated(since = "0.2.0", note = "use `write(ttl).try_once()`")]
+    pub async fn try_write(&self, ttl: Duration) -> Result<Lock> {
+        self.write(ttl).try_once().await
+    }
+
+    /// [`RwLock::write`], waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write`] with `.wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `write(ttl).wait(wait)`")]
+    pub async fn write_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        self.write(ttl).wait(wait).await
+    }
+
+    /// [`RwLock::write`], fenced.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write`] with `.fenced()`.
+    #[deprecated(since = "0.2.0", note = "use `write(ttl).fenced()`")]
+    pub async fn write_fenced(&self, ttl: Duration) -> Result<Lock> {
+        self.write(ttl).fenced().await
+    }
+
+    /// [`RwLock::write`], fenced, waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write`] with `.fenced().wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `write(ttl).fenced().wait(wait)`")]
+    pub async fn write_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Lock> {
+        self.write(ttl).fenced().wait(wait).await
+    }
+
+    /// Runs `f` while writing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Acquire::run`].
+    #[deprecated(since = "0.2.0", note = "use `write(ttl).run(f)`")]
     pub async fn with_write<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
     where
         F: FnOnce(LockHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        run_holding(self.write(ttl).await?, f).await
+        self.write(ttl).run(f).await
     }
 }

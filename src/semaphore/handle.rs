@@ -28,7 +28,7 @@ pub const MAX_PERMITS: usize = 256;
 /// use std::time::Duration;
 /// let licences = redlock.semaphore("licences", 4)?;
 /// let n = licences
-///     .with_permit(Duration::from_secs(10), |permit| async move {
+///     .acquire(Duration::from_secs(10)).run(|permit| async move {
 ///         // at most 4 of these run at once, across every client
 ///         permit.validity()
 ///     })

@@ -35,10 +35,10 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tracing::instrument;
+use tracing::Instrument;
 
 use crate::error::{Error, Result};
-use crate::lock::acquire::run_holding;
+use crate::lock::acquisition::{acquisition_span, sealed, Acquire, How, Taking, Wait};
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::inspect::LockState;
 use crate::lock::patience::Patience;
@@ -46,6 +46,36 @@ use crate::pin;
 use crate::semaphore::attempt::SlotAttempt;
 use crate::semaphore::handle::Semaphore;
 use crate::semaphore::permit::Permit;
+
+/// What [`Semaphore::acquire`] takes: one of its permits.
+#[derive(Debug)]
+pub struct PermitOf<'a> {
+    /// The semaphore.
+    semaphore: &'a Semaphore,
+    /// The permit's TTL.
+    ttl: Duration,
+}
+
+impl<'a> sealed::Target<'a> for PermitOf<'a> {
+    type Held = Permit;
+
+    fn take(self, how: How) -> Taking<'a, Permit> {
+        let span = acquisition_span!(
+            how,
+            "try_acquire",
+            "acquire",
+            "acquire_timeout",
+            "acquire_fenced",
+            "acquire_fenced_timeout"
+        );
+        span.record("semaphore", self.semaphore.name.as_str());
+        Box::pin(self.semaphore.take(self.ttl, how).instrument(span))
+    }
+
+    fn lock_of(held: Permit) -> Lock {
+        held.into_lock()
+    }
+}
 
 impl Semaphore {
     /// Reads every permit without taking one: one [`LockState`] per
@@ -63,67 +93,82 @@ impl Semaphore {
             .await
     }
 
+    /// Takes a permit for `ttl`: await what this returns to take one,
+    /// waiting as [`Redlock::lock`](crate::Redlock::lock) waits for a lock
+    /// (for the same patience): in arrival order across clients, woken by
+    /// the nodes as soon as a permit frees; or first say how ([`Acquire`]).
+    /// Fenced (`.fenced()`): a token larger than the token of every earlier
+    /// holder of the same slot (the semaphore's tokens come from one
+    /// counter, so they are also unique across its slots), minted as
+    /// [`Redlock::lock`](crate::Redlock::lock) mints.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`](crate::Redlock::lock): with `.try_once()`,
+    /// [`Error::Contended`](crate::Error::Contended) when every permit is
+    /// held (or waiters of other clients are first in line).
+    pub fn acquire(&self, ttl: Duration) -> Acquire<'_, PermitOf<'_>> {
+        Acquire::new(PermitOf {
+            semaphore: self,
+            ttl,
+        })
+    }
+
+    /// Takes a permit as `how` says.
+    async fn take(&self, ttl: Duration, how: How) -> Result<Permit> {
+        let patience = how.patience(&self.redlock, None);
+        if how.fenced {
+            return self.fenced(ttl, patience).await;
+        }
+        match how.wait {
+            Wait::Once => {
+                let what = self.slots_for(ttl)?;
+                self.pin().await?;
+                let lock = self.redlock.try_once(&what).await?;
+                Ok(self.permit(lock))
+            }
+            _ => self.wait(ttl, patience).await,
+        }
+    }
+
     /// One attempt at a permit, no waiting.
     ///
     /// # Errors
     ///
-    /// [`Error::Contended`](crate::Error::Contended) when every permit is held (or waiters of other
-    /// clients are first in line), [`Error::NoQuorum`](crate::Error::NoQuorum) when too many nodes
-    /// failed, [`Error::TtlTooShort`](crate::Error::TtlTooShort), [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an
-    /// unusable TTL.
-    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
+    /// As [`Semaphore::acquire`] with `.try_once()`.
+    #[deprecated(since = "0.2.0", note = "use `acquire(ttl).try_once()`")]
     pub async fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
-        let what = self.slots_for(ttl)?;
-        self.pin().await?;
-        let lock = self.redlock.try_once(&what).await?;
-        Ok(self.permit(lock))
-    }
-
-    /// Takes a permit, waiting as [`Redlock::lock`](crate::Redlock::lock) waits for a lock (for
-    /// the same patience): in arrival order across clients, woken by the
-    /// nodes as soon as a permit frees.
-    ///
-    /// # Errors
-    ///
-    /// As [`Redlock::lock`](crate::Redlock::lock).
-    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
-    pub async fn acquire(&self, ttl: Duration) -> Result<Permit> {
-        let patience = Patience::default_for(&self.redlock);
-        self.wait(ttl, patience).await
+        self.acquire(ttl).try_once().await
     }
 
     /// Takes a permit, waiting at most `wait`.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_timeout`](crate::Redlock::lock_timeout).
-    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
+    /// As [`Semaphore::acquire`] with `.wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `acquire(ttl).wait(wait)`")]
     pub async fn acquire_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
-        self.wait(ttl, Patience::within(wait)).await
+        self.acquire(ttl).wait(wait).await
     }
 
-    /// Takes a permit (as [`Semaphore::acquire`]) with a fencing token:
-    /// larger than the token of every earlier holder of the same slot (the
-    /// semaphore's tokens come from one counter, so they are also unique
-    /// across its slots). Minted as [`Redlock::lock_fenced`](crate::Redlock::lock_fenced) mints.
+    /// Takes a permit with a fencing token.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_fenced`](crate::Redlock::lock_fenced).
-    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
+    /// As [`Semaphore::acquire`] with `.fenced()`.
+    #[deprecated(since = "0.2.0", note = "use `acquire(ttl).fenced()`")]
     pub async fn acquire_fenced(&self, ttl: Duration) -> Result<Permit> {
-        let patience = Patience::default_for(&self.redlock);
-        self.fenced(ttl, patience).await
+        self.acquire(ttl).fenced().await
     }
 
-    /// [`Semaphore::acquire_fenced`], waiting at most `wait`.
+    /// Takes a permit with a fencing token, waiting at most `wait`.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock_fenced_timeout`](crate::Redlock::lock_fenced_timeout).
-    #[instrument(skip_all, fields(semaphore = %self.name, outcome, rounds, nodes))]
+    /// As [`Semaphore::acquire`] with `.fenced().wait(wait)`.
+    #[deprecated(since = "0.2.0", note = "use `acquire(ttl).fenced().wait(wait)`")]
     pub async fn acquire_fenced_timeout(&self, ttl: Duration, wait: Duration) -> Result<Permit> {
-        self.fenced(ttl, Patience::within(wait)).await
+        self.acquire(ttl).fenced().wait(wait).await
     }
 
     /// The fenced waiting loop for a permit.
@@ -137,21 +182,18 @@ impl Semaphore {
         Ok(self.permit(lock))
     }
 
-    /// Runs `f` while holding a permit (taken as [`Semaphore::acquire`]),
-    /// renewed in the background, as [`Redlock::with_lock`](crate::Redlock::with_lock) runs work under
-    /// a lock: `f` is cancelled and [`Error::Expired`](crate::Error::Expired) returned if the
-    /// permit is lost; the permit is released when `f` finishes.
+    /// Runs `f` while holding a permit, renewed in the background.
     ///
     /// # Errors
     ///
-    /// As [`Redlock::with_lock`](crate::Redlock::with_lock).
+    /// As [`Acquire::run`].
+    #[deprecated(since = "0.2.0", note = "use `acquire(ttl).run(f)`")]
     pub async fn with_permit<F, Fut, T>(&self, ttl: Duration, f: F) -> Result<T>
     where
         F: FnOnce(LockHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let permit = self.acquire(ttl).await?;
-        run_holding(permit.into_lock(), f).await
+        self.acquire(ttl).run(f).await
     }
 
     /// The waiting loop for a permit.

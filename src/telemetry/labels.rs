@@ -34,11 +34,11 @@ impl Primitive {
 /// How an acquisition was asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// One attempt (`try_lock`, `try_acquire`).
+    /// One attempt (`.try_once()`).
     Try,
-    /// Waiting (`lock`, `lock_timeout`, `acquire`, ...).
+    /// Waiting (`lock`, `.wait(d)`, `acquire`, ...).
     Wait,
-    /// Waiting, then minting a fencing token (`lock_fenced`, `campaign`...).
+    /// Waiting, then minting a fencing token (`.fenced()`, `campaign`...).
     Fenced,
 }
 

@@ -24,7 +24,7 @@ pub const LOST: &str = "redquorum::lost";
 /// again, or gave up: the lock lost.
 pub const RENEWAL: &str = "redquorum::renewal";
 
-/// Work run with a lock held (`with_lock` and the like): cancelled because
+/// Work run with a lock held (`.run(f)` of an acquisition): cancelled because
 /// the lock was lost, or its release afterwards failed.
 pub const WORK: &str = "redquorum::work";
 

@@ -90,13 +90,19 @@ pub async fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bo
 
 /// Takes `resource` in one attempt (TTL 5 s) and releases it.
 pub async fn locked_once(redlock: &redquorum::Redlock, resource: &str) {
-    let lock = redlock.try_lock(resource, Duration::from_secs(5)).await;
+    let lock = redlock
+        .lock(resource, Duration::from_secs(5))
+        .try_once()
+        .await;
     lock.expect("lock").release().await.expect("release");
 }
 
 /// Takes `resource` with a fencing token (TTL 5 s) and releases it.
 pub async fn fenced_once(redlock: &redquorum::Redlock, resource: &str) {
-    let lock = redlock.lock_fenced(resource, Duration::from_secs(5)).await;
+    let lock = redlock
+        .lock(resource, Duration::from_secs(5))
+        .fenced()
+        .await;
     lock.expect("fenced lock").release().await.expect("release");
 }
 

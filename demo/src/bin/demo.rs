@@ -60,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tasks.push(tokio::spawn(async move {
             for round in 0..ROUNDS {
                 let lock = redlock
-                    .lock_timeout("demo:resource", Duration::from_secs(5), Duration::from_secs(30))
+                    .lock("demo:resource", Duration::from_secs(5)).wait(Duration::from_secs(30))
                     .await?;
                 let value: Option<u64> = redis::cmd("GET")
                     .arg("demo:counter")
@@ -100,18 +100,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("lost update detected".into());
     }
 
-    // with_lock renews the lock while the work runs longer than the TTL.
+    // .run(f) renews the lock while the work runs longer than the TTL.
     let redlock = Redlock::builder().nodes(&urls).build()?;
     let kept = redlock
-        .with_lock(
-            "demo:long-job",
-            Duration::from_millis(300),
-            |lock| async move {
-                tokio::time::sleep(Duration::from_millis(900)).await;
-                lock.validity()
-            },
-        )
+        .lock("demo:long-job", Duration::from_millis(300))
+        .run(|lock| async move {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            lock.validity()
+        })
         .await?;
-    println!("with_lock: 900 ms of work under a 300 ms TTL, validity left at the end {kept:?}");
+    println!(
+        "lock(..).run(f): 900 ms of work under a 300 ms TTL, validity left at the end {kept:?}"
+    );
     Ok(())
 }

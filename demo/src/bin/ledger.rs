@@ -119,7 +119,9 @@ async fn run(pool: &PgPool, fenced: bool) -> Result<(), BoxError> {
             return Err(format!("ledger {id}: {i} iterations and RUN_UNTIL never appeared").into());
         }
         match redlock
-            .lock_fenced_timeout(LOCK, Duration::from_secs(2), Duration::from_secs(30))
+            .lock(LOCK, Duration::from_secs(2))
+            .fenced()
+            .wait(Duration::from_secs(30))
             .await
         {
             Ok(lock) => {

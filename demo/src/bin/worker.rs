@@ -74,11 +74,8 @@ async fn run(data: &Path) -> Result<(), BoxError> {
         }
         // (a) the read-modify-write under the lock
         match redlock
-            .lock_timeout(
-                "docker-demo:counter",
-                Duration::from_secs(2),
-                Duration::from_secs(30),
-            )
+            .lock("docker-demo:counter", Duration::from_secs(2))
+            .wait(Duration::from_secs(30))
             .await
         {
             Ok(lock) => {
