@@ -990,8 +990,11 @@ async fn the_older_acquisition_forms_still_work() {
     assert!(again.unwrap().fencing_token().expect("a token") > first);
     let seven = r.with_lock("older-work", ms(5_000), |_| async { 7 }).await;
     assert_eq!(seven.unwrap(), 7);
-    let both = r.try_lock_all(&["a1", "a2"], ms(5_000)).await.unwrap();
-    assert!(r.try_lock("a2", ms(5_000)).await.is_err());
+    let both = r
+        .try_lock_all(&["{older}-a", "{older}-b"], ms(5_000))
+        .await
+        .unwrap();
+    assert!(r.try_lock("{older}-b", ms(5_000)).await.is_err());
     both.release().await.unwrap();
     let sem = r.semaphore("older-sem", 1).unwrap();
     let permit = sem.try_acquire(ms(5_000)).await.unwrap();
