@@ -27,40 +27,42 @@ ensure-postgres:
 ## output is printed whole when it ends.
 test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=line behaviour models
-	@echo "stress test, optimised build (request ordering under load):"
+	@echo "[$$(date +%T)] stress test, optimised build (request ordering under load):"
 	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
-	@echo "make demo with REDQUORUM_NODES set leaves those nodes untouched:"
+	@echo "[$$(date +%T)] make demo with REDQUORUM_NODES set leaves those nodes untouched:"
 	scripts/demo-leaves-given-nodes-alone.sh
-	@echo "the postgres feature: fenced writes on a real PostgreSQL:"
+	@echo "[$$(date +%T)] the postgres feature: fenced writes on a real PostgreSQL:"
 	$(CARGO) test -q --features postgres --test fenced_postgres
 	$(CARGO) test -q --features postgres --doc PgFence
-	@echo "the metrics feature: every documented metric, on real nodes:"
+	@echo "[$$(date +%T)] the metrics feature: every documented metric, on real nodes:"
 	$(CARGO) test -q --features metrics --test metrics
-	@echo "without the cluster feature, a redis+cluster:// member is refused in words:"
+	@echo "[$$(date +%T)] without the cluster feature, a redis+cluster:// member is refused in words:"
 	$(CARGO) test -q -p redquorum --lib urls
-	@echo "without the feature, the metrics facade is not a dependency:"
+	@echo "[$$(date +%T)] without the feature, the metrics facade is not a dependency:"
 	@! $(CARGO) tree -q -e normal -p redquorum | grep -E ' metrics v'
-	@echo "the metrics example serves the Prometheus text format:"
+	@echo "[$$(date +%T)] the metrics example serves the Prometheus text format:"
 	scripts/metrics-example-serves.sh
-	@echo "make test: every stage passed"
+	@echo "[$$(date +%T)] make test: every stage passed"
 
 ## make behaviour: make check, then the behaviour tests again on other servers.
 behaviour: check
-	@echo "TLS build: rediss:// fails cleanly, never panics:"
+	@echo "[$$(date +%T)] TLS build: rediss:// fails cleanly, never panics:"
 	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
-	@echo "the behaviour tests again, every member a one-shard Redis Cluster"
+	@echo "[$$(date +%T)] the behaviour tests again, every member a one-shard Redis Cluster"
 	@echo "(tests/nodes-only.txt lists those left out, with why):"
 	scripts/test-on-cluster-members.sh
-	@echo "the library's behaviour tests again, every node a Valkey server"
+	@echo "[$$(date +%T)] the library's behaviour tests again, every node a Valkey server"
 	@echo "(Valkey clusters included; the script says what it leaves out):"
 	scripts/test-on-valkey.sh
+	@echo "[$$(date +%T)] behaviour tests: done"
 
 ## make models: the model checks, optimised build (every interleaving within
 ## the stated bounds; to see each check's states and counterexamples, run the
 ## cargo command below with --nocapture after its --).
 models:
-	@echo "model checking, optimised build:"
+	@echo "[$$(date +%T)] model checking, optimised build:"
 	$(CARGO) test -q --release --lib model -- --test-threads 1
+	@echo "[$$(date +%T)] model checking: done"
 
 ## make check: the everyday subset: unit, integration, CLI and doc tests, no
 ## model checks (about 6 minutes on 2 cores); failures and a summary only.
