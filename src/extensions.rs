@@ -1,11 +1,7 @@
 //! The rule for a held lock's extensions: the guard never believes more
 //! than the nodes (see [`Extensions`]).
 
-use std::sync::{Mutex, MutexGuard};
-
 use tokio::time::Instant;
-
-use crate::mutex;
 
 /// The extensions of one lock, in dispatch order: the rule that keeps the
 /// guard from believing more than the nodes.
@@ -31,12 +27,6 @@ pub(crate) struct Extensions {
 }
 
 impl Extensions {
-    /// The record behind `m`, also after a panic elsewhere (each change to
-    /// it is made whole under the lock).
-    pub(crate) fn locked(m: &Mutex<Self>) -> MutexGuard<'_, Self> {
-        mutex::lock(m)
-    }
-
     /// Records an extension about to be sent that, if it takes effect, leaves
     /// the lock valid until `bound`; returns its number.
     pub(crate) fn send(&mut self, bound: Instant) -> u64 {

@@ -159,8 +159,6 @@
 //                       time the machine spent suspended (CLOCK_BOOTTIME).
 //   extensions.rs       A held lock's extensions in flight: the rule that
 //                       bounds its validity, pure.
-//   standing.rs         Where a held lock stands: deadline, lost (why) or
-//                       released; waiting for loss.
 //   telemetry/labels.rs The values of metric labels, small fixed sets.
 //   telemetry/stats.rs  Stats, the snapshot, and the counters behind it.
 //   telemetry/metrics.rs The metrics facade's names and records (feature
@@ -243,7 +241,7 @@
 //                       release, which names the waiters it lets in.
 //   wait/list.rs        Where a resource's waiting list lives on the nodes.
 //   wait/named.rs       Named wake-ups: a semaphore's release names the
-//                       waiters it lets in; its keys and channel.
+//                       waiters it lets in; whom a message names.
 //   wait/plan.rs        When a waiter tries again, as a pure rule.
 //   wait/signal.rs      News for the front waiter of one line: changes
 //                       nodes reported, our releases, which rounds count.
@@ -255,8 +253,12 @@
 //   lock/multi_scripts.rs The multi-resource lock's Lua: every key or none.
 //   lock/config.rs      The lock's settings and DEFAULT_* constants.
 //   lock/redlock.rs     Redlock, the client handle: key, release, validity.
+//   lock/standing.rs    Where a held lock stands, and all of it that
+//                       changes: one mutex, one watch that publishes.
 //   lock/shared.rs      What a lock's holders share: the extension round,
 //                       release and loss bookkeeping.
+//   lock/won.rs         A lock just won: its shared record made whole,
+//                       then counted and handed out.
 //   lock/renewal.rs     The auto-extend loop: a failed renewal is tried
 //                       again while validity is left.
 //   lock/guard.rs       Lock and LockHandle: extend, release, auto-extend.
@@ -280,8 +282,9 @@
 //   lock/builder.rs     RedlockBuilder: checks settings, makes the node set.
 //   lock/inspect.rs     Redlock::inspect: a lock's holder, time left and
 //                       waiters, read without taking it.
-//   lock/held.rs        Held: how a lock standing on more than one key
-//                       (several keys, a reader's lease) is taken and kept.
+//   lock/held.rs        Held, Takes: how a lock standing on more than its
+//                       key (several keys, a reader's lease, a permit's
+//                       slot) is kept, and taken.
 //   lock/keyset.rs      Several resources locked together: their keys and
 //                       waiting lists in one order, the requests on all.
 //   lock/multi.rs       lock_all (and its older forms): the lock on
@@ -292,6 +295,8 @@
 //                       connected and checked up front.
 // 6 semaphore/scripts.rs The semaphore's Lua: take a slot, move, undo.
 //   semaphore/slots.rs  Which slot a semaphore attempt won, pure.
+//   semaphore/keys.rs   A semaphore's keys and channel; a held permit's
+//                       requests (its release names waiters).
 //   semaphore/handle.rs Semaphore: its name, slot keys, waiting list.
 //   semaphore/attempt.rs One attempt at a permit (a free slot per node,
 //                       and a move round after a split).
@@ -371,7 +376,6 @@ mod scratch;
 mod scripts;
 mod semaphore;
 mod serial;
-mod standing;
 mod telemetry;
 mod trust;
 mod wait;

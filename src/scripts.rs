@@ -29,7 +29,7 @@ mod tests {
             &crate::semaphore::scripts::SEMAPHORE_TAKE,
             &crate::semaphore::scripts::SEMAPHORE_MOVE,
             &crate::semaphore::scripts::SEMAPHORE_UNDO,
-            &crate::wait::scripts::SEMAPHORE_RELEASE,
+            &crate::semaphore::scripts::SEMAPHORE_RELEASE,
             &crate::election::scripts::LEADER_PUBLISH,
             &crate::election::scripts::LEADER_READ,
             &crate::lock::scripts::INSPECT,

@@ -420,6 +420,39 @@ fn layout_files_stay_under_500_lines_before_their_tests() {
     }
 }
 
+/// Where, outside comments and tests, the files under `dirs` of `src/`
+/// name one of `words`: `file: word` each.
+fn naming(dirs: &[&str], words: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for dir in dirs {
+        let mut files = Vec::new();
+        rust_files(&src().join(dir), None, &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("read source");
+            let code = without_comments(&text);
+            for word in words.iter().filter(|w| code.contains(**w)) {
+                let name = file.strip_prefix(src()).unwrap_or(&file).display();
+                found.push(format!("{name}: {word}"));
+            }
+        }
+    }
+    found
+}
+
+/// The lock core and the waiting code know no primitive built on them:
+/// a permit's keys, scripts and release live in `semaphore/` (the lock
+/// core reaches them only through `Held`); and a held lock's shared record
+/// is made whole before it is shared, never patched in place through
+/// `Arc::get_mut` (which silently does nothing once a `Weak` exists).
+#[test]
+fn layout_lock_core_knows_no_semaphore_and_patches_no_shared_record() {
+    let semaphore = ["SlotKeys", "SEMAPHORE_", "semaphore::", "permit:"];
+    let found = naming(&["lock", "wait"], &semaphore);
+    assert!(found.is_empty(), "the lock core names the semaphore: {found:?}");
+    let found = naming(&["."], &["Arc::get_mut"]);
+    assert!(found.is_empty(), "a shared record patched in place: {found:?}");
+}
+
 #[test]
 fn layout_list_names_every_module_file() {
     for c in crates() {

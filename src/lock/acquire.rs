@@ -178,7 +178,7 @@ impl Redlock {
         let rec = telemetry.acquisition(what.primitive(), Mode::Try, what.resource());
         rec.attempted();
         let result = what.attempt(Ask::Plain).await;
-        let result = result.map(|lock| lock.counted(rec.holding()));
+        let result = result.map(|won| won.counted(rec.holding()));
         recorded(rec, result.map_err(|f| f.error))
     }
 

@@ -18,12 +18,12 @@ use tokio::time::Instant;
 
 use crate::clock;
 use crate::error::Error;
-use crate::lock::guard::Lock;
-use crate::lock::held::Held;
+use crate::lock::held::{Held, Takes};
 use crate::lock::redlock::{valid_until, Redlock};
 use crate::lock::scripts;
-use crate::lock::shared::Basis;
+use crate::lock::standing::Basis;
 use crate::lock::waiter::Waiter;
+use crate::lock::won::{Place, Won};
 use crate::node::request::Request;
 use crate::quorum::Counts;
 use crate::telemetry::labels::Primitive;
@@ -120,7 +120,7 @@ pub(crate) trait Attempts {
         &[]
     }
     /// One attempt, asking as `ask` says.
-    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed>;
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed>;
 }
 
 /// The lock on one key, as the waiting loop attempts it.
@@ -201,7 +201,7 @@ impl Attempts for KeyAttempt<'_> {
         true
     }
 
-    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {
         let (resource, key) = (self.resource, &self.key[0]);
         self.redlock
             .attempt_on(resource, key, None, self.ttl, self.ttl_ms, ask)
@@ -227,11 +227,11 @@ impl Redlock {
         &self,
         resource: &str,
         key: &str,
-        held: Option<&Arc<dyn Held>>,
+        held: Option<&Arc<dyn Takes>>,
         ttl: Duration,
         ttl_ms: u64,
         ask: Ask<'_>,
-    ) -> Result<Lock, Failed> {
+    ) -> Result<Won, Failed> {
         let value = self.new_value();
         let release_quietly = |targets| match held {
             None => self.release_quietly(key, &value, targets),
@@ -275,19 +275,24 @@ impl Redlock {
                 // node timeout), so the lock sits on every healthy node and
                 // survives the loss of a holder node.
                 stragglers.finish_in_background();
-                let lock = Lock::new(
+                let held = held.filter(|h| h.keeps()).map(|h| {
+                    let held: Arc<dyn Held> = Arc::<dyn Takes>::clone(h);
+                    held
+                });
+                let place = Place {
+                    key,
+                    line: key,
+                    held,
+                };
+                return Ok(Won::new(
                     self.clone(),
                     resource,
-                    (key, key),
+                    place,
                     value,
                     ttl,
                     Basis::new(tally.yes, start, ttl, valid_until),
                     matches!(ask, Ask::Queued(_)),
-                );
-                return Ok(match held {
-                    Some(held) if held.keeps() => lock.standing_on(held),
-                    _ => lock,
-                });
+                ));
             }
         }
         // Failed. A plain attempt drops the SETs still waiting (one already

@@ -3,12 +3,12 @@
 //!
 //! All holders of one lock (the guard, [`LockHandle`]s given to `.run(f)`
 //! work, the auto-extend task) share one record (`shared.rs`, with the
-//! extension round and the auto-extend loop); where the lock stands (its
-//! deadline, lost or released) is in `standing.rs`.
+//! extension round and the auto-extend loop), made whole when the lock
+//! was won (`won.rs`); where the lock stands (its deadline, lost or
+//! released) and all of it that changes is in `standing.rs`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -17,14 +17,9 @@ use tracing::{debug, instrument};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::fenced_writes::Fence;
-use crate::lock::held::Held;
-use crate::lock::redlock::Redlock;
 use crate::lock::renewal::watchdog;
-use crate::lock::shared::{nanos, Basis, Shared};
+use crate::lock::shared::Shared;
 use crate::quorum::background::Background;
-use crate::standing::Standing;
-use crate::telemetry::Holding;
-use crate::wait::named::SlotKeys;
 
 /// A held distributed lock.
 ///
@@ -65,74 +60,22 @@ pub struct LockHandle {
 }
 
 impl Lock {
-    /// Wraps a freshly acquired lock on `keys.0`, whose waiters line up on
-    /// `keys.1`, valid as `basis` says (less what clocks seen running
-    /// ahead took from it).
-    pub(crate) fn new(
-        redlock: Redlock,
-        resource: &str,
-        (key, line): (&str, &str),
-        value: String,
-        ttl: Duration,
-        basis: Basis,
-        contended: bool,
-    ) -> Self {
-        let valid_until = basis.until;
-        let probe = Arc::downgrade(&redlock.inner);
-        let clock_probe = redlock.nodes().probe_while_held(probe, |i| &i.quorum, ttl);
-        let mut lock = Self {
-            shared: Arc::new(Shared {
-                redlock,
-                resource: resource.to_owned(),
-                key: key.to_owned(),
-                line: line.to_owned(),
-                permit: None,
-                held: None,
-                value,
-                ttl,
-                fencing_token: std::sync::OnceLock::new(),
-                tokens: std::sync::OnceLock::new(),
-                contended,
-                state: Standing::new(valid_until),
-                watchdog: AtomicBool::new(false),
-                // The acquisition's round, with the drift: what the TTL
-                // lost before the validity began.
-                round_ns: AtomicU64::new(nanos(
-                    ttl.saturating_sub(valid_until.saturating_duration_since(clock::now())),
-                )),
-                extensions: Mutex::default(),
-                holding: Holding::untracked(),
-                basis: Mutex::new(basis),
-                _clock_probe: clock_probe,
-            }),
-            runtime: tokio::runtime::Handle::current(),
+    /// The lock `shared` describes, just won: held from here on, and
+    /// watched for its validity running out unrenewed (counted lost then,
+    /// not held until someone releases it). The watch ends as soon as it
+    /// is released or lost and never keeps the lock alive; it also cuts the
+    /// validity when a node the lock is held on is seen running its clock
+    /// ahead (`Basis`).
+    pub(crate) fn start(shared: Shared, runtime: tokio::runtime::Handle) -> Self {
+        let lock = Self {
+            shared: Arc::new(shared),
+            runtime,
             armed: true,
         };
-        let bound = lock.shared.clock_bound(&basis);
-        if bound < basis.until {
-            lock.shared.cut_by_clock(basis.until - bound);
-        }
-        if let Some(shared) = Arc::get_mut(&mut lock.shared) {
-            shared.state = Standing::new(bound);
-        }
-        lock
-    }
-
-    /// Counts it as `holding` says (right after acquisition, before
-    /// sharing).
-    pub(crate) fn counted(mut self, holding: Holding) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.holding = holding;
-        }
-        // Watches for validity running out unrenewed, so that the lock is
-        // counted lost then (not held until someone releases it). Ends as
-        // soon as it is released or lost; never keeps the lock alive.
-        // It also cuts the validity when a node the lock is held on is
-        // seen running its clock ahead (`Basis`).
-        let weak = Arc::downgrade(&self.shared);
-        let mut rx = self.shared.state.subscribe();
-        let mut news = self.shared.redlock.nodes().clock_news();
-        self.runtime.spawn(async move {
+        let weak = Arc::downgrade(&lock.shared);
+        let mut rx = lock.shared.state.subscribe();
+        let mut news = lock.shared.redlock.nodes().clock_news();
+        lock.runtime.spawn(async move {
             loop {
                 let st = *rx.borrow_and_update();
                 if st.released || st.lost {
@@ -153,41 +96,19 @@ impl Lock {
                 shared.expired_unrenewed();
             }
         });
-        self
-    }
-
-    /// Marks it a semaphore's permit on slot `slot` of `keys` (right after
-    /// acquisition, before sharing): its release names the waiters it lets
-    /// in.
-    pub(crate) fn for_permit(mut self, keys: &Arc<SlotKeys>, slot: usize) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.permit = Some((Arc::clone(keys), slot));
-        }
-        self
-    }
-
-    /// Marks it a lock standing on `held` (right after acquisition,
-    /// before sharing): its extension, check and release act on that.
-    pub(crate) fn standing_on(mut self, held: &Arc<dyn Held>) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.held = Some(Arc::clone(held));
-        }
-        self
+        lock
     }
 
     /// Attaches the fencing token (right after acquisition).
     pub(crate) fn with_fencing_token(self, token: u64) -> Self {
-        let _ = self.shared.fencing_token.set(token);
+        self.shared.state.set_tokens(vec![token]);
         self
     }
 
     /// Attaches a multi-lock's fencing tokens, one per resource in its
     /// order (right after acquisition).
     pub(crate) fn with_fencing_tokens(self, tokens: Vec<u64>) -> Self {
-        if let Some(first) = tokens.first() {
-            let _ = self.shared.fencing_token.set(*first);
-        }
-        let _ = self.shared.tokens.set(tokens);
+        self.shared.state.set_tokens(tokens);
         self
     }
 
@@ -267,7 +188,7 @@ impl Lock {
     /// A fenced multi-lock has one per resource
     /// ([`Lock::fencing_token_for`]); this is its first resource's.
     pub fn fencing_token(&self) -> Option<u64> {
-        self.shared.fencing_token.get().copied()
+        self.shared.state.token(0)
     }
 
     /// What a write under this lock carries to storage that checks
@@ -356,7 +277,7 @@ impl Lock {
     /// someone else's.
     /// Calling it again starts nothing new.
     pub fn auto_extend(&self) {
-        if self.shared.watchdog.swap(true, Ordering::AcqRel) {
+        if !self.shared.state.start_renewing() {
             return;
         }
         let interval = self
@@ -442,7 +363,7 @@ impl LockHandle {
 
     /// See [`Lock::fencing_token`].
     pub fn fencing_token(&self) -> Option<u64> {
-        self.shared.fencing_token.get().copied()
+        self.shared.state.token(0)
     }
 
     /// See [`Lock::fence`].

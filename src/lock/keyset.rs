@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::lock::held::Held;
+use crate::lock::held::{Held, Takes};
 use crate::lock::multi_scripts;
 use crate::node::request::Request;
 use crate::wait::list::WaitKeys;
@@ -99,27 +99,6 @@ impl KeySet {
 }
 
 impl Held for KeySet {
-    fn take_request(
-        &self,
-        value: &str,
-        ttl_ms: u64,
-        waiter: Option<(&str, u64, u64)>,
-    ) -> Arc<Request> {
-        match waiter {
-            None => Request::script_any(&multi_scripts::TAKE_ALL, &self.named(0), |cmd| {
-                cmd.arg(value).arg(ttl_ms);
-            }),
-            Some((id, ticket, lease_ms)) => {
-                let mut keys = self.named(0);
-                keys.extend(self.waits.iter().map(|w| w.queue.as_str()));
-                keys.extend(self.waits.iter().map(|w| w.leases.as_str()));
-                Request::script_any(&multi_scripts::QUEUED_TAKE_ALL, &keys, |cmd| {
-                    cmd.arg(value).arg(ttl_ms).arg(id).arg(ticket).arg(lease_ms);
-                })
-            }
-        }
-    }
-
     fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
         let lists = if telling { self.waits.len() } else { 0 };
         let mut keys = self.named(lists);
@@ -143,5 +122,28 @@ impl Held for KeySet {
 
     fn resources(&self) -> Option<&[String]> {
         Some(&self.resources)
+    }
+}
+
+impl Takes for KeySet {
+    fn take_request(
+        &self,
+        value: &str,
+        ttl_ms: u64,
+        waiter: Option<(&str, u64, u64)>,
+    ) -> Arc<Request> {
+        match waiter {
+            None => Request::script_any(&multi_scripts::TAKE_ALL, &self.named(0), |cmd| {
+                cmd.arg(value).arg(ttl_ms);
+            }),
+            Some((id, ticket, lease_ms)) => {
+                let mut keys = self.named(0);
+                keys.extend(self.waits.iter().map(|w| w.queue.as_str()));
+                keys.extend(self.waits.iter().map(|w| w.leases.as_str()));
+                Request::script_any(&multi_scripts::QUEUED_TAKE_ALL, &keys, |cmd| {
+                    cmd.arg(value).arg(ttl_ms).arg(id).arg(ticket).arg(lease_ms);
+                })
+            }
+        }
     }
 }

@@ -16,10 +16,11 @@ use crate::error::{Error, NodeErrorKind, Result};
 use crate::lock::acquisition::{acquisition_span, sealed, Acquire, How, Taking, Wait};
 use crate::lock::attempt::{Ask, Attempts, Failed};
 use crate::lock::guard::{Lock, LockHandle};
-use crate::lock::held::Held;
+use crate::lock::held::Takes;
 use crate::lock::keyset::KeySet;
 use crate::lock::patience::Patience;
 use crate::lock::redlock::Redlock;
+use crate::lock::won::Won;
 use crate::telemetry::labels::Primitive;
 use crate::wait::list::WaitKeys;
 use tracing::Instrument;
@@ -112,9 +113,9 @@ impl Attempts for SetAttempt<'_> {
         true
     }
 
-    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {
         let set = &self.set;
-        let held: Arc<dyn Held> = set.clone();
+        let held: Arc<dyn Takes> = set.clone();
         let result = self
             .redlock
             .attempt_on(

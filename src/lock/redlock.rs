@@ -26,7 +26,6 @@ use crate::node::request::Request;
 use crate::quorum::tally::{NodeSet, Tally};
 use crate::quorum::{Counts, Quorum};
 use crate::telemetry::stats::Stats;
-use crate::wait::named::SlotKeys;
 use crate::wait::{WaitKeys, Waiting};
 
 /// A client for a set of independent Redis nodes that locks by majority.
@@ -275,27 +274,22 @@ impl Redlock {
     /// this client's next `lock()` on the key queues behind them instead of
     /// racing them.
     /// `line` is the key the lock's waiters line up on (the lock key, or a
-    /// semaphore's); a semaphore's permit (`permit`: its keys and the slot)
-    /// is released by a script that always asks, and names the waiters it
-    /// lets in (`wait/named.rs`); a lock standing on more than its key
-    /// (`held`) by what that says.
+    /// semaphore's); a lock standing on more than its key (`held`: a
+    /// multi-lock's keys, a reader's lease, a permit's slot) is released by
+    /// what that says.
     pub(crate) async fn release_round(
         &self,
         (key, value): (&str, &str),
         contended: bool,
         line: &str,
-        permit: Option<(&SlotKeys, usize)>,
         held: Option<&dyn Held>,
     ) -> Tally {
         let queues = &self.waiting().queues;
         let ask = || contended || self.config().strict_fifo || queues.is_contended(line);
-        let req = match (permit, held) {
-            (Some((keys, slot)), _) => keys.release_request(slot, value),
-            (None, Some(held)) => held.release_request(value, ask()),
-            (None, None) if ask() => {
-                telling_release_request(&self.config().key_prefix, key, value, line)
-            }
-            (None, None) => release_request(key, value),
+        let req = match held {
+            Some(held) => held.release_request(value, ask()),
+            None if ask() => telling_release_request(&self.config().key_prefix, key, value, line),
+            None => release_request(key, value),
         };
         let nodes = self.nodes();
         let fan = nodes.fanout(&req, nodes.all());

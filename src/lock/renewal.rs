@@ -9,7 +9,6 @@
 //! validity runs out, or when the nodes say the key is gone or someone
 //! else's ([`Error::Expired`]): that is final at once.
 
-use std::sync::atomic::Ordering;
 use std::sync::Weak;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use tracing::{debug, error, info, warn};
 use crate::clock;
 use crate::error::Error;
 use crate::lock::shared::Shared;
-use crate::standing::State;
+use crate::lock::standing::State;
 use crate::telemetry::labels::LostReason;
 
 /// The shortest pause before a failed renewal is tried again.
@@ -64,7 +63,7 @@ pub(crate) async fn watchdog(
                 return;
             }
             let Some(shared) = weak.upgrade() else { return };
-            let lead = Duration::from_nanos(shared.round_ns.load(Ordering::Relaxed)) * 2;
+            let lead = shared.state.round() * 2;
             drop(shared);
             let due = (last + interval).min(st.valid_until.checked_sub(lead).unwrap_or(last));
             let at = retry.map_or(due, |r| last + r);

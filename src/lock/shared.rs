@@ -6,8 +6,7 @@
 //! [`LockHandle`]: crate::LockHandle
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
@@ -16,19 +15,15 @@ use tracing::{debug, instrument, warn};
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::extensions::Extensions;
 use crate::fenced_writes::Fence;
 use crate::lock::held::Held;
 use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::lock::scripts;
-use crate::mutex;
+use crate::lock::standing::{Basis, Standing};
 use crate::node::request::Request;
-use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
-use crate::standing::Standing;
 use crate::telemetry::labels::LostReason;
 use crate::telemetry::Holding;
-use crate::wait::named::SlotKeys;
 
 /// What every holder of one lock shares.
 #[derive(Debug)]
@@ -42,75 +37,24 @@ pub(crate) struct Shared {
     /// The key whose line of waiters its release concerns: the lock key, or
     /// the semaphore's.
     pub(crate) line: String,
-    /// A semaphore's permit: the semaphore's keys and the slot held (its
-    /// release names the waiters it lets in).
-    pub(crate) permit: Option<(Arc<SlotKeys>, usize)>,
     /// What it stands on where that is more than `key` (a multi-lock's
-    /// keys, `key` the first; a reader's lease): extension, check and
-    /// release act on that.
+    /// keys, `key` the first; a reader's lease; a permit's slot with the
+    /// semaphore's waiting list): extension, check and release act on that.
     pub(crate) held: Option<Arc<dyn Held>>,
     /// Our random value: proves ownership to the compare-and-X scripts.
     pub(crate) value: String,
     /// The TTL the lock was taken with; auto-extension renews to it.
     pub(crate) ttl: Duration,
-    /// Fencing token minted right after acquisition, if asked for.
-    /// Set once, after the lock is counted (its expiry watch then holds a
-    /// weak reference, so the lock can no longer be changed in place).
-    pub(crate) fencing_token: std::sync::OnceLock<u64>,
-    /// A fenced multi-lock's tokens, one per resource, in its order.
-    pub(crate) tokens: std::sync::OnceLock<Vec<u64>>,
     /// Taken after waiting: its release asks whether others wait.
     pub(crate) contended: bool,
-    /// Validity and status, observable by `lost()` waiters.
+    /// Where it stands, and everything about it that changes while it is
+    /// held, under one mutex (`standing.rs`).
     pub(crate) state: Standing,
-    /// Set once an auto-extend task was started, so there is only one.
-    pub(crate) watchdog: AtomicBool,
-    /// How long the latest round on the nodes took (the acquisition, then
-    /// each confirmed extension), in ns, with the drift allowance: the
-    /// auto-extend task starts a renewal at least twice that before the
-    /// validity ends, so the renewal lands while the lock is still ours.
-    pub(crate) round_ns: AtomicU64,
-    /// Extensions sent and not yet overtaken by a confirmed later one: what
-    /// bounds the validity (see `extensions.rs`).
-    pub(crate) extensions: Mutex<Extensions>,
     /// How the telemetry counts it (held, released, lost).
     pub(crate) holding: Holding,
-    /// What the validity was last counted from (see [`Basis`]).
-    pub(crate) basis: Mutex<Basis>,
     /// Keeps the nodes' clocks read while the lock is held
     /// ([`Quorum::probe_while_held`](crate::quorum::Quorum::probe_while_held)).
     pub(crate) _clock_probe: Arc<()>,
-}
-
-/// What a lock's validity was counted from: the round that last set its
-/// keys (the acquisition, then each confirmed extension), for `ttl`. A
-/// node among `held` whose clock was seen running ahead after `start`
-/// drops its key that much early, and one whose clock was since measured
-/// running faster than the validity allowed for drops it at that rate: the
-/// validity is cut by as much ([`Shared::clock_bound`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Basis {
-    /// The nodes whose yes counted toward the quorum.
-    pub(crate) held: NodeSet,
-    /// When the round started (its keys were set after this).
-    pub(crate) start: Instant,
-    /// The TTL the round set.
-    pub(crate) ttl: Duration,
-    /// The validity the round gave.
-    pub(crate) until: Instant,
-}
-
-impl Basis {
-    /// The validity `until` of a round started at `start` that set `ttl`,
-    /// counted on the yes of the nodes in `held`.
-    pub(crate) fn new(held: NodeSet, start: Instant, ttl: Duration, until: Instant) -> Self {
-        Self {
-            held,
-            start,
-            ttl,
-            until,
-        }
-    }
 }
 
 impl Shared {
@@ -136,8 +80,7 @@ impl Shared {
     /// (which counts its own losses) renews it.
     pub(crate) fn expired_unrenewed(&self) {
         let st = self.state.now();
-        let auto = self.watchdog.load(std::sync::atomic::Ordering::Acquire);
-        if auto || st.released || st.lost || clock::now() < st.valid_until {
+        if self.state.renewing() || st.released || st.lost || clock::now() < st.valid_until {
             return;
         }
         self.lose(
@@ -173,11 +116,11 @@ impl Shared {
     pub(crate) fn token_for(&self, resource: &str) -> Option<u64> {
         let Some(all) = self.held.as_ref().and_then(|h| h.resources()) else {
             return (resource == self.resource)
-                .then(|| self.fencing_token.get().copied())
+                .then(|| self.state.token(0))
                 .flatten();
         };
         let i = all.iter().position(|r| r == resource)?;
-        self.tokens.get().and_then(|t| t.get(i).copied())
+        self.state.token(i)
     }
 
     /// See [`Lock::lost_reason`].
@@ -192,16 +135,9 @@ impl Shared {
 
     /// The release round on every node (see [`Redlock::release_round`]).
     pub(crate) async fn release_round(&self) -> crate::quorum::tally::Tally {
-        let permit = self.permit.as_ref().map(|(keys, slot)| (&**keys, *slot));
         let held = (self.key.as_str(), self.value.as_str());
         self.redlock
-            .release_round(
-                held,
-                self.contended,
-                &self.line,
-                permit,
-                self.held.as_deref(),
-            )
+            .release_round(held, self.contended, &self.line, self.held.as_deref())
             .await
     }
 
@@ -223,38 +159,18 @@ impl Shared {
     /// nothing it counts can be trusted, so the validity ends at the round's
     /// start too ([`Shared::our_clock_odd`]).
     pub(crate) fn clock_bound(&self, basis: &Basis) -> Instant {
-        let nodes = self.redlock.nodes();
-        if self.our_clock_odd(basis) {
-            return basis.start;
-        }
-        let lost = nodes.lost_since(basis.held, basis.start);
-        if lost != 0 && ((basis.held & !lost).count_ones() as usize) < nodes.needed() {
-            return basis.start;
-        }
-        let at_rate = basis
-            .ttl
-            .checked_sub(self.redlock.drift_on(basis.ttl, basis.held))
-            .map_or(basis.start, |life| basis.start + life);
-        let until = basis.until.min(at_rate).max(basis.start);
-        let cut = nodes.ran_ahead_since(basis.held, basis.start);
-        if cut.is_zero() {
-            return until;
-        }
-        let bound = until.checked_sub(cut).unwrap_or(basis.start);
-        bound.max(basis.start)
+        clock_bound(&self.redlock, basis)
     }
 
     /// Whether a quorum of nodes ran their clocks ahead of ours since
-    /// `basis`'s round started: each reading compares a node's advance with
-    /// ours, so a quorum of nodes ahead at once says ours fell behind.
+    /// `basis`'s round started (see [`our_clock_odd`]).
     pub(crate) fn our_clock_odd(&self, basis: &Basis) -> bool {
-        let nodes = self.redlock.nodes();
-        crate::quorum::probe::ours_is_odd(nodes.ran_ahead_after(basis.start), nodes.needed())
+        our_clock_odd(&self.redlock, basis)
     }
 
     /// Says that a clock that ran ahead cut the validity by `by`.
     pub(crate) fn cut_by_clock(&self, by: Duration) {
-        let basis = *mutex::lock(&self.basis);
+        let basis = self.state.basis();
         if self.our_clock_odd(&basis) {
             warn!(
                 target: crate::telemetry::targets::LOST,
@@ -280,7 +196,7 @@ impl Shared {
     /// was found to have lost data: cuts the validity where the lock's keys
     /// were on it (see [`Basis`]).
     pub(crate) fn clock_jumped(&self) {
-        let basis = *mutex::lock(&self.basis);
+        let basis = self.state.basis();
         let bound = self.clock_bound(&basis);
         let until = self.state.now().valid_until;
         if bound < until {
@@ -322,21 +238,15 @@ impl Shared {
         // The nodes that will extend are not known yet: counted at the
         // fastest clock measured among all.
         let drift = redlock.drift_on(ttl, redlock.nodes().all());
-        let (seq, old) = {
-            let mut ext = Extensions::locked(&self.extensions);
-            let old = self.state.now();
-            if old.lost || start >= old.valid_until {
-                // Never extend a lock that has already expired: someone else
-                // may hold it by now, and we could not tell.
-                return Err(Error::Expired {
-                    resource: self.resource.clone(),
-                });
-            }
-            // From here the extension may take effect on any node: the
-            // lock is ours at most until what it would leave.
-            let bound = start + ttl.saturating_sub(drift);
-            self.state.lower_to(bound);
-            (ext.send(bound), old)
+        // From here the extension may take effect on any node: the lock is
+        // ours at most until what it would leave.
+        let bound = start + ttl.saturating_sub(drift);
+        let Some(sent) = self.state.extending(start, bound) else {
+            // Never extend a lock that has already expired: someone else
+            // may hold it by now, and we could not tell.
+            return Err(Error::Expired {
+                resource: self.resource.clone(),
+            });
         };
         let req = match &self.held {
             None => Request::script(&scripts::EXTEND, [&self.key], |cmd| {
@@ -351,20 +261,14 @@ impl Shared {
         stragglers.finish_in_background();
         let now = clock::now();
         match (tally.decided(), valid_until(start, now, ttl, drift)) {
-            (Some(true), Some(until)) if now < old.valid_until => {
+            (Some(true), Some(until)) if now < sent.before => {
                 let basis = Basis::new(tally.yes, start, ttl, until);
                 let cut = self.clock_bound(&basis);
                 if cut < until {
                     self.cut_by_clock(until - cut);
                 }
-                let until = cut;
-                let mut ext = Extensions::locked(&self.extensions);
-                if let Some(until) = ext.confirm(seq, until) {
-                    *mutex::lock(&self.basis) = basis;
-                    self.state.set_until(until);
-                }
                 let took = now.saturating_duration_since(start) + drift;
-                self.round_ns.store(nanos(took), Ordering::Relaxed);
+                self.state.extended(sent.seq, basis, cut, took);
                 debug!(validity = ?self.validity(), "extended");
                 Ok(())
             }
@@ -407,7 +311,33 @@ impl Shared {
     }
 }
 
-/// A duration in whole nanoseconds, saturating.
-pub(crate) fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u128::from(u64::MAX)) as u64
+/// [`Shared::clock_bound`] for a lock of `redlock`'s counted from `basis`.
+pub(crate) fn clock_bound(redlock: &Redlock, basis: &Basis) -> Instant {
+    let nodes = redlock.nodes();
+    if our_clock_odd(redlock, basis) {
+        return basis.start;
+    }
+    let lost = nodes.lost_since(basis.held, basis.start);
+    if lost != 0 && ((basis.held & !lost).count_ones() as usize) < nodes.needed() {
+        return basis.start;
+    }
+    let at_rate = basis
+        .ttl
+        .checked_sub(redlock.drift_on(basis.ttl, basis.held))
+        .map_or(basis.start, |life| basis.start + life);
+    let until = basis.until.min(at_rate).max(basis.start);
+    let cut = nodes.ran_ahead_since(basis.held, basis.start);
+    if cut.is_zero() {
+        return until;
+    }
+    let bound = until.checked_sub(cut).unwrap_or(basis.start);
+    bound.max(basis.start)
+}
+
+/// Whether a quorum of nodes ran their clocks ahead of ours since
+/// `basis`'s round started: each reading compares a node's advance with
+/// ours, so a quorum of nodes ahead at once says ours fell behind.
+pub(crate) fn our_clock_odd(redlock: &Redlock, basis: &Basis) -> bool {
+    let nodes = redlock.nodes();
+    crate::quorum::probe::ours_is_odd(nodes.ran_ahead_after(basis.start), nodes.needed())
 }

@@ -76,9 +76,9 @@ impl Redlock {
         if !place.had_company() && !waiting.queues.is_contended(line) {
             rec.attempted();
             match what.attempt(Ask::Plain).await {
-                Ok(lock) => {
+                Ok(won) => {
                     place.signal().set_crowded(false);
-                    return Ok(lock.counted(rec.holding()));
+                    return Ok(won.counted(rec.holding()));
                 }
                 Err(failed) => last = Some(failed.error),
             }
@@ -122,11 +122,11 @@ impl Redlock {
             let round = signal.reset();
             rec.attempted();
             let Failed { error, seen } = match what.attempt(Ask::Queued(&waiter)).await {
-                Ok(lock) => {
+                Ok(won) => {
                     // The next caller here waits for news first if we had
                     // to, unless our attempt left a permit to spare.
                     signal.set_crowded(waited && !waiter.spare());
-                    return Ok(lock.counted(rec.holding()));
+                    return Ok(won.counted(rec.holding()));
                 }
                 Err(failed) => failed,
             };

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock::attempt::{Ask, Attempts, Failed};
-use crate::lock::guard::Lock;
-use crate::lock::held::Held;
+use crate::lock::held::Takes;
 use crate::lock::redlock::Redlock;
+use crate::lock::won::Won;
 use crate::rwlock::keys::{ReadLease, RwKeys, WriteKey};
 use crate::telemetry::labels::Primitive;
 
@@ -28,7 +28,7 @@ pub(crate) struct RwAttempt<'a> {
     /// The lock's name.
     name: &'a str,
     /// How it is taken and kept.
-    held: Arc<dyn Held>,
+    held: Arc<dyn Takes>,
     /// Which side.
     side: Side,
     /// The keys whose change may let it in: the writer's key; for a
@@ -57,7 +57,7 @@ impl<'a> RwAttempt<'a> {
         side: Side,
         (ttl, ttl_ms): (Duration, u64),
     ) -> Self {
-        let (held, watched): (Arc<dyn Held>, _) = match side {
+        let (held, watched): (Arc<dyn Takes>, _) = match side {
             Side::Read => (
                 Arc::new(ReadLease(Arc::clone(keys))),
                 vec![keys.writer.clone()],
@@ -122,7 +122,7 @@ impl Attempts for RwAttempt<'_> {
         }
     }
 
-    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {
         let writer = &self.watched[0];
         self.redlock
             .attempt_on(

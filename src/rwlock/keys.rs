@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::keys::{self, Kind};
-use crate::lock::held::Held;
+use crate::lock::held::{Held, Takes};
 use crate::lock::scripts;
 use crate::node::request::Request;
 use crate::rwlock::scripts as rw_scripts;
@@ -71,15 +71,6 @@ impl RwKeys {
 pub(crate) struct ReadLease(pub(crate) Arc<RwKeys>);
 
 impl Held for ReadLease {
-    fn take_request(
-        &self,
-        value: &str,
-        ttl_ms: u64,
-        waiter: Option<(&str, u64, u64)>,
-    ) -> Arc<Request> {
-        self.0.take(&rw_scripts::READ_TAKE, value, ttl_ms, waiter)
-    }
-
     fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
         let keys = &self.0;
         let named = [&keys.readers, &keys.reading, &keys.waits.leases].map(String::as_str);
@@ -102,20 +93,22 @@ impl Held for ReadLease {
     }
 }
 
-/// A writer's attempt: once won, the writer holds a plain lock key.
-#[derive(Debug)]
-pub(crate) struct WriteKey(pub(crate) Arc<RwKeys>);
-
-impl Held for WriteKey {
+impl Takes for ReadLease {
     fn take_request(
         &self,
         value: &str,
         ttl_ms: u64,
         waiter: Option<(&str, u64, u64)>,
     ) -> Arc<Request> {
-        self.0.take(&rw_scripts::WRITE_TAKE, value, ttl_ms, waiter)
+        self.0.take(&rw_scripts::READ_TAKE, value, ttl_ms, waiter)
     }
+}
 
+/// A writer's attempt: once won, the writer holds a plain lock key.
+#[derive(Debug)]
+pub(crate) struct WriteKey(pub(crate) Arc<RwKeys>);
+
+impl Held for WriteKey {
     fn release_request(&self, value: &str, _telling: bool) -> Arc<Request> {
         Request::script(&scripts::RELEASE, [&self.0.writer], |cmd| {
             cmd.arg(value);
@@ -130,6 +123,17 @@ impl Held for WriteKey {
 
     fn held_request(&self, _value: &str) -> Arc<Request> {
         Request::plain(redis::cmd("GET").arg(&self.0.writer).to_owned())
+    }
+}
+
+impl Takes for WriteKey {
+    fn take_request(
+        &self,
+        value: &str,
+        ttl_ms: u64,
+        waiter: Option<(&str, u64, u64)>,
+    ) -> Arc<Request> {
+        self.0.take(&rw_scripts::WRITE_TAKE, value, ttl_ms, waiter)
     }
 
     fn keeps(&self) -> bool {

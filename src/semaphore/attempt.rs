@@ -25,16 +25,18 @@ use tokio::time::Instant;
 use crate::clock;
 use crate::error::Error;
 use crate::lock::attempt::{read_queued_reply, Ask, Attempts, Failed, UndoOnDrop};
-use crate::lock::guard::Lock;
+use crate::lock::held::Held;
 use crate::lock::redlock::valid_until;
-use crate::lock::shared::Basis;
+use crate::lock::standing::Basis;
 use crate::lock::waiter::Waiter;
+use crate::lock::won::{Place, Won};
 use crate::mutex;
 use crate::node::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, nodes_where, NodeSet, Tally};
 use crate::quorum::Counts;
 use crate::semaphore::handle::Semaphore;
+use crate::semaphore::keys::SlotHold;
 use crate::semaphore::scripts;
 use crate::semaphore::slots::{best_slot, finished, move_plan, slot_tally, won};
 use crate::telemetry::labels::Primitive;
@@ -85,14 +87,14 @@ impl Attempts for SlotAttempt<'_> {
         true
     }
 
-    async fn attempt(&self, ask: Ask<'_>) -> Result<Lock, Failed> {
+    async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {
         self.semaphore.attempt(self.ttl, self.ttl_ms, ask).await
     }
 }
 
 impl Semaphore {
     /// One attempt at a permit for `ttl` (`ttl_ms` in ms).
-    async fn attempt(&self, ttl: Duration, ttl_ms: u64, ask: Ask<'_>) -> Result<Lock, Failed> {
+    async fn attempt(&self, ttl: Duration, ttl_ms: u64, ask: Ask<'_>) -> Result<Won, Failed> {
         let redlock = &self.redlock;
         let value = redlock.new_value();
         let undo = UndoOnDrop::new(|| {
@@ -154,10 +156,27 @@ impl Semaphore {
                 // slot (a later move changes slots, not the list).
                 w.gone_from(nodes_where(&choices, Option::is_some));
             }
-            let keys = (self.keys.slots()[slot].as_str(), self.line.as_str());
+            let key = self.keys.slots().get(slot).map_or("", String::as_str);
+            let held: Arc<dyn Held> = Arc::new(SlotHold {
+                keys: Arc::clone(&self.keys),
+                slot,
+            });
+            let place = Place {
+                key,
+                line: &self.line,
+                held: Some(held),
+            };
             let basis = Basis::new(holders, start, ttl, until);
-            let lock = Lock::new(redlock.clone(), &self.name, keys, value, ttl, basis, queued);
-            return Ok(lock.for_permit(&self.keys, slot));
+            let won = Won::new(
+                redlock.clone(),
+                &self.name,
+                place,
+                value,
+                ttl,
+                basis,
+                queued,
+            );
+            return Ok(won);
         }
         let error = if winner.is_some() {
             Error::TtlTooShort {

@@ -9,7 +9,7 @@ use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
 use crate::lock::redlock::Redlock;
-use crate::wait::named::SlotKeys;
+use crate::semaphore::keys::SlotKeys;
 
 /// Most permits one semaphore may have: every attempt sends one key per
 /// slot to every node.

@@ -27,6 +27,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod handle;
+pub(crate) mod keys;
 pub(crate) mod permit;
 pub(crate) mod scripts;
 pub(crate) mod slots;

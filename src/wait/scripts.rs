@@ -4,7 +4,7 @@
 //! telling a releaser whether live waiters are listed. Each primitive's own
 //! scripts live beside it and take these fragments in.
 
-use crate::lua::{Script, ANY_KEYS};
+use crate::lua::Script;
 
 /// The first part of a waiter's attempt (`QUEUED_SET`, `SEMAPHORE_TAKE`),
 /// with `Q` and `L` the waiting list and the leases, ARGV[3] the waiter id
@@ -103,82 +103,4 @@ pub(crate) static UNQUEUE: Script<2> = Script::cleanup(
 return redis.call("ZREM", KEYS[1], ARGV[1])"#,
 );
 
-/// Names the waiters a semaphore's free slots are for (see
-/// `wait/named.rs`): with `Q` and `L` its waiting list and leases and
-/// KEYS[3..] its slots, `wake(channel, skip)` publishes on `channel` the
-/// ids of the first live waiters (lease not ended), as many as slots are
-/// free here, leaving out `skip`; returns how many it named. It runs only
-/// commands `SEMAPHORE_TAKE` runs too, and `PUBLISH` with `pcall`: a node
-/// whose ACL was written before (no `PUBLISH`, no channel) still releases,
-/// and its waiters fall back to reading the slots.
-macro_rules! wake_waiters {
-    () => {
-        r#"local function wake(channel, skip)
-  local listed = redis.call("ZRANGE", Q, 0, #KEYS + 5)
-  if #listed == 0 then
-    return 0
-  end
-  local free = 0
-  for i = 3, #KEYS do
-    if redis.call("PTTL", KEYS[i]) == -2 then
-      free = free + 1
-    end
-  end
-  local t = redis.call("TIME")
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  local named = {}
-  for _, w in ipairs(listed) do
-    if #named >= free then
-      break
-    end
-    local lease = redis.call("ZSCORE", L, w)
-    if w ~= skip and lease and tonumber(lease) > now then
-      named[#named + 1] = w
-    end
-  end
-  if #named > 0 and channel ~= "" then
-    redis.pcall("PUBLISH", channel, table.concat(named, " "))
-  end
-  return #named
-end
-"#
-    };
-}
-
-pub(crate) use {join_waiting_list, node_now, register_waiter, tell_live_waiters, wake_waiters};
-
-/// The semaphore's release (its other scripts are in `semaphore/scripts.rs`):
-/// here because a permit is released by the lock's release path
-/// (`lock/redlock.rs`), through the named wake-ups (`named.rs`).
-/// Releases a semaphore's permit on a node and names the waiters it lets
-/// in: KEYS as [`SEMAPHORE_TAKE`]'s; ARGV = our value, our slot number
-/// (from 1), the semaphore's channel. Deletes the slot only while it holds
-/// our value; then, if the slot is free here (deleted, or already gone:
-/// expired, or lost by the node), publishes the ids of the first live
-/// waiters, one per free slot (`wake_waiters`), so that only their clients
-/// try, not every waiter of every client, and every node tells them,
-/// whichever one they hear. Returns 0 if the slot was not ours, 1 if
-/// deleted, 2 if deleted while a live waiter waits (as
-/// [`RELEASE_TELLING_WAITERS`]). Always delivered, like a release.
-pub(crate) static SEMAPHORE_RELEASE: Script<ANY_KEYS> = Script::cleanup(concat!(
-    r#"redis.replicate_commands()
-local Q, L = KEYS[1], KEYS[2]
-local k = tonumber(ARGV[2]) + 2
-local held = redis.call("GET", KEYS[k])
-if held and held ~= ARGV[1] then
-  return 0
-end
-if held then
-  redis.call("DEL", KEYS[k])
-end
-"#,
-    wake_waiters!(),
-    r#"local named = wake(ARGV[3], "")
-if not held then
-  return 0
-end
-if named > 0 then
-  return 2
-end
-return 1"#
-));
+pub(crate) use {join_waiting_list, node_now, register_waiter, tell_live_waiters};

@@ -1,0 +1,118 @@
+//! A semaphore's keys on the nodes (its waiting list, its slots, the
+//! channel its releases name waiters on), and a held permit's requests:
+//! its slot's extension and check, and the release that names the waiters
+//! it lets in (`wait/named.rs`).
+
+use std::sync::Arc;
+
+use crate::keys::{self, Kind};
+use crate::lock::held::Held;
+use crate::lock::scripts as lock_scripts;
+use crate::node::request::Request;
+use crate::semaphore::scripts;
+use crate::wait::list::WaitKeys;
+
+/// A semaphore's keys on the nodes (its waiting list and its slots) and
+/// its channel.
+#[derive(Debug)]
+pub(crate) struct SlotKeys {
+    /// The waiting list.
+    pub(crate) waiters: WaitKeys,
+    /// The slot keys in slot order, then the channel: everything whose
+    /// news goes to the semaphore's line.
+    heard: Vec<String>,
+}
+
+impl SlotKeys {
+    /// The keys of the semaphore whose waiters line up on `line` (key
+    /// prefix `prefix`), with `slots` its slot keys.
+    pub(crate) fn new(prefix: &str, line: &str, slots: Vec<String>) -> Self {
+        let mut heard = slots;
+        heard.push(keys::internal(prefix, Kind::Wake, line));
+        Self {
+            waiters: WaitKeys::of(prefix, line),
+            heard,
+        }
+    }
+
+    /// The slot keys, in slot order.
+    pub(crate) fn slots(&self) -> &[String] {
+        &self.heard[..self.heard.len() - 1]
+    }
+
+    /// The channel its releases name waiters on.
+    pub(crate) fn channel(&self) -> &str {
+        self.heard.last().map_or("", String::as_str)
+    }
+
+    /// The slot keys and the channel: what routes news to the line.
+    pub(crate) fn heard(&self) -> &[String] {
+        &self.heard
+    }
+
+    /// The keys of the semaphore scripts: the waiting list, its leases,
+    /// the slots.
+    pub(crate) fn keys(&self) -> Vec<&str> {
+        let slots = self.slots();
+        let mut keys = Vec::with_capacity(2 + slots.len());
+        keys.push(self.waiters.queue.as_str());
+        keys.push(self.waiters.leases.as_str());
+        keys.extend(slots.iter().map(String::as_str));
+        keys
+    }
+
+    /// The release of slot `slot` (from 0) held with `value`, naming the
+    /// waiters it lets in.
+    pub(crate) fn release_request(&self, slot: usize, value: &str) -> Arc<Request> {
+        Request::script_any(&scripts::SEMAPHORE_RELEASE, &self.keys(), |cmd| {
+            cmd.arg(value).arg(slot + 1).arg(self.channel());
+        })
+    }
+}
+
+/// A held permit, as its lock acts on the nodes: the slot `slot` of
+/// `keys`. Extended and checked as a plain lock on the slot key; its
+/// release names the waiters it lets in.
+#[derive(Debug)]
+pub(crate) struct SlotHold {
+    /// The semaphore's keys.
+    pub(crate) keys: Arc<SlotKeys>,
+    /// The slot held (from 0).
+    pub(crate) slot: usize,
+}
+
+impl SlotHold {
+    /// The slot's key.
+    fn key(&self) -> &str {
+        self.keys.slots().get(self.slot).map_or("", String::as_str)
+    }
+}
+
+impl Held for SlotHold {
+    fn release_request(&self, value: &str, _telling: bool) -> Arc<Request> {
+        self.keys.release_request(self.slot, value)
+    }
+
+    fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
+        Request::script(&lock_scripts::EXTEND, [self.key()], |cmd| {
+            cmd.arg(value).arg(ttl_ms);
+        })
+    }
+
+    fn held_request(&self, _value: &str) -> Arc<Request> {
+        Request::plain(redis::cmd("GET").arg(self.key()).to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_channel_share_the_semaphores_tag() {
+        let k = SlotKeys::new("", "line", vec!["s0".into(), "s1".into()]);
+        assert_eq!(k.slots(), ["s0", "s1"]);
+        assert_eq!(k.channel(), "redquorum:wake:{line}:line");
+        assert_eq!(k.heard().len(), 3);
+    }
+}
