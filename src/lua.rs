@@ -11,7 +11,7 @@ pub(crate) const ANY_KEYS: usize = usize::MAX;
 
 /// A script with the number of keys it takes: `Script<2>` is sent with
 /// exactly two keys, which a request names as an array of two
-/// (`node/request.rs`: another count does not compile), and the count in
+/// (`node/connection/request.rs`: another count does not compile), and the count in
 /// front of them is written from that. `Script<ANY_KEYS>` takes a list of
 /// any length and counts it. A test holds each declaration to the
 /// `KEYS[n]` its source reads.
@@ -55,7 +55,7 @@ impl<const KEYS: usize> Deref for Script<KEYS> {
 
 /// A Lua script. A connection sends it in full (`EVAL` with its source)
 /// the first time, and as `EVALSHA` with its digest after that (see
-/// `node/scriptcache.rs`, which also says why order is kept).
+/// `node/connection/scriptcache.rs`, which also says why order is kept).
 #[derive(Debug)]
 pub(crate) struct Lua {
     /// The source.
@@ -74,7 +74,7 @@ pub(crate) struct Lua {
 /// every state of the node, with the same reply (after [`Native::reply`]).
 /// Valkey has both (`DELIFEQ` from 9.0, `SET … IFEQ` from 8.1); a
 /// connection finds out when it opens whether its node runs them for us
-/// (`node/open.rs`), and sends the script elsewhere, so the keys are
+/// (`node/connection/open.rs`), and sends the script elsewhere, so the keys are
 /// the same either way and other Redlock clients still interoperate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Native {

@@ -33,7 +33,7 @@ use redis::Value;
 use crate::counter::cas_finished;
 use crate::error::{Error, Result};
 use crate::lua::Script;
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::{Counts, Quorum};

@@ -24,7 +24,7 @@ async fn a_majority_outage_is_never_reported_as_contention() {
         node.set(key, "foreign", Duration::from_secs(30));
     }
     // A client that met the nodes before the outage (one that meets only
-    // two of five cannot tell whose writes they hold: `node/tags.rs`).
+    // two of five cannot tell whose writes they hold: `node/trust/tags.rs`).
     let redlock = c.builder().node_timeout(ms(100)).build().unwrap();
     support::connected(&redlock).await;
     for node in &mut c.nodes[2..] {

@@ -187,7 +187,7 @@ fn resolve(dir: &Path, root: &Path, path: &[String]) -> PathBuf {
     file
 }
 
-/// A file's module path (`node/link.rs` → `["node", "link"]`).
+/// A file's module path (`node/connection/link.rs` → `["node", "link"]`).
 fn module_of(dir: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(dir).expect("file under its crate");
     let mut segs: Vec<String> = rel
@@ -448,9 +448,15 @@ fn naming(dirs: &[&str], words: &[&str]) -> Vec<String> {
 fn layout_lock_core_knows_no_semaphore_and_patches_no_shared_record() {
     let semaphore = ["SlotKeys", "SEMAPHORE_", "semaphore::", "permit:"];
     let found = naming(&["lock", "wait"], &semaphore);
-    assert!(found.is_empty(), "the lock core names the semaphore: {found:?}");
+    assert!(
+        found.is_empty(),
+        "the lock core names the semaphore: {found:?}"
+    );
     let found = naming(&["."], &["Arc::get_mut"]);
-    assert!(found.is_empty(), "a shared record patched in place: {found:?}");
+    assert!(
+        found.is_empty(),
+        "a shared record patched in place: {found:?}"
+    );
 }
 
 #[test]

@@ -35,8 +35,11 @@ async fn no_lost_update(notifications: bool) {
     let counter_node = c.nodes[0].plain_url();
     let mut joins = Vec::new();
     for _ in 0..CLIENTS {
+        // A node timeout that a busy machine's pauses do not reach: every
+        // release here must succeed (each is awaited and checked).
         let redlock = c
             .builder()
+            .node_timeout(ms(1000))
             .retry_delay(ms(1))
             .retry_jitter(ms(5))
             .wait_cap(ms(20))

@@ -174,7 +174,7 @@ impl RedisRs {
     }
 }
 
-/// Our marker on a node (as `src/node/evidence.rs` names it).
+/// Our marker on a node (as `src/node/trust/evidence.rs` names it).
 const MARKER: &str = "redquorum:node";
 
 /// What the floor's `SET` carries behind it in its pipeline.

@@ -24,7 +24,7 @@
 //! read: in the steady state an allocation is one round trip.
 //!
 //! Repair, for nodes that did lose data: a node the connection check found
-//! may have lost writes (see `node/amnesia.rs`) is *suspect* for as long as
+//! may have lost writes (see `node/trust/amnesia.rs`) is *suspect* for as long as
 //! its process lives, and its acceptance counts for a counter only once
 //! that counter's record there is *repaired*: stamped with the node's
 //! `run_id` after a round that won without it. Such a round's quorum of
@@ -35,7 +35,10 @@
 //! upgrade): it holds while fewer than a quorum of nodes have lost data and
 //! not been repaired. Time does not heal a counter.
 
+pub(crate) mod batch;
+pub(crate) mod mint;
 pub(crate) mod scripts;
+pub(crate) mod turns;
 
 use std::cmp::Ordering;
 use std::sync::atomic::AtomicU64;
@@ -48,7 +51,7 @@ use tokio::time::Instant;
 use tracing::{debug, instrument};
 
 use crate::error::{Error, NodeErrorKind, Result};
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::{node_bit, NodeSet, Tally, Vote};
 use crate::quorum::{Counts, Quorum};

@@ -3,7 +3,7 @@
 
 use crate::lua::Script;
 
-/// The counter's compare-and-set (see `counter.rs`). KEYS[1] is a hash with
+/// The counter's compare-and-set (see `counter/mod.rs`). KEYS[1] is a hash with
 /// fields `p` (period stamp, a fixed-width digit string, so string order is
 /// time order) and `n` (last number issued in it, decimal); KEYS[2], if
 /// given, where an older version kept the record: read while KEYS[1] does

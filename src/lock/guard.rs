@@ -113,7 +113,7 @@ impl Lock {
     }
 
     /// The resource name; for a lock on several resources
-    /// ([`Redlock::lock_all`]), their names in key order joined by `+`.
+    /// ([`Redlock::lock_all`](crate::Redlock::lock_all)), their names in key order joined by `+`.
     pub fn resource(&self) -> &str {
         &self.shared.resource
     }
@@ -125,7 +125,7 @@ impl Lock {
     }
 
     /// The fencing token of `resource`, one of those held, for locks from
-    /// a fenced [`Redlock::lock`] or [`Redlock::lock_all`]; `None`
+    /// a fenced [`Redlock::lock`](crate::Redlock::lock) or [`Redlock::lock_all`](crate::Redlock::lock_all); `None`
     /// otherwise.
     pub fn fencing_token_for(&self, resource: &str) -> Option<u64> {
         self.shared.token_for(resource)

@@ -8,7 +8,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 
 /// How a held lock of one kind acts on the nodes (each request is one
 /// script per node, all or nothing there).
@@ -27,7 +27,7 @@ pub(crate) trait Held: Debug + Send + Sync {
     }
 }
 
-/// A kind of lock the lock core's attempt takes (`lock/attempt.rs`): its
+/// A kind of lock the lock core's attempt takes (`acquire/attempt.rs`): its
 /// take, and its undo ([`Held::release_request`]).
 pub(crate) trait Takes: Held {
     /// An attempt to take it with `value` for `ttl_ms`: a plain one, or one

@@ -16,12 +16,12 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
+use crate::client::redlock::Redlock;
 use crate::error::Result;
 use crate::keys::{self, Kind};
-use crate::lock::redlock::Redlock;
 use crate::lock::scripts;
 use crate::mutex;
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::quorum::fanout::Fanout;
 use crate::quorum::tally::Tally;
 use crate::quorum::Counts;

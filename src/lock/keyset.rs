@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::lock::held::{Held, Takes};
 use crate::lock::multi_scripts;
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::wait::list::WaitKeys;
 
 /// Most resources one multi-lock may take (a script's keys: three per

@@ -171,7 +171,7 @@ mod tests {
     /// Valkey's own commands decide as our compare-and-delete and
     /// compare-and-pexpire scripts do, on every state of one key, with the
     /// same reply once read as the script's (`Native::reply`): so a node
-    /// that runs them (`node/open.rs` asks) may get them instead.
+    /// that runs them (`node/connection/open.rs` asks) may get them instead.
     #[test]
     fn native_forms_decide_as_their_scripts_on_every_state() {
         let (_node, mut c) = crate::scratch::valkey();

@@ -13,14 +13,14 @@ use redis::Value;
 use tokio::time::Instant;
 use tracing::{debug, instrument, warn};
 
+use crate::client::redlock::{int_vote, valid_until, Redlock};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::fenced_writes::Fence;
 use crate::lock::held::Held;
-use crate::lock::redlock::{int_vote, valid_until, Redlock};
 use crate::lock::scripts;
 use crate::lock::standing::{Basis, Standing};
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::quorum::Counts;
 use crate::telemetry::labels::LostReason;
 use crate::telemetry::Holding;
@@ -150,7 +150,7 @@ impl Shared {
     /// its new rate is accepted, are not).
     ///
     /// And where nodes among `held` were found to have lost data after the
-    /// round started (a restart, an eviction, a flush: `node/vigil.rs`), so
+    /// round started (a restart, an eviction, a flush: `node/trust/vigil.rs`), so
     /// that those left are fewer than a quorum, the keys may be gone from a
     /// quorum already: the validity ends at the round's start (it is over).
     ///

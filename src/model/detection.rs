@@ -2,9 +2,9 @@
 //! client's connection check, handed to the crate's own table
 //! ([`assess`]) or, as a mutant, to the rule it replaced.
 
-use crate::node::amnesia::{assess, assess_dated, Assessment, Dating, Memory};
-use crate::node::evidence::{Marker, Probe};
-use crate::node::tags;
+use crate::node::trust::amnesia::{assess, assess_dated, Assessment, Dating, Memory};
+use crate::node::trust::evidence::{Marker, Probe};
+use crate::node::trust::tags;
 
 /// How a node comes back from a crash, all with the same settings but
 /// [`Restart::Empty`]'s.

@@ -1,8 +1,8 @@
 //! The lock model's clients' view of a node's quarantine. Client 0's
 //! clocks may run several times as fast as real time
 //! (`LockModel::fast_client`): on its clock alone a quarantine would end
-//! early, so the crate also asks the node's clock (`node/nodebound.rs`)
-//! and a majority of the members' (`node/panel.rs`), and a step of the
+//! early, so the crate also asks the node's clock (`node/trust/nodebound.rs`)
+//! and a majority of the members' (`node/trust/panel.rs`), and a step of the
 //! node's clock seen while a quarantine is on counts it anew
 //! (`TrustState::extend`). The fast client's view is the crate's own
 //! `TrustState` and `Panel`, fed what that client read, in order: the
@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use crate::model::lock::LockModel;
 use crate::model::lock_state::{Action, Members, Phase, State};
-use crate::node::clockrate::Reading;
-use crate::node::clockwatch::{judge, Verdict};
-use crate::node::panel::Panel;
-use crate::node::truststate::TrustState;
+use crate::node::clock::clockrate::Reading;
+use crate::node::clock::clockwatch::{judge, Verdict};
+use crate::node::trust::panel::Panel;
+use crate::node::trust::truststate::TrustState;
 
 impl LockModel {
     /// Node `n`'s clock steps (with a fast client, only once the node
@@ -83,7 +83,7 @@ impl LockModel {
             };
             1_000_000_000 + steady + step
         };
-        // The members' clocks (`node/panel.rs`): read, at the latest, at
+        // The members' clocks (`node/trust/panel.rs`): read, at the latest, at
         // each moment the client reads node `n` (the latest readings show
         // the most time passed: the rule's hardest case).
         let (refusing, shows) = match self.panel {

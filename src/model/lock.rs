@@ -27,7 +27,7 @@
 //! node may also evict the key it holds while every client stays connected
 //! (no connection check runs then): each reply to a request that asks for
 //! a vote carries the node's eviction count, judged by the crate's rule
-//! (`node/vigil.rs`); or flush it, with our marker, which a client outside
+//! (`node/trust/vigil.rs`); or flush it, with our marker, which a client outside
 //! the model may then write anew, and each such reply carries the marker
 //! (`lock_connected.rs`).
 //!
@@ -42,8 +42,8 @@ use std::time::Duration;
 
 use stateright::{Model, Property};
 
+use crate::client::redlock::validity;
 use crate::error::NodeErrorKind;
-use crate::lock::redlock::validity;
 use crate::model::detection::{
     check_after, checked, dated_by_uptime, restart_seen_as_loss, trusts_durable_settings, Detect,
     Restart,
@@ -142,7 +142,7 @@ pub(crate) struct LockModel {
     pub(crate) holder_cut: bool,
     /// One node whose clock runs faster than the drift factor allows: its
     /// index and rate (a key there lives `ttl / rate`); the clients have
-    /// measured that rate (`node/clockrate.rs`).
+    /// measured that rate (`node/clock/clockrate.rs`).
     pub(crate) fast: Option<(u8, f64)>,
     /// Rule: validity is counted at a measured rate beyond the drift
     /// factor where that node's yes counted (an extension: any node), by
@@ -163,7 +163,7 @@ pub(crate) struct LockModel {
     /// Rule: a reply to a request that asks for a vote carries the node's
     /// eviction count, and keys dropped since the client's last reading
     /// keep the node's yes from counting for one TTL (as shipped:
-    /// `node/vigil.rs`). Off: the rule before, evidence read only when a
+    /// `node/trust/vigil.rs`). Off: the rule before, evidence read only when a
     /// connection is made.
     pub(crate) connected_reads: bool,
     /// The evictions are flushes, of a node that cannot evict: each takes
@@ -664,7 +664,7 @@ mod tests {
         // 3 ms of time: the counterexample (12 steps) in a space a
         // breadth-first search holds.
         // Without the members' clocks, which would end it no sooner
-        // (`node/panel.rs`): the rule guards where they cannot be read.
+        // (`node/trust/panel.rs`): the rule guards where they cannot be read.
         let m = LockModel {
             rebegin: false,
             panel: Members::Off,
@@ -828,7 +828,7 @@ mod tests {
         // The table alone (the rule before tags): a process marked for
         // another node list, swapped in behind an address, counts at once.
         let m = LockModel {
-            detect: crate::node::amnesia::assess,
+            detect: crate::node::trust::amnesia::assess,
             ..reappears(Restart::Adopted)
         };
         unsafe_(

@@ -2,12 +2,12 @@
 //! faults it answers: a node evicts or flushes the key it holds while
 //! every client stays connected (no connection check runs), and a client
 //! outside the model checks a flushed node and writes our marker anew.
-//! Each read is judged by the crate's rules (`node/counts.rs`), as
-//! `node/vigil.rs` applies them to the replies behind a vote.
+//! Each read is judged by the crate's rules (`node/trust/counts.rs`), as
+//! `node/trust/vigil.rs` applies them to the replies behind a vote.
 
 use crate::model::lock_state::State;
-use crate::node::counts::{dropped, remarked};
-use crate::node::evidence::MarkerId;
+use crate::node::trust::counts::{dropped, remarked};
+use crate::node::trust::evidence::MarkerId;
 
 /// How a round reads our marker (the lock model's `flush`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use stateright::Property;
 
+use crate::client::config::Config;
 use crate::error::NodeErrorKind;
 use crate::fenced_writes::{verdict, Verdict};
-use crate::lock::config::Config;
 use crate::model::detection::check_after;
 use crate::model::lock::{LockModel, FENCING};
 use crate::model::lock_state::representative_for;

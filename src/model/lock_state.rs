@@ -3,8 +3,8 @@
 //! `lock.rs`).
 
 use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
-use crate::node::clockrate::Reading;
-use crate::node::clockwatch::{judge, Verdict};
+use crate::node::clock::clockrate::Reading;
+use crate::node::clock::clockwatch::{judge, Verdict};
 use crate::quorum::probe::ours_is_odd;
 use crate::quorum::tally::{node_bit, NodeSet};
 
@@ -469,7 +469,7 @@ pub(crate) struct ClockRules {
     pub(crate) needed: usize,
 }
 
-/// Which members' clocks the fast client reads (`node/panel.rs`).
+/// Which members' clocks the fast client reads (`node/trust/panel.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Members {
     /// None: the node's clock and ours alone end a quarantine.

@@ -1,5 +1,5 @@
 //! Group-committed mints, model-checked: the fencing order with rounds that
-//! serve several holders (`batch.rs`, `lock/mint.rs`).
+//! serve several holders (`counter/batch.rs`, `counter/mint.rs`).
 //!
 //! Holders in two processes take one resource's lock in turn. The lock is
 //! a lease here (one holder at a time, valid for a fixed time from its
@@ -21,7 +21,7 @@
 
 use stateright::{Model, Property};
 
-use crate::batch::Queue;
+use crate::counter::batch::Queue;
 use crate::model::insert_sorted;
 
 /// The property's name.

@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use stateright::{Model, Property};
 
-use crate::lock::config::Config;
-use crate::lock::redlock::validity;
+use crate::client::config::Config;
+use crate::client::redlock::validity;
 use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, quorum, NodeSet};
 

@@ -46,8 +46,8 @@ use std::time::Duration;
 
 use stateright::{Model, Property};
 
-use crate::lock::config::Config;
-use crate::lock::redlock::validity;
+use crate::client::config::Config;
+use crate::client::redlock::validity;
 use crate::model::semaphore_state::{representative, Action, Heard, Msg, Node, Phase, State};
 use crate::model::{insert_sorted, take_one, tally_of};
 use crate::quorum::tally::{node_bit, quorum, NodeSet};

@@ -1,6 +1,6 @@
 //! A loss handed from one client to the next through our marker,
 //! model-checked: the rule that a client writes `served` only once it
-//! watched the loss's whole quarantine pass (`node/check.rs`, [`serves`]).
+//! watched the loss's whole quarantine pass (`node/trust/check.rs`, [`serves`]).
 //!
 //! Time is discrete (1 ms a tick, up to a horizon). One node, in use
 //! (declared, our marker naming its process), loses its data once, at a
@@ -31,10 +31,10 @@
 
 use stateright::{Model, Property};
 
-use crate::node::amnesia::{assess, Assessment, Memory};
-use crate::node::check::serves;
-use crate::node::evidence::{Marker, Probe};
-use crate::node::marker::marker_is;
+use crate::node::trust::amnesia::{assess, Assessment, Memory};
+use crate::node::trust::check::serves;
+use crate::node::trust::evidence::{Marker, Probe};
+use crate::node::trust::marker::marker_is;
 
 /// Whether a check writes `served`: [`serves`], or a mutant.
 type Serves = fn(&Assessment, bool, bool, bool) -> bool;

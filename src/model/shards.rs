@@ -32,7 +32,7 @@
 //! Member 0's request goes to the link the client's map names when it is
 //! sent; a link that no longer serves the slot answers `MOVED` (a failed
 //! vote). Its reply may arrive after the map changed. A yes from member 0
-//! counts only if the link(s) [`judges`](crate::node::shard_rules::judges) names are out of the client's
+//! counts only if the link(s) [`judges`](crate::node::cluster::shard_rules::judges) names are out of the client's
 //! quarantine (every link seen, for a reply to a request whose link the
 //! client does not know); a slot that moved between two of a client's maps
 //! quarantines the link that took it for one TTL ([`received`]). Votes are
@@ -49,13 +49,13 @@ use std::time::Duration;
 
 use stateright::{Model, Property};
 
-use crate::lock::redlock::validity;
+use crate::client::redlock::validity;
 use crate::model::shards_rules::Rules;
 use crate::model::shards_state::{set_nx, Action, Client, Msg, Phase, State, LINKS};
 use crate::model::{check, insert_sorted, take_one, tally_of};
-use crate::node::amnesia::assess;
-use crate::node::evidence::{Marker, Probe};
-use crate::node::shard_rules::{received, Judges};
+use crate::node::cluster::shard_rules::{received, Judges};
+use crate::node::trust::amnesia::assess;
+use crate::node::trust::evidence::{Marker, Probe};
 use crate::quorum::tally::{node_bit, quorum};
 
 /// The exclusion property's name.

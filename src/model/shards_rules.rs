@@ -1,7 +1,7 @@
 //! The rules the cluster-member model (`shards.rs`) checks: as shipped,
 //! or one of them weakened (a mutant).
 
-use crate::node::shard_rules::{judges, Judges};
+use crate::node::cluster::shard_rules::{judges, Judges};
 
 /// How a client picks the links whose trust decides member 0's yes, from
 /// the link the request went to (`None` if not known) and the link its

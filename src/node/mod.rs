@@ -1,89 +1,40 @@
 //! One Redis node: its lazily opened, self-healing connection and the way a
 //! single request is sent to it, in order.
 //!
-//! Bottom to top: [`request`] encodes a command once per round; [`wire`]
-//! hands it (or a pipeline) to a redis-rs multiplexed connection; [`queue`]
-//! is the link's state and the requests queued in it; [`open`] opens and
-//! checks one connection; [`scriptcache`] is what a connection knows of the
-//! node's script cache (a script goes in full once, then by digest);
-//! [`link`] is the state machine that connects, keeps requests in order and
-//! batches them; [`slot`] is a directly sent
-//! request's place on its connection, given up when the reply arrives;
-//! [`call`] follows one request to its reply for the round that polls it.
+//! In four groups, and a fifth for members that are Redis Clusters:
+//! [`connection`] (a request encoded once, the ordered, batching link that
+//! sends it, the reply it is followed to); [`trust`] (what a node shows of
+//! its history, the table that decides whether it kept our writes, the
+//! quarantine that follows, and what is read of it while connected);
+//! [`clock`] (a node's clock from the `TIME` behind each request: jumps,
+//! rates, a timer kept by it); [`notify`] (the notification connection that
+//! tells waiters of changes); and [`cluster`] (a member's shards, requests
+//! routed by hash slot).
 
-pub(crate) mod amnesia;
-pub(crate) mod call;
-pub(crate) mod channels;
-pub(crate) mod check;
-pub(crate) mod clockrate;
-pub(crate) mod clockwatch;
-pub(crate) mod counts;
-pub(crate) mod evidence;
-pub(crate) mod link;
-pub(crate) mod marker;
-pub(crate) mod nodebound;
-pub(crate) mod open;
-pub(crate) mod panel;
-pub(crate) mod push;
-pub(crate) mod queue;
-pub(crate) mod request;
-pub(crate) mod scriptcache;
-pub(crate) mod shard_rules;
-#[cfg(feature = "cluster")]
-pub(crate) mod shards;
-pub(crate) mod slot;
-pub(crate) mod slotset;
-pub(crate) mod tags;
-pub(crate) mod tick;
+pub(crate) mod clock;
+pub(crate) mod cluster;
+pub(crate) mod connection;
+pub(crate) mod notify;
 pub(crate) mod trust;
-pub(crate) mod truststate;
-pub(crate) mod vigil;
-pub(crate) mod watch;
-pub(crate) mod watches;
-pub(crate) mod wire;
 
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::node::amnesia::{AmnesiaCheck, Cause};
-use crate::node::call::Call;
-use crate::node::clockwatch::ClockNews;
-use crate::node::link::Link;
-use crate::node::request::Request;
-use crate::node::shard_rules::{judges, Judges};
+use crate::node::clock::clockwatch::ClockNews;
+use crate::node::clock::tick;
+use crate::node::cluster::shard_rules::{judges, Judges};
+#[cfg(feature = "cluster")]
+use crate::node::cluster::shards;
+use crate::node::connection::call::Call;
+use crate::node::connection::link::Link;
+use crate::node::connection::open::nodelay;
+use crate::node::connection::request::Request;
+use crate::node::notify::watches;
+use crate::node::trust::amnesia::{AmnesiaCheck, Cause};
 use crate::node::trust::TrustState;
-
-/// `(host, port)` as an address with the settings of `like` (TLS or not):
-/// a shard or seed of a member that is a Redis Cluster.
-pub(crate) fn addr_like(
-    like: &redis::ConnectionAddr,
-    (host, port): (String, u16),
-) -> redis::ConnectionAddr {
-    match like {
-        redis::ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => redis::ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => redis::ConnectionAddr::Tcp(host, port),
-    }
-}
-
-/// A client for `info` with Nagle off (`None` if it does not open). Lock
-/// requests are tiny and latency-bound, and many share one multiplexed
-/// connection: never let Nagle hold one back waiting for the ACK of
-/// another.
-pub(crate) fn nodelay(info: redis::ConnectionInfo) -> Option<redis::Client> {
-    let tcp = info.tcp_settings().clone().set_nodelay(true);
-    redis::Client::open(info.set_tcp_settings(tcp)).ok()
-}
+use crate::node::trust::{evidence, panel};
 
 /// One member of the quorum: a Redis node, or (feature `cluster`) a Redis
 /// Cluster whose shards each serve part of the key space.
@@ -272,7 +223,7 @@ impl Node {
         until
     }
 
-    /// What the connection checks found (see [`amnesia`]): for a cluster,
+    /// What the connection checks found (see [`amnesia`](crate::node::trust::amnesia)): for a cluster,
     /// a quarantined current shard's (one that was checked first), else a
     /// checked one's.
     pub(crate) fn trust(&self) -> TrustState {

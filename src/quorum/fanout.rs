@@ -13,9 +13,9 @@ use redis::{RedisResult, Value};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::NodeErrorKind;
-use crate::node::call::Call;
-use crate::node::link::Link;
-use crate::node::request::{failure_of, Request};
+use crate::node::connection::call::Call;
+use crate::node::connection::link::Link;
+use crate::node::connection::request::{failure_of, Request};
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::tally::{node_bit, NodeSet};

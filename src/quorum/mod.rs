@@ -20,8 +20,8 @@ use tokio::sync::watch;
 use tracing::{debug, trace};
 
 use crate::error::NodeErrorKind;
-use crate::node::clockwatch::ClockNews;
-use crate::node::request::Request;
+use crate::node::clock::clockwatch::ClockNews;
+use crate::node::connection::request::Request;
 use crate::node::Node;
 use crate::quorum::background::Background;
 use crate::quorum::fanout::Fanout;

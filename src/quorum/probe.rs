@@ -1,10 +1,10 @@
 //! While this client holds anything, the nodes' clocks are read even where
 //! nothing else is sent, paced twice over: by our clock (a node sent
 //! nothing for [`CLOCK_PROBE`] gets a `PING` with its `TIME` behind it),
-//! and by a node's (a timer kept there, `node/tick.rs`).
+//! and by a node's (a timer kept there, `node/clock/tick.rs`).
 //!
 //! The first tells a holder within about a second that a node's clock ran
-//! ahead (`node/clockwatch.rs`). The second is for our own clock: where it
+//! ahead (`node/clock/clockwatch.rs`). The second is for our own clock: where it
 //! stalls, no timer of ours fires, but the node's does; when it comes back
 //! with less counted on ours than on the node's, every node's clock is
 //! read at once, and each reading shows that node ran ahead of us. Where a
@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::mutex;
-use crate::node::request::Request;
-use crate::node::tick::Ticker;
+use crate::node::clock::tick::Ticker;
+use crate::node::connection::request::Request;
 use crate::quorum::tally::node_bit;
 use crate::quorum::Quorum;
 

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lock::attempt::{Ask, Attempts, Failed};
+use crate::acquire::attempt::{Ask, Attempts, Failed};
+use crate::acquire::won::Won;
+use crate::client::redlock::Redlock;
 use crate::lock::held::Takes;
-use crate::lock::redlock::Redlock;
-use crate::lock::won::Won;
 use crate::rwlock::keys::{ReadLease, RwKeys, WriteKey};
 use crate::telemetry::labels::Primitive;
 

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::lock::inspect::{combine, nth_smallest, Holder, KeyView, LockState};
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::rwlock::scripts as rw_scripts;
 use crate::rwlock::RwLock;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::keys::{self, Kind};
 use crate::lock::held::{Held, Takes};
 use crate::lock::scripts;
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::rwlock::scripts as rw_scripts;
 use crate::wait::WaitKeys;
 

@@ -24,13 +24,13 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::acquire::acquisition::{sealed, Acquire, How, Taking, Wait};
+use crate::acquire::patience::Patience;
+use crate::client::redlock::Redlock;
 use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
-use crate::lock::acquisition::{sealed, Acquire, How, Taking, Wait};
 use crate::lock::guard::{Lock, LockHandle};
-use crate::lock::patience::Patience;
-use crate::lock::redlock::Redlock;
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::quorum::Counts;
 use crate::rwlock::attempt::{RwAttempt, Side};
 use crate::rwlock::keys::RwKeys;

@@ -5,10 +5,10 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use crate::client::redlock::Redlock;
 use crate::counter::CounterKeys;
 use crate::error::{Error, Result};
 use crate::keys::{self, Kind};
-use crate::lock::redlock::Redlock;
 use crate::semaphore::keys::SlotKeys;
 
 /// Most permits one semaphore may have: every attempt sends one key per

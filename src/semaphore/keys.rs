@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::keys::{self, Kind};
 use crate::lock::held::Held;
 use crate::lock::scripts as lock_scripts;
-use crate::node::request::Request;
+use crate::node::connection::request::Request;
 use crate::semaphore::scripts;
 use crate::wait::list::WaitKeys;
 

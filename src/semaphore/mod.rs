@@ -38,11 +38,11 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::acquire::acquisition::{acquisition_span, sealed, Acquire, How, Taking, Wait};
+use crate::acquire::patience::Patience;
 use crate::error::{Error, Result};
-use crate::lock::acquisition::{acquisition_span, sealed, Acquire, How, Taking, Wait};
 use crate::lock::guard::{Lock, LockHandle};
 use crate::lock::inspect::LockState;
-use crate::lock::patience::Patience;
 use crate::pin;
 use crate::semaphore::attempt::SlotAttempt;
 use crate::semaphore::handle::Semaphore;

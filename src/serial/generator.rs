@@ -18,12 +18,12 @@ use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 use tracing::debug;
 
-use crate::batch::Batch;
+use crate::acquire::patience::Patience;
+use crate::client::redlock::Redlock;
+use crate::counter::batch::Batch;
 use crate::counter::{CounterKeys, Record};
 use crate::error::{Error, Result};
 use crate::keys::Kind;
-use crate::lock::patience::Patience;
-use crate::lock::redlock::Redlock;
 use crate::mutex::lock;
 use crate::pin;
 use crate::serial::number::{check_prefix, Serial, MAX_BATCH};

@@ -1,6 +1,6 @@
 //! Business serial numbers: `PREFIX` + period stamp + zero-padded counter,
 //! e.g. `ORDER202611220001`, unique across every instance, on the quorum
-//! counter (`counter.rs`).
+//! counter (`counter/`).
 //!
 //! Bottom to top: [`period`] (reset periods, stamps in a time zone, and the
 //! plan step of an allocation), [`number`] (the [`Serial`](number::Serial)

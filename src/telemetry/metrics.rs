@@ -159,7 +159,7 @@ pub(crate) fn node_reply(node: usize, took: Duration, kind: Option<usize>) {
 }
 
 /// A node's clock ran ahead of ours beyond the allowance (`ahead`) or
-/// stepped back (see `node/clockwatch.rs`).
+/// stepped back (see `node/clock/clockwatch.rs`).
 pub(crate) fn clock_jump(node: usize, ahead: bool) {
     #[cfg(feature = "metrics")]
     {
@@ -172,7 +172,7 @@ pub(crate) fn clock_jump(node: usize, ahead: bool) {
 }
 
 /// Node `node`'s clock was measured running at `rate` against ours (see
-/// `node/clockrate.rs`).
+/// `node/clock/clockrate.rs`).
 pub(crate) fn clock_rate(node: usize, rate: f64) {
     #[cfg(feature = "metrics")]
     ::metrics::gauge!(RATE, "node" => node.to_string()).set(rate);

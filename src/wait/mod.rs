@@ -12,7 +12,7 @@
 //! the lock free ([`plan`]): when the holder's key expires by the nodes'
 //! TTLs, or at once when the nodes report a change to the key (server-
 //! assisted tracking on a notification connection per node,
-//! `node/watch.rs`), or when this client releases it; and never longer than
+//! `node/notify/watch.rs`), or when this client releases it; and never longer than
 //! the retry cap, nor than two node timeouts where too few nodes could
 //! tell it of a change (their notification reads failed: a node at
 //! `maxclients`, or too slow to answer), so the next attempt reads them
@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::node::watch::{Heard, Sink, Watch};
-use crate::node::watches::{Route, Watches};
+use crate::node::notify::watch::{Heard, Sink, Watch};
+use crate::node::notify::watches::{Route, Watches};
 use crate::quorum::tally::{node_bit, nodes_where, NodeSet};
 use crate::telemetry::labels::Woken;
 use crate::telemetry::Telemetry;

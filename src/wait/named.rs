@@ -9,7 +9,7 @@
 //! node, the ids of the first live waiters, one per free slot. Every
 //! waiter id starts with its client's token, so a client knows its own
 //! waiters in a message; a client hears the channel on one node (the
-//! waiters' notification connection, `node/watch.rs`, subscribed while it
+//! waiters' notification connection, `node/notify/watch.rs`, subscribed while it
 //! has waiters), and a message naming one of its waiters wakes its line.
 //! Takes and refused attempts change no free slot and name nobody, so
 //! they wake nobody: with client tracking on the slot keys, every slot

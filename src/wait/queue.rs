@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::mutex::lock;
-use crate::node::watch::Heard;
+use crate::node::notify::watch::Heard;
 use crate::wait::signal::Signal;
 
 /// After one of our releases found others waiting, this client's next

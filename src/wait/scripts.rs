@@ -88,7 +88,7 @@ return 1
 /// the arguments line up with [`QUEUED_SET`]'s). A caller behind others of
 /// its own client sends it when it starts waiting, so that its place among
 /// other clients' waiters is its arrival, not the moment its own client's
-/// line lets it try (see `lock/waiting.rs`). Returns 1.
+/// line lets it try (see `acquire/waiting.rs`). Returns 1.
 pub(crate) static JOIN_WAITING_LIST: Script<2> = Script::new(concat!(
     "local Q, L = KEYS[1], KEYS[2]\n",
     join_waiting_list!(),
