@@ -19,41 +19,41 @@ ensure-valkey:
 ensure-postgres:
 	@scripts/ensure-postgres.sh
 
+## The features the behaviour tests are built with, besides the `cluster`
+## the CLI asks for: one debug build of the workspace serves make check,
+## both passes on other servers and the TLS, PostgreSQL and metrics tests.
+TEST_FEATURES := $(shell cat scripts/test-features)
+
 ## make test: the behaviour tests (make check, then again on cluster members
-## and on Valkey) and, beside them, the model checks; then the feature builds
-## (about 35 minutes on 2 cores, most of it the model checks); a summary per
-## stage. The two groups run at once (the behaviour tests mostly wait on
-## their nodes' TTLs, the model checks keep one core busy); each command's
-## output is printed whole when it ends.
+## and on Valkey, then the builds with other features) and, beside them,
+## the model checks (about 45 minutes on 2 cores); a summary per stage. The
+## two groups run at once (the behaviour tests mostly wait on their nodes'
+## TTLs, the model checks keep one core busy); each command's output is
+## printed whole when it ends.
 test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=line behaviour models
-	@echo "[$$(date +%T)] stress test, optimised build (request ordering under load):"
-	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
-	@echo "[$$(date +%T)] make demo with REDQUORUM_NODES set leaves those nodes untouched:"
-	scripts/demo-leaves-given-nodes-alone.sh
-	@echo "[$$(date +%T)] the postgres feature: fenced writes on a real PostgreSQL:"
-	$(CARGO) test -q --features postgres --test fenced_postgres
-	$(CARGO) test -q --features postgres --doc PgFence
-	@echo "[$$(date +%T)] the metrics feature: every documented metric, on real nodes:"
-	$(CARGO) test -q --features metrics --test metrics
-	@echo "[$$(date +%T)] without the cluster feature, a redis+cluster:// member is refused in words:"
-	$(CARGO) test -q -p redquorum --lib urls
-	@echo "[$$(date +%T)] without the feature, the metrics facade is not a dependency:"
-	@! $(CARGO) tree -q -e normal -p redquorum | grep -E ' metrics v'
-	@echo "[$$(date +%T)] the metrics example serves the Prometheus text format:"
-	scripts/metrics-example-serves.sh
 	@echo "[$$(date +%T)] make test: every stage passed"
 
-## make behaviour: make check, then the behaviour tests again on other servers.
+## make behaviour: make check, then the behaviour tests again on other
+## servers, then what only other builds show.
 behaviour: check
-	@echo "[$$(date +%T)] TLS build: rediss:// fails cleanly, never panics:"
-	$(CARGO) test -q --features tls --test lock tls_urls_never_panic
 	@echo "[$$(date +%T)] the behaviour tests again, every member a one-shard Redis Cluster"
 	@echo "(tests/nodes-only.txt lists those left out, with why):"
 	scripts/test-on-cluster-members.sh
 	@echo "[$$(date +%T)] the library's behaviour tests again, every node a Valkey server"
 	@echo "(Valkey clusters included; the script says what it leaves out):"
 	scripts/test-on-valkey.sh
+	@echo "[$$(date +%T)] without the features: a redis+cluster:// member and rediss:// are refused in words:"
+	$(CARGO) test -q -p redquorum --lib urls
+	$(CARGO) test -q -p redquorum --test lock tls_urls_never_panic
+	@echo "[$$(date +%T)] without the feature, the metrics facade is not a dependency:"
+	@! $(CARGO) tree -q -e normal -p redquorum | grep -E ' metrics v'
+	@echo "[$$(date +%T)] stress test, optimised build (request ordering under load):"
+	$(CARGO) test -q --release --test lock busy_clients_never_contend_with_themselves
+	@echo "[$$(date +%T)] make demo with REDQUORUM_NODES set leaves those nodes untouched:"
+	scripts/demo-leaves-given-nodes-alone.sh
+	@echo "[$$(date +%T)] the metrics example serves the Prometheus text format:"
+	scripts/metrics-example-serves.sh
 	@echo "[$$(date +%T)] behaviour tests: done"
 
 ## make models: the model checks, optimised build (every interleaving within
@@ -64,16 +64,17 @@ models:
 	$(CARGO) test -q --release --lib model -- --test-threads 1
 	@echo "[$$(date +%T)] model checking: done"
 
-## make check: the everyday subset: unit, integration, CLI and doc tests, no
-## model checks (about 6 minutes on 2 cores); failures and a summary only.
+## make check: the everyday subset: unit, integration, CLI and doc tests
+## (TLS, PostgreSQL and metrics included), no model checks (about 7 minutes
+## on 2 cores); failures and a summary only.
 check: ensure-redis ensure-valkey ensure-postgres
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --workspace --lib --bins --tests -E 'not test(model)' \
-			--status-level fail --final-status-level slow; \
+		$(CARGO) nextest run --workspace --features $(TEST_FEATURES) --lib --bins --tests \
+			-E 'not test(model)' --status-level fail --final-status-level slow; \
 	else \
-		$(CARGO) test -q --workspace --lib --bins --tests -- --skip model; \
+		$(CARGO) test -q --workspace --features $(TEST_FEATURES) --lib --bins --tests -- --skip model; \
 	fi
-	$(CARGO) test -q --workspace --doc
+	$(CARGO) test -q --workspace --features $(TEST_FEATURES) --doc
 
 ## make lint: formatting, clippy with warnings as errors, docs with warnings as errors.
 lint:
