@@ -85,9 +85,16 @@ async fn readers_share_and_exclude_writers_both_ways() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_is_not_starved_by_a_stream_of_readers() {
     let c = Cluster::start(3);
-    let readers: Vec<_> = (0..2)
-        .map(|_| c.builder().wait_cap(ms(10_000)).build().unwrap())
-        .collect();
+    // A node timeout that a busy machine's pauses do not reach: every
+    // release here must succeed (each is awaited and checked).
+    let client = || {
+        c.builder()
+            .node_timeout(ms(1000))
+            .wait_cap(ms(10_000))
+            .build()
+            .unwrap()
+    };
+    let readers: Vec<_> = (0..2).map(|_| client()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let reading = Arc::new(AtomicUsize::new(0));
     let writing = Arc::new(AtomicBool::new(false));
@@ -114,7 +121,7 @@ async fn a_writer_is_not_starved_by_a_stream_of_readers() {
             reads
         }));
     }
-    let writer = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let writer = client();
     let rw = writer.rw_lock("rw2").unwrap();
     tokio::time::sleep(ms(1_500)).await;
     assert!(reading.load(Ordering::SeqCst) > 0, "reads in progress");
