@@ -275,10 +275,9 @@ impl Redlock {
                 // node timeout), so the lock sits on every healthy node and
                 // survives the loss of a holder node.
                 stragglers.finish_in_background();
-                let held = held.filter(|h| h.keeps()).map(|h| {
-                    let held: Arc<dyn Held> = Arc::<dyn Takes>::clone(h);
-                    held
-                });
+                let held = held
+                    .filter(|h| h.keeps())
+                    .map(|h| Arc::clone(h) as Arc<dyn Held>);
                 let place = Place {
                     key,
                     line: key,

@@ -156,15 +156,14 @@ impl Semaphore {
                 // slot (a later move changes slots, not the list).
                 w.gone_from(nodes_where(&choices, Option::is_some));
             }
-            let key = self.keys.slots().get(slot).map_or("", String::as_str);
-            let held: Arc<dyn Held> = Arc::new(SlotHold {
+            let hold = Arc::new(SlotHold {
                 keys: Arc::clone(&self.keys),
                 slot,
             });
             let place = Place {
-                key,
+                key: hold.key(),
                 line: &self.line,
-                held: Some(held),
+                held: Some(Arc::clone(&hold) as Arc<dyn Held>),
             };
             let basis = Basis::new(holders, start, ttl, until);
             let won = Won::new(

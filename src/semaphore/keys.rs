@@ -83,7 +83,7 @@ pub(crate) struct SlotHold {
 
 impl SlotHold {
     /// The slot's key.
-    fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.keys.slots().get(self.slot).map_or("", String::as_str)
     }
 }
