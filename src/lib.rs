@@ -411,7 +411,8 @@
 //   model/ (tests only) The model checker's models of the protocols, run on
 //                       the decision code above: model/counter_state.rs and
 //                       model/counter.rs (the quorum counter),
-//                       model/lock_state.rs, model/lock_rules.rs,
+//                       model/lock_state.rs, model/lock_symmetry.rs
+//                       (its alike nodes and clients), model/lock_rules.rs,
 //                       model/lock_connected.rs (reads while connected),
 //                       model/fast_view.rs (a fast client's view of a
 //                       quarantine, by the crate's TrustState) and

@@ -467,6 +467,16 @@ mod tests {
     use crate::model::counter_state::{nodes_alike, nodes_and_clients_alike};
     use crate::model::{check, check_symmetric};
 
+    #[test]
+    fn model_counter_representative_is_the_least_of_every_renaming() {
+        use crate::model::counter_state::alike_built_whole;
+        let states = crate::model::walked(&amnesia_not_waited_for(), 1_000, 80);
+        assert!(states.len() > 10_000, "{} states", states.len());
+        for s in &states {
+            assert_eq!(nodes_and_clients_alike(s), alike_built_whole(s), "{s:?}");
+        }
+    }
+
     /// Safe: every check must explore its whole space, find no
     /// counterexample, and see every client issue numbers.
     fn safe(name: &str, m: CounterModel) {

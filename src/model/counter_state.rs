@@ -2,7 +2,7 @@
 //! and what can happen next (see `counter.rs`).
 
 use crate::counter::Record;
-use crate::model::{least_renaming, permutations, renamed_set};
+use crate::model::{least_renaming, moved, permutations, renamed_set, unchanged};
 use crate::quorum::tally::NodeSet;
 
 /// A node.
@@ -142,14 +142,35 @@ pub(crate) fn nodes_and_clients_alike(s: &State) -> State {
     least(s, true)
 }
 
+/// [`nodes_and_clients_alike`] with every renaming built whole (what it
+/// must give).
+#[cfg(test)]
+pub(crate) fn alike_built_whole(s: &State) -> State {
+    let (nodes, clients) = (permutations(s.nodes.len()), permutations(s.clients.len()));
+    crate::model::least_built_whole(s, nodes, clients, renamed)
+}
+
 /// The least renaming of `s`.
 fn least(s: &State, clients_alike: bool) -> State {
-    let client_orders = if clients_alike {
+    let same = unchanged(s.clients.len());
+    let clients = if clients_alike {
         permutations(s.clients.len())
     } else {
-        vec![(0..s.clients.len()).collect()]
+        &same
     };
-    least_renaming(s, s.nodes.len(), &client_orders, renamed)
+    least_renaming(
+        s,
+        permutations(s.nodes.len()),
+        clients,
+        renamed_nodes,
+        renamed,
+    )
+}
+
+/// The nodes of `s` renamed (node `i` is `nodes[i]`): the renamed state's
+/// leading field (renaming clients leaves the nodes alone).
+fn renamed_nodes<'s>(s: &'s State, nodes: &[usize], _: &[usize]) -> Vec<&'s Node> {
+    moved(&s.nodes, nodes)
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.

@@ -500,7 +500,23 @@ mod tests {
     use super::*;
     use crate::model::check_symmetric;
     use crate::model::lock_rules::{fence_admits, safe, unsafe_, FENCED_WRITES};
-    use crate::model::lock_state::representative_for;
+    use crate::model::lock_symmetry::representative_for;
+
+    #[test]
+    fn model_lock_representative_is_the_least_of_every_renaming() {
+        use crate::model::lock_symmetry::{representative, representative_built_whole};
+        let m = LockModel {
+            fenced: true,
+            writes: Some(fence_admits),
+            crashes: 1,
+            ..LockModel::shipped()
+        };
+        let states = crate::model::walked(&m, 1_000, 80);
+        assert!(states.len() > 10_000, "{} states", states.len());
+        for s in &states {
+            assert_eq!(representative(s), representative_built_whole(s), "{s:?}");
+        }
+    }
 
     const EXCLUSION: &str = "no two clients hold a valid lock at once";
     const RELEASE_RULE: &str = "a release or an extension never deletes another holder's key";

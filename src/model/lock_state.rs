@@ -2,7 +2,7 @@
 //! can happen next, and the symmetry between alike nodes and clients (see
 //! `lock.rs`).
 
-use crate::model::{insert_sorted, least_renaming, permutations, renamed_set};
+use crate::model::insert_sorted;
 use crate::node::clock::clockrate::Reading;
 use crate::node::clock::clockwatch::{judge, Verdict};
 use crate::quorum::probe::ours_is_odd;
@@ -264,107 +264,6 @@ pub(crate) enum Action {
     /// A stalled holder's timer on a node's clock comes back: it reads
     /// every node's clock.
     Fire(u8),
-}
-
-/// The least of the states equal to `s` but for the names of its nodes
-/// (all alike) and of its clients (all alike): symmetry reduction.
-pub(crate) fn representative(s: &State) -> State {
-    let client_orders = permutations(s.clients.len());
-    least_renaming(s, s.nodes.len(), &client_orders, renamed)
-}
-
-/// The symmetry reduction for a model whose nodes and clients are all
-/// alike; with `fast_node`, one node differs (a fast clock): clients only
-/// are renamed; with `fast_client`, one client does: nodes only.
-pub(crate) fn representative_for(fast_node: bool, fast_client: bool) -> fn(&State) -> State {
-    match (fast_node, fast_client) {
-        (false, false) => representative,
-        (true, false) => representative_clients,
-        (false, true) => representative_nodes,
-        (true, true) => State::clone,
-    }
-}
-
-/// The least of the states equal to `s` but for the names of its nodes.
-fn representative_nodes(s: &State) -> State {
-    let clients: Vec<usize> = (0..s.clients.len()).collect();
-    permutations(s.nodes.len())
-        .iter()
-        .map(|nodes| renamed(s, nodes, &clients))
-        .min()
-        .unwrap_or_else(|| s.clone())
-}
-
-/// The least of the states equal to `s` but for the names of its clients.
-fn representative_clients(s: &State) -> State {
-    let nodes: Vec<usize> = (0..s.nodes.len()).collect();
-    permutations(s.clients.len())
-        .iter()
-        .map(|clients| renamed(s, &nodes, clients))
-        .min()
-        .unwrap_or_else(|| s.clone())
-}
-
-/// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
-fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
-    let set = |old: NodeSet| renamed_set(old, nodes);
-    let mut r = s.clone();
-    for (i, node) in s.nodes.iter().enumerate() {
-        let mut node = node.clone();
-        node.key = node.key.map(|(c, e)| (clients[c as usize] as u8, e));
-        r.nodes[nodes[i]] = node;
-    }
-    for (c, phase) in s.clients.iter().enumerate() {
-        r.clients[clients[c]] = match phase {
-            Phase::Trying {
-                start,
-                yes,
-                no,
-                failed,
-            } => Phase::Trying {
-                start: *start,
-                yes: set(*yes),
-                no: set(*no),
-                failed: set(*failed),
-            },
-            Phase::Holding(h) => Phase::Holding(Hold {
-                held: set(h.held),
-                ahead: set(h.ahead),
-                exts: h
-                    .exts
-                    .iter()
-                    .map(|e| Ext {
-                        yes: set(e.yes),
-                        no: set(e.no),
-                        failed: set(e.failed),
-                        ..e.clone()
-                    })
-                    .collect(),
-                ..h.clone()
-            }),
-            other => other.clone(),
-        };
-    }
-    for (c, token) in s.premint.iter().enumerate() {
-        r.premint[clients[c]] = *token;
-        for (n, reading) in s.readings[c].iter().enumerate() {
-            r.readings[clients[c]][nodes[n]] = *reading;
-            r.clock_q[clients[c]][nodes[n]] = s.clock_q[c][n];
-            r.evictions_read[clients[c]][nodes[n]] = s.evictions_read[c][n];
-            r.marks[clients[c]][nodes[n]] = s.marks[c][n];
-        }
-    }
-    r.net = s
-        .net
-        .iter()
-        .map(|m| Msg {
-            client: clients[m.client as usize] as u8,
-            node: nodes[m.node as usize] as u8,
-            kind: m.kind,
-        })
-        .collect();
-    r.net.sort();
-    r
 }
 
 /// Sends client `c`'s message of `kind` to the nodes in `to`.

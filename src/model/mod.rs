@@ -18,6 +18,7 @@ mod lock;
 mod lock_connected;
 mod lock_rules;
 mod lock_state;
+mod lock_symmetry;
 mod mint;
 mod multilock;
 mod pin;
@@ -29,8 +30,10 @@ mod shards;
 mod shards_rules;
 mod shards_state;
 
+use std::cmp::Ordering;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use stateright::{Checker, Model};
@@ -88,13 +91,29 @@ where
     explore(name, model, Some(representative))
 }
 
-/// Every ordering of `0..n`.
-pub(crate) fn permutations(n: usize) -> Vec<Vec<usize>> {
+/// Every ordering of `0..n`, computed once per `n` (a representative asks
+/// for them at every state).
+pub(crate) fn permutations(n: usize) -> &'static [Vec<usize>] {
+    static ORDERINGS: [OnceLock<Vec<Vec<usize>>>; 8] = [const { OnceLock::new() }; 8];
+    match ORDERINGS.get(n) {
+        Some(cell) => cell.get_or_init(|| orderings(n)),
+        // Beyond the models' sizes: computed, and kept, once per call.
+        None => Vec::leak(orderings(n)),
+    }
+}
+
+/// The identity ordering of `0..n` alone (names that are not exchanged).
+pub(crate) fn unchanged(n: usize) -> Vec<Vec<usize>> {
+    vec![(0..n).collect()]
+}
+
+/// Every ordering of `0..n`, computed.
+fn orderings(n: usize) -> Vec<Vec<usize>> {
     if n == 0 {
         return vec![Vec::new()];
     }
     let mut out = Vec::new();
-    for rest in permutations(n - 1) {
+    for rest in orderings(n - 1) {
         for at in 0..=rest.len() {
             let mut p = rest.clone();
             p.insert(at, n - 1);
@@ -241,23 +260,100 @@ pub(crate) fn renamed_set(old: NodeSet, nodes: &[usize]) -> NodeSet {
         .fold(0, |acc, i| acc | node_bit(nodes[i]))
 }
 
-/// The least of `s` renamed (by `renamed`) with every ordering of its
-/// `nodes` and each of `client_orders`: one representative per class of
-/// states that differ only in the names of alike nodes and clients.
-pub(crate) fn least_renaming<S: Ord + Clone>(
+/// The least of `s` renamed (by `renamed`) with each of `node_orders`
+/// and each of `client_orders`: one representative per class of states
+/// that differ only in the names of alike nodes and clients.
+///
+/// `leading` gives a renaming's leading fields, compared before the rest
+/// (the state's order is its fields' in turn): where it is greater, so is
+/// the whole renamed state. Only the renamings whose leading fields are
+/// least are built whole, which gives the same representative at a
+/// fraction of the cost (building a state allocates; most renamings differ
+/// in their nodes already).
+pub(crate) fn least_renaming<'s, S: Ord + Clone, K: Ord>(
+    s: &'s S,
+    node_orders: &[Vec<usize>],
+    client_orders: &[Vec<usize>],
+    leading: impl Fn(&'s S, &[usize], &[usize]) -> K,
+    renamed: fn(&S, &[usize], &[usize]) -> S,
+) -> S {
+    let mut least: Option<K> = None;
+    let mut ties: Vec<(&[usize], &[usize])> = Vec::new();
+    for nodes in node_orders {
+        for clients in client_orders {
+            let key = leading(s, nodes, clients);
+            match least.as_ref().map(|l| key.cmp(l)) {
+                Some(Ordering::Greater) => continue,
+                Some(Ordering::Equal) => {}
+                None | Some(Ordering::Less) => {
+                    least = Some(key);
+                    ties.clear();
+                }
+            }
+            ties.push((nodes, clients));
+        }
+    }
+    ties.iter()
+        .map(|(nodes, clients)| renamed(s, nodes, clients))
+        .min()
+        .unwrap_or_else(|| s.clone())
+}
+
+/// `items` with item `i` moved to `to[i]` (borrowed: a key to compare).
+pub(crate) fn moved<'a, T>(items: &'a [T], to: &[usize]) -> Vec<&'a T> {
+    let mut out: Vec<&T> = items.iter().collect();
+    for (i, item) in items.iter().enumerate() {
+        out[to[i]] = item;
+    }
+    out
+}
+
+/// States `model` reaches on random walks from its initial states (a fixed
+/// seed): `walks` of them, each of at most `steps` actions.
+#[cfg(test)]
+pub(crate) fn walked<M: Model>(model: &M, walks: usize, steps: usize) -> Vec<M::State>
+where
+    M::State: Clone,
+{
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut out = Vec::new();
+    let init = model.init_states();
+    for _ in 0..walks {
+        let Some(mut s) = init.get(rng.random_range(0..init.len().max(1))).cloned() else {
+            return out;
+        };
+        for _ in 0..steps {
+            let mut actions = Vec::new();
+            model.actions(&s, &mut actions);
+            if actions.is_empty() {
+                break;
+            }
+            let a = actions.swap_remove(rng.random_range(0..actions.len()));
+            let Some(next) = model.next_state(&s, a) else {
+                continue;
+            };
+            out.push(s);
+            s = next;
+        }
+        out.push(s);
+    }
+    out
+}
+
+/// The least of every renaming of `s`, each built whole: what
+/// [`least_renaming`] must give.
+#[cfg(test)]
+pub(crate) fn least_built_whole<S: Ord + Clone>(
     s: &S,
-    nodes: usize,
+    node_orders: &[Vec<usize>],
     client_orders: &[Vec<usize>],
     renamed: fn(&S, &[usize], &[usize]) -> S,
 ) -> S {
-    let mut best: Option<S> = None;
-    for node_order in permutations(nodes) {
-        for clients in client_orders {
-            let r = renamed(s, &node_order, clients);
-            if best.as_ref().is_none_or(|b| r < *b) {
-                best = Some(r);
-            }
-        }
-    }
-    best.unwrap_or_else(|| s.clone())
+    node_orders
+        .iter()
+        .flat_map(|nodes| client_orders.iter().map(move |c| renamed(s, nodes, c)))
+        .min()
+        .unwrap_or_else(|| s.clone())
 }

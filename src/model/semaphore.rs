@@ -435,6 +435,20 @@ mod tests {
     use super::*;
     use crate::model::{check, check_symmetric};
 
+    #[test]
+    fn model_semaphore_representative_is_the_least_of_every_renaming() {
+        use crate::model::semaphore_state::representative_built_whole;
+        let m = SemaphoreModel {
+            drops: 1,
+            ..SemaphoreModel::shipped()
+        };
+        let states = crate::model::walked(&m, 1_000, 80);
+        assert!(states.len() > 10_000, "{} states", states.len());
+        for s in &states {
+            assert_eq!(representative(s), representative_built_whole(s), "{s:?}");
+        }
+    }
+
     /// Safe: explored to the end, no counterexample, K holders reached.
     fn safe(name: &str, m: SemaphoreModel) {
         let found = check_symmetric(name, m, representative);

@@ -103,20 +103,37 @@ pub(crate) enum Action {
 /// The least of the states equal to `s` but for the names of its nodes and
 /// clients (all alike): symmetry reduction.
 pub(crate) fn representative(s: &State) -> State {
-    least_renaming(s, s.nodes.len(), &permutations(s.clients.len()), renamed)
+    let (nodes, clients) = (permutations(s.nodes.len()), permutations(s.clients.len()));
+    least_renaming(s, nodes, clients, renamed_nodes, renamed)
+}
+
+/// [`representative`] with every renaming built whole (what it must give).
+#[cfg(test)]
+pub(crate) fn representative_built_whole(s: &State) -> State {
+    let (nodes, clients) = (permutations(s.nodes.len()), permutations(s.clients.len()));
+    crate::model::least_built_whole(s, nodes, clients, renamed)
+}
+
+/// The nodes of `s` renamed: node `i` is `nodes[i]`, its slots held by
+/// client `clients[c]` where `c` held them. They are the renamed state's
+/// leading field (its time is the same under every renaming).
+fn renamed_nodes(s: &State, nodes: &[usize], clients: &[usize]) -> Vec<Node> {
+    let mut out = s.nodes.clone();
+    for (i, node) in s.nodes.iter().enumerate() {
+        let mut node = node.clone();
+        for slot in &mut node.slots {
+            *slot = slot.map(|(c, e)| (clients[c as usize] as u8, e));
+        }
+        out[nodes[i]] = node;
+    }
+    out
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
 fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
     let client = |c: u8| clients[c as usize] as u8;
     let mut r = s.clone();
-    for (i, node) in s.nodes.iter().enumerate() {
-        let mut node = node.clone();
-        for slot in &mut node.slots {
-            *slot = slot.map(|(c, e)| (client(c), e));
-        }
-        r.nodes[nodes[i]] = node;
-    }
+    r.nodes = renamed_nodes(s, nodes, clients);
     for (c, phase) in s.clients.iter().enumerate() {
         r.clients[clients[c]] = match phase {
             Phase::Trying { start, heard } => {
