@@ -26,7 +26,7 @@ TEST_FEATURES := $(shell cat scripts/test-features)
 
 ## make test: the behaviour tests (make check, then again on cluster members
 ## and on Valkey, then the builds with other features) and, beside them,
-## the model checks (about 45 minutes on 2 cores); a summary per stage. The
+## the model checks (about 27 minutes on 2 cores); a summary per stage. The
 ## two groups run at once (the behaviour tests mostly wait on their nodes'
 ## TTLs, the model checks keep one core busy); each command's output is
 ## printed whole when it ends.
