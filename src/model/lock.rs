@@ -50,7 +50,8 @@ use crate::model::detection::{
 };
 use crate::model::lock_connected::MarkerRead;
 use crate::model::lock_state::{
-    send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP,
+    send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP, MOST_CLIENTS,
+    MOST_NODES,
 };
 use crate::model::{insert_sorted, take_one};
 use crate::quorum::tally::{quorum, quorum_tolerating, Vote};
@@ -257,6 +258,12 @@ impl Model for LockModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
+        assert!(
+            self.nodes <= MOST_NODES && self.clients <= MOST_CLIENTS,
+            "a lock model of {} nodes and {} clients: raise MOST_NODES or MOST_CLIENTS",
+            self.nodes,
+            self.clients
+        );
         let node = Node {
             key: None,
             up: true,
@@ -289,10 +296,10 @@ impl Model for LockModel {
             counter: 0,
             returned: Vec::new(),
             premint: vec![0; self.clients],
-            readings: vec![vec![0; self.nodes]; self.clients],
-            clock_q: vec![vec![0; self.nodes]; self.clients],
-            evictions_read: vec![vec![0; self.nodes]; self.clients],
-            marks: vec![vec![Some(0); self.nodes]; self.clients],
+            readings: [[0; MOST_NODES]; MOST_CLIENTS],
+            clock_q: [[0; MOST_NODES]; MOST_CLIENTS],
+            evictions_read: [[0; MOST_NODES]; MOST_CLIENTS],
+            marks: [[Some(0); MOST_NODES]; MOST_CLIENTS],
             grown: false,
             store: Store::default(),
         }]

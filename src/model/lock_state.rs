@@ -171,6 +171,15 @@ pub(crate) struct Msg {
     pub(crate) kind: Kind,
 }
 
+/// Most nodes and clients a lock model has (3 and 2 as shipped).
+pub(crate) const MOST_NODES: usize = 3;
+/// See [`MOST_NODES`].
+pub(crate) const MOST_CLIENTS: usize = 2;
+
+/// A value per client and node, in place: the state is cloned for every
+/// step, and four tables of vectors were most of its allocations.
+pub(crate) type PerNode<T> = [[T; MOST_NODES]; MOST_CLIENTS];
+
 /// The whole system.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct State {
@@ -196,16 +205,16 @@ pub(crate) struct State {
     pub(crate) premint: Vec<u8>,
     /// Per client and node, how far the node's clock had jumped at the
     /// client's last reading of it (with the last reply).
-    pub(crate) readings: Vec<Vec<u8>>,
+    pub(crate) readings: PerNode<u8>,
     /// Per client and node, until when (real ms) the client does not count
     /// the node's yes: it saw the node's clock run ahead, or keys evicted.
-    pub(crate) clock_q: Vec<Vec<u8>>,
+    pub(crate) clock_q: PerNode<u8>,
     /// Per client and node, the node's eviction count at the client's last
     /// reading of it.
-    pub(crate) evictions_read: Vec<Vec<u8>>,
+    pub(crate) evictions_read: PerNode<u8>,
     /// Per client and node, the writing of our marker the client last saw
     /// or wrote (its damage count).
-    pub(crate) marks: Vec<Vec<Option<u8>>>,
+    pub(crate) marks: PerNode<Option<u8>>,
     /// The fast node's clock runs at its rate (see `LockModel::grows`).
     pub(crate) grown: bool,
     /// The storage that fenced holders write to.

@@ -107,8 +107,8 @@ fn renamed(s: &State, nodes: &[usize], clients: &[usize]) -> State {
     }
     for (c, token) in s.premint.iter().enumerate() {
         r.premint[clients[c]] = *token;
-        for (n, reading) in s.readings[c].iter().enumerate() {
-            r.readings[clients[c]][nodes[n]] = *reading;
+        for n in 0..s.nodes.len() {
+            r.readings[clients[c]][nodes[n]] = s.readings[c][n];
             r.clock_q[clients[c]][nodes[n]] = s.clock_q[c][n];
             r.evictions_read[clients[c]][nodes[n]] = s.evictions_read[c][n];
             r.marks[clients[c]][nodes[n]] = s.marks[c][n];
