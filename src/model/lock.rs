@@ -50,8 +50,7 @@ use crate::model::detection::{
 };
 use crate::model::lock_connected::MarkerRead;
 use crate::model::lock_state::{
-    send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP, MOST_CLIENTS,
-    MOST_NODES,
+    per_node, send, Action, Ext, Kind, Members, Mint, Node, Phase, State, Store, JUMP,
 };
 use crate::model::{insert_sorted, take_one};
 use crate::quorum::tally::{quorum, quorum_tolerating, Vote};
@@ -258,12 +257,6 @@ impl Model for LockModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        assert!(
-            self.nodes <= MOST_NODES && self.clients <= MOST_CLIENTS,
-            "a lock model of {} nodes and {} clients: raise MOST_NODES or MOST_CLIENTS",
-            self.nodes,
-            self.clients
-        );
         let node = Node {
             key: None,
             up: true,
@@ -296,10 +289,10 @@ impl Model for LockModel {
             counter: 0,
             returned: Vec::new(),
             premint: vec![0; self.clients],
-            readings: [[0; MOST_NODES]; MOST_CLIENTS],
-            clock_q: [[0; MOST_NODES]; MOST_CLIENTS],
-            evictions_read: [[0; MOST_NODES]; MOST_CLIENTS],
-            marks: [[Some(0); MOST_NODES]; MOST_CLIENTS],
+            readings: per_node(self.nodes, self.clients, 0),
+            clock_q: per_node(self.nodes, self.clients, 0),
+            evictions_read: per_node(self.nodes, self.clients, 0),
+            marks: per_node(self.nodes, self.clients, Some(0)),
             grown: false,
             store: Store::default(),
         }]

@@ -180,6 +180,16 @@ pub(crate) const MOST_CLIENTS: usize = 2;
 /// step, and four tables of vectors were most of its allocations.
 pub(crate) type PerNode<T> = [[T; MOST_NODES]; MOST_CLIENTS];
 
+/// A table of `value` for a model's `clients` and `nodes`; a model larger
+/// than the tables is refused here, with the fix.
+pub(crate) fn per_node<T: Copy>(nodes: usize, clients: usize, value: T) -> PerNode<T> {
+    assert!(
+        nodes <= MOST_NODES && clients <= MOST_CLIENTS,
+        "a lock model of {nodes} nodes and {clients} clients: raise MOST_NODES or MOST_CLIENTS"
+    );
+    [[value; MOST_NODES]; MOST_CLIENTS]
+}
+
 /// The whole system.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct State {
