@@ -1,6 +1,5 @@
-//! The state of the lock model: nodes, clients, messages in flight, what
-//! can happen next, and the symmetry between alike nodes and clients (see
-//! `lock.rs`).
+//! The state of the lock model: nodes, clients, messages in flight and
+//! what can happen next (see `lock.rs`; its symmetry: `lock_symmetry.rs`).
 
 use crate::model::insert_sorted;
 use crate::node::clock::clockrate::Reading;
