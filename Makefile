@@ -36,6 +36,10 @@ test:
 
 ## make behaviour: make check, then the behaviour tests again on other
 ## servers, then what only other builds show.
+## AFTER_BEHAVIOUR (CI: the docker examples): a command run once they have
+## passed, beside the model checks, but never beside the behaviour tests,
+## whose timeouts a loaded machine must not stretch.
+AFTER_BEHAVIOUR ?=
 behaviour: check
 	@echo "[$$(date +%T)] the behaviour tests again, every member a one-shard Redis Cluster"
 	@echo "(tests/nodes-only.txt lists those left out, with why):"
@@ -55,6 +59,8 @@ behaviour: check
 	@echo "[$$(date +%T)] the metrics example serves the Prometheus text format:"
 	scripts/metrics-example-serves.sh
 	@echo "[$$(date +%T)] behaviour tests: done"
+	$(if $(AFTER_BEHAVIOUR),@echo "[$$(date +%T)] beside the model checks still running: $(AFTER_BEHAVIOUR)")
+	$(AFTER_BEHAVIOUR)
 
 ## make models: the model checks, optimised build (every interleaving within
 ## the stated bounds; to see each check's states and counterexamples, run the
