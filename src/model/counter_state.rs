@@ -170,7 +170,7 @@ fn least(s: &State, clients_alike: bool) -> State {
 /// The nodes of `s` renamed (node `i` is `nodes[i]`): the renamed state's
 /// leading field (renaming clients leaves the nodes alone).
 fn renamed_nodes<'s>(s: &'s State, nodes: &[usize], _: &[usize]) -> Vec<&'s Node> {
-    moved(&s.nodes, nodes)
+    moved(&s.nodes, nodes, |node| node)
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.

@@ -3,7 +3,7 @@
 //! their names (see `lock_state.rs`).
 
 use crate::model::lock_state::{Ext, Hold, Msg, Node, Phase, State};
-use crate::model::{least_renaming, permutations, renamed_set, unchanged};
+use crate::model::{least_renaming, moved, permutations, renamed_set, unchanged};
 use crate::quorum::tally::NodeSet;
 
 /// The least of the states equal to `s` but for the names of its nodes
@@ -60,13 +60,10 @@ fn representative_clients(s: &State) -> State {
 /// client `clients[c]` where it held it for `c`. They are the renamed
 /// state's leading field (its time is the same under every renaming).
 fn renamed_nodes(s: &State, nodes: &[usize], clients: &[usize]) -> Vec<Node> {
-    let mut out = s.nodes.clone();
-    for (i, node) in s.nodes.iter().enumerate() {
-        let mut node = node.clone();
-        node.key = node.key.map(|(c, e)| (clients[c as usize] as u8, e));
-        out[nodes[i]] = node;
-    }
-    out
+    moved(&s.nodes, nodes, |node| Node {
+        key: node.key.map(|(c, e)| (clients[c as usize] as u8, e)),
+        ..node.clone()
+    })
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.

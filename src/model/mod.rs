@@ -299,11 +299,16 @@ pub(crate) fn least_renaming<'s, S: Ord + Clone, K: Ord>(
         .unwrap_or_else(|| s.clone())
 }
 
-/// `items` with item `i` moved to `to[i]` (borrowed: a key to compare).
-pub(crate) fn moved<'a, T>(items: &'a [T], to: &[usize]) -> Vec<&'a T> {
-    let mut out: Vec<&T> = items.iter().collect();
-    for (i, item) in items.iter().enumerate() {
-        out[to[i]] = item;
+/// `items` with item `i` moved to `to[i]`, each made once by `make` (a
+/// renamed copy, or a borrow: a key to compare).
+pub(crate) fn moved<'a, T, U>(items: &'a [T], to: &[usize], make: impl Fn(&'a T) -> U) -> Vec<U> {
+    // Where each place's item comes from: the models have a few items, so a
+    // search beats building the inverse ordering.
+    let mut out = Vec::with_capacity(items.len());
+    for place in 0..items.len() {
+        if let Some(from) = to.iter().position(|t| *t == place) {
+            out.push(make(&items[from]));
+        }
     }
     out
 }

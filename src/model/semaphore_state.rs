@@ -2,7 +2,7 @@
 //! requests in flight, what can happen next, and the symmetry between
 //! alike nodes and clients (see `semaphore.rs`).
 
-use crate::model::{least_renaming, permutations, renamed_set};
+use crate::model::{least_renaming, moved, permutations, renamed_set};
 use crate::quorum::tally::NodeSet;
 
 /// A node.
@@ -118,15 +118,14 @@ pub(crate) fn representative_built_whole(s: &State) -> State {
 /// client `clients[c]` where `c` held them. They are the renamed state's
 /// leading field (its time is the same under every renaming).
 fn renamed_nodes(s: &State, nodes: &[usize], clients: &[usize]) -> Vec<Node> {
-    let mut out = s.nodes.clone();
-    for (i, node) in s.nodes.iter().enumerate() {
-        let mut node = node.clone();
-        for slot in &mut node.slots {
-            *slot = slot.map(|(c, e)| (clients[c as usize] as u8, e));
-        }
-        out[nodes[i]] = node;
-    }
-    out
+    moved(&s.nodes, nodes, |node| Node {
+        slots: node
+            .slots
+            .iter()
+            .map(|slot| slot.map(|(c, e)| (clients[c as usize] as u8, e)))
+            .collect(),
+        up: node.up,
+    })
 }
 
 /// `s` with node `i` renamed `nodes[i]` and client `c` renamed `clients[c]`.
