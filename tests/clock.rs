@@ -515,3 +515,116 @@ async fn each_nodes_offset_is_told() {
         );
     }
 }
+
+/// Uses `client` (a try for `name`, released, every 200 ms: sparse
+/// enough that a clock 5 % fast shows ahead of the drift factor between
+/// two replies) until `done` holds, for at most 50 s: when it got a lock
+/// first, if it did, and when `done` held.
+async fn used_until(
+    client: &Redlock,
+    name: &str,
+    done: impl Fn(&Redlock) -> bool,
+) -> (Option<Duration>, Duration) {
+    let start = std::time::Instant::now();
+    let mut first = None;
+    while !done(client) {
+        assert!(
+            start.elapsed() < Duration::from_secs(50),
+            "not done in 50 s: {:?}",
+            client.stats().nodes
+        );
+        if let Ok(lock) = client.lock(name, ms(2_000)).try_once().await {
+            assert!(
+                lock.validity() <= ms(2_000).mul_f64(0.99),
+                "{:?}",
+                lock.validity()
+            );
+            first = first.or(Some(start.elapsed()));
+            lock.release().await.unwrap();
+        }
+        tokio::time::sleep(ms(200)).await;
+    }
+    (first, start.elapsed())
+}
+
+scenario! {
+    /// Three of five nodes 5 % fast, met by a fresh client whose restart
+    /// quarantine is 60 s. Its first replies, judged by the drift factor
+    /// alone, show those clocks ahead, which quarantines them; once their
+    /// rate is measured (about a second of replies), it accounts for what
+    /// those replies showed (no step), so the quarantine ends there and
+    /// they count at their own rate: locks within seconds, not after the
+    /// 60 s a step costs.
+    a_fast_majority_met_first_counts_once_its_rate_explains_it => a_fast_majority_met_first_once
+}
+
+async fn a_fast_majority_met_first_once() {
+    let (c, clocks) = faked_cluster();
+    for clock in &clocks[..3] {
+        clock.wall(0, 1.05);
+    }
+    let client = c
+        .builder()
+        .restart_quarantine(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let counted = |client: &Redlock| {
+        client.stats().nodes[..3].iter().all(|n| {
+            n.clock_ahead >= 1 && n.clock_rate_ppm.is_some_and(|p| p >= 45_000) && !n.quarantined
+        })
+    };
+    let (_, counted_after) = used_until(&client, "first-sight", counted).await;
+    println!(
+        "three of five 5 % fast, met first: counted again at their rate after {counted_after:?}"
+    );
+    // Counted at 5 % fast, not the drift factor's 1 %.
+    let lock = client.lock("first-sight", ms(2_000)).await.unwrap();
+    assert!(
+        lock.validity() <= ms(2_000).mul_f64(0.951),
+        "{:?}",
+        lock.validity()
+    );
+    lock.release().await.unwrap();
+}
+
+scenario! {
+    /// The same fresh client, true clocks, and three of five nodes step
+    /// 0.5 s forward just after its first replies, before it knows any
+    /// rate. The rate it measures afterwards (about 1) does not account for
+    /// the step: those three stay quarantined for the whole 60 s, not for
+    /// the step's half second.
+    a_step_met_before_the_rate_keeps_its_whole_quarantine => a_step_met_first_once
+}
+
+async fn a_step_met_first_once() {
+    let (c, clocks) = faked_cluster();
+    let client = c
+        .builder()
+        .restart_quarantine(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let lock = client.lock("first-step", ms(2_000)).await.unwrap();
+    lock.release().await.unwrap();
+    let rates_known = |n: &redquorum::NodeStats| n.clock_rate_ppm.is_some();
+    assert!(
+        !client.stats().nodes[..3].iter().any(rates_known),
+        "a rate known after the first replies"
+    );
+    for clock in &clocks[..3] {
+        clock.wall(500_000_000, 1.0);
+    }
+    let measured = |client: &Redlock| client.stats().nodes[..3].iter().all(rates_known);
+    let (first, measured_after) = used_until(&client, "first-step", measured).await;
+    assert_eq!(first, None, "a lock counted a stepped node");
+    println!("a step before the rate: rates measured after {measured_after:?}, still out");
+    tokio::time::sleep(ms(1_000)).await;
+    for node in &client.stats().nodes[..3] {
+        assert!(node.clock_ahead >= 1 && node.quarantined, "{node:?}");
+    }
+    let err = client
+        .lock("first-step", ms(2_000))
+        .try_once()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("ran its clock ahead"), "{err}");
+}

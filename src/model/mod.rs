@@ -14,6 +14,7 @@ mod counter_state;
 mod detection;
 mod election;
 mod fast_view;
+mod first_sight;
 mod lock;
 mod lock_connected;
 mod lock_rules;
