@@ -439,16 +439,21 @@ impl ClockWatch {
         if self.quarantine.is_none() || !self.trust.clock_explained(end.into_std()) {
             return;
         }
+        let left = end.saturating_duration_since(crate::clock::now());
         tracing::info!(
             target: crate::telemetry::targets::CLOCK,
             node = self.index,
             rate = rate.hi,
             "node {}'s clock runs {:.2} % faster than ours, which accounts for the jumps ahead \
-             seen before its rate was known (no step): it counts toward lock quorums again \
-             {} ms after the last of them, at its own rate",
+             seen before its rate was known (no step): it counts toward lock quorums again {}, \
+             at its own rate",
             self.index,
             (rate.hi - 1.0) * 100.0,
-            end.saturating_duration_since(crate::clock::now()).as_millis()
+            if left.is_zero() {
+                "now".to_owned()
+            } else {
+                format!("in {} ms", left.as_millis())
+            }
         );
     }
 
