@@ -603,8 +603,23 @@ async fn a_step_met_first_once() {
         .restart_quarantine(Duration::from_secs(60))
         .build()
         .unwrap();
-    let lock = client.lock("first-step", ms(2_000)).await.unwrap();
-    lock.release().await.unwrap();
+    // First contact: a reply from each of the three (the slowest may come
+    // after the quorum decided; a member that is a cluster may need a
+    // second request).
+    let read = |client: &Redlock| {
+        client.stats().nodes[..3]
+            .iter()
+            .all(|n| n.clock_offset_us.is_some())
+    };
+    for _ in 0..50 {
+        if read(&client) {
+            break;
+        }
+        let lock = client.lock("first-step", ms(2_000)).await.unwrap();
+        lock.release().await.unwrap();
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert!(read(&client), "{:?}", client.stats().nodes);
     let rates_known = |n: &redquorum::NodeStats| n.clock_rate_ppm.is_some();
     assert!(
         !client.stats().nodes[..3].iter().any(rates_known),
@@ -613,9 +628,21 @@ async fn a_step_met_first_once() {
     for clock in &clocks[..3] {
         clock.wall(500_000_000, 1.0);
     }
+    // Stepped once their `TIME` shows it (a busy node reads its clock file
+    // late): a reply before that counts as it should.
+    let stepped = || c.nodes[..3].iter().all(|n| offset_secs(n) > 0.4);
+    assert!(
+        wait_until(Duration::from_secs(5), stepped).await,
+        "not stepped"
+    );
     let measured = |client: &Redlock| client.stats().nodes[..3].iter().all(rates_known);
     let (first, measured_after) = used_until(&client, "first-step", measured).await;
-    assert_eq!(first, None, "a lock counted a stepped node");
+    assert_eq!(
+        first,
+        None,
+        "a lock counted a stepped node: {:?}",
+        client.stats().nodes
+    );
     println!("a step before the rate: rates measured after {measured_after:?}, still out");
     tokio::time::sleep(ms(1_000)).await;
     for node in &client.stats().nodes[..3] {
