@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::node::clock::clockrate::Reading;
+use crate::node::clock::clockrate::{rtt, Reading};
 
 /// How many jumps before a rate are kept: a rate comes after about a
 /// second of replies, and a jump shows only across a gap of tens of
@@ -45,7 +45,6 @@ impl Unexplained {
     /// Where a quarantine for this jump ends if a rate accounts for it:
     /// the reply that showed it, plus the excess, plus both round trips.
     pub(crate) fn end(&self) -> Instant {
-        let rtt = |r: &Reading| r.recv.saturating_duration_since(r.sent);
         self.after.recv + self.excess + rtt(&self.before) + rtt(&self.after)
     }
 }
