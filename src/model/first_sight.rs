@@ -102,8 +102,8 @@ impl FirstSightModel {
         f64::from(self.ttl) * (1.0 - self.drift) / self.rate()
     }
 
-    /// The client's view after each of its readings up to and including
-    /// the one at `upto`: for each, the tick, whether the node was still
+    /// The client's view after each of its readings so far (up to tick
+    /// `s.t`): for each, the tick, whether the node was still
     /// quarantined once that reply was in, and whether any jump was seen
     /// by then.
     fn view(&self, s: &State) -> Vec<(u8, bool, bool)> {
