@@ -629,6 +629,48 @@ async fn batched_requests_keep_order_and_deliver_releases() {
     assert!(keys.is_empty(), "left on the slow node: {keys:?}");
 }
 
+/// A client's first round opens every node's connection, which takes
+/// several round trips (the handshake, the check for lost writes, then the
+/// request): it waits for that set-up, up to the connect timeout, rather
+/// than failing on a per-node timeout meant for one round trip. Later rounds
+/// keep the per-node timeout.
+#[tokio::test]
+async fn the_first_round_waits_for_connection_set_up() {
+    let c = Cluster::start(3);
+    let slow: Vec<Proxy> = c.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    // A round trip of 100 ms on every node, under the 200 ms node timeout;
+    // a connection's set-up takes at least three.
+    for p in &slow {
+        p.set_mode(ProxyMode::Delay(50));
+    }
+    let urls: Vec<String> = slow.iter().map(Proxy::url).collect();
+    let redlock = single_try_client(&urls, ms(200));
+    let t = Instant::now();
+    let first = redlock.lock("set_up", ms(10_000)).try_once().await;
+    let took = t.elapsed();
+    let first = first.unwrap_or_else(|e| panic!("first round after {took:?}: {e}"));
+    assert!(
+        took > ms(300),
+        "set-up took {took:?}: not several round trips"
+    );
+    first.release().await.unwrap();
+    // Connected: a node that stops answering times out after 200 ms again.
+    slow[0].set_mode(ProxyMode::Blackhole);
+    slow[1].set_mode(ProxyMode::Blackhole);
+    let err = redlock
+        .lock("set_up", ms(10_000))
+        .try_once()
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    for f in err.node_failures().iter().filter(|f| f.index < 2) {
+        assert!(
+            matches!(f.kind, NodeErrorKind::Timeout(d) if d == ms(200)),
+            "{err}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn node_down_at_build_is_fine() {
     let mut c = Cluster::start(5);

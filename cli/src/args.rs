@@ -23,7 +23,8 @@ pub struct Cli {
     #[arg(long, env = "REDQUORUM_NODES", value_delimiter = ',', global = true)]
     pub nodes: Vec<String>,
 
-    /// Per-node request timeout.
+    /// Per-node request timeout (a first request, which waits for its
+    /// connection's set-up, gets at least 1 s).
     #[arg(long, value_parser = parse_duration, default_value = "100ms", global = true, allow_hyphen_values = true)]
     pub node_timeout: Duration,
 

@@ -157,6 +157,11 @@ impl RedlockBuilder {
 
     /// How long each node may take to answer one request. Defaults to
     /// [`DEFAULT_NODE_TIMEOUT`](crate::DEFAULT_NODE_TIMEOUT).
+    ///
+    /// A round that opens a node's first connection waits for its set-up
+    /// (the handshake and the check for lost writes: several round trips)
+    /// up to the connect timeout, this timeout but at least 1 s; a node
+    /// whose first attempt ended, made or failed, gets this timeout again.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self

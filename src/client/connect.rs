@@ -27,9 +27,9 @@ impl Redlock {
     /// A member that refuses is tried again until `limit` passes.
     ///
     /// Requests connect by themselves, so this is never needed; it keeps
-    /// that set-up out of a service's first lock (on a cluster member it
-    /// takes several round trips, which a short node timeout may not
-    /// cover), and finds an unreachable deployment at start-up. The
+    /// that set-up out of a service's first lock (several round trips, more
+    /// on a cluster member, which that round waits for up to the connect
+    /// timeout), and finds an unreachable deployment at start-up. The
     /// connections for push notifications still open on first wait.
     ///
     /// Returns each member's standing, as [`Redlock::node_trust`] does

@@ -169,6 +169,17 @@ impl Node {
         self.with_current_links(|ls| ls.first().map(|l| l.ticker()))
     }
 
+    /// How long a request to the node may wait while its first connection
+    /// is set up (see [`Link::first_contact`]); `None` once one was tried
+    /// (on a cluster member: its slot map read, and each shard it names).
+    pub(crate) fn first_contact(&self) -> Option<Duration> {
+        match &self.route {
+            Route::One(link) => link.first_contact(),
+            #[cfg(feature = "cluster")]
+            Route::Cluster(shards) => shards.first_contact(),
+        }
+    }
+
     /// Whether the node (every shard the slot map names) answered its last
     /// request.
     pub(crate) fn is_healthy(&self) -> bool {

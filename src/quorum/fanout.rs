@@ -48,7 +48,11 @@ pub(crate) struct Fanout<'a> {
 impl<'a> Fanout<'a> {
     /// Sends `req` to every node of `nodes` in `targets` at once (each
     /// request counted in `telemetry`); nodes that have not answered within
-    /// `timeout` count as timed out.
+    /// `timeout` count as timed out. A round that opens a node's first
+    /// connection waits as long as that may take (the connect timeout): its
+    /// set-up takes several round trips, the per-node timeout one. Time
+    /// spent is still time spent (a lock's validity counts it); only a
+    /// first round that would have failed on set-up alone gains.
     pub(crate) fn start(
         nodes: &'a [Node],
         background: &'a Arc<Background>,
@@ -59,7 +63,10 @@ impl<'a> Fanout<'a> {
     ) -> Self {
         let mut calls = Vec::with_capacity(targets.count_ones() as usize);
         let mut waiting = 0;
-        for node in nodes.iter().filter(|n| targets & node_bit(n.index) != 0) {
+        let asked = || nodes.iter().filter(|n| targets & node_bit(n.index) != 0);
+        let first = asked().filter_map(Node::first_contact).max();
+        let timeout = first.map_or(timeout, |setup| setup.max(timeout));
+        for node in asked() {
             calls.push((node.index, node.call(req)));
             telemetry.node_sent(node.index);
             waiting |= node_bit(node.index);

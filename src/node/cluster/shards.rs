@@ -171,6 +171,14 @@ impl Shards {
         Call::queued(req, tokio::task::unconstrained(rx))
     }
 
+    /// The connect timeout until a map read ended and its shards were tried.
+    pub(crate) fn first_contact(&self) -> Option<Duration> {
+        let st = self.state();
+        let shards = st.map.as_ref().map_or(&[][..], |m| &m.links[..]);
+        let untried = shards.iter().find_map(|l| l.first_contact());
+        untried.or(st.last.is_none().then_some(self.settings.connect_timeout))
+    }
+
     /// The links of every shard seen, in no particular order.
     pub(crate) fn links(&self) -> Vec<Arc<Link>> {
         self.state()

@@ -47,6 +47,9 @@ pub(crate) struct Link {
     /// request resent on it after the old one broke may find what its first
     /// sending did (a `SET` then finds our own key and answers nil).
     connected_at: AtomicU64,
+    /// Set once a connection attempt ended, made or failed: until then a
+    /// round waits for the connection's set-up (see [`Link::first_contact`]).
+    tried: AtomicBool,
     /// How to connect.
     client: redis::Client,
     /// Limit on one connection attempt.
@@ -151,6 +154,7 @@ impl Link {
             index,
             healthy: AtomicBool::new(true),
             connected_at: AtomicU64::new(0),
+            tried: AtomicBool::new(false),
             client,
             connect_timeout,
             state: Mutex::new(LinkState::new()),
@@ -235,6 +239,13 @@ impl Link {
             };
             tracing::warn!(target: crate::telemetry::targets::MISCONFIGURED, node = self.index, "{error}");
         }
+    }
+
+    /// The connect timeout while no connection attempt has ended: the first
+    /// request to a node waits for its connection's set-up (several round
+    /// trips), which the per-node timeout is not meant to cover.
+    pub(crate) fn first_contact(&self) -> Option<Duration> {
+        (!self.tried.load(Ordering::Relaxed)).then_some(self.connect_timeout)
     }
 
     /// Whether the connection was (re)made after `since`.

@@ -68,6 +68,7 @@ impl Link {
             // Only the attempt itself leaves `Connecting`.
             _ => return,
         };
+        self.tried.store(true, Ordering::Relaxed);
         match result {
             Ok((conn, abilities)) => {
                 tracing::debug!(node = self.index, "connected");
