@@ -17,7 +17,7 @@
 mod support;
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redquorum::{NodeInit, NodeTrust, Redlock, SerialGenerator};
 use support::{Cluster, ShardedCluster};
@@ -280,6 +280,44 @@ async fn a_member_down_at_first_is_reached_by_the_first_request_once_back() {
         .await
         .expect("the first request after the member is back");
     lock.release().await.unwrap();
+}
+
+/// A client's first round on a member reads its slot map (here through a
+/// seed 120 ms of round trip away), then connects to the shard and checks
+/// it: it waits for that set-up, up to the connect timeout, rather than
+/// failing on a 150 ms node timeout meant for one round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_round_on_a_member_waits_for_its_slot_map_and_shard() {
+    let c = Cluster::start_with(3, support::Persistence::OneShardCluster);
+    let seeds: Vec<support::Proxy> = c
+        .nodes
+        .iter()
+        .map(|n| support::Proxy::start(n.port))
+        .collect();
+    for seed in &seeds {
+        seed.set_mode(support::ProxyMode::Delay(60));
+    }
+    let urls: Vec<String> = seeds
+        .iter()
+        .map(|s| format!("redis+cluster://127.0.0.1:{}", s.port))
+        .collect();
+    // No quarantine: what is asked is whether the first round waits.
+    let redlock = Redlock::builder()
+        .nodes(&urls)
+        .node_timeout(ms(150))
+        .retry_count(0)
+        .restart_quarantine(Duration::ZERO)
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let first = redlock.lock("set_up", ms(10_000)).try_once().await;
+    let took = t.elapsed();
+    let first = first.unwrap_or_else(|e| panic!("first round after {took:?}: {e}"));
+    assert!(
+        took > ms(150),
+        "set-up took {took:?}: not through the seeds"
+    );
+    first.release().await.unwrap();
 }
 
 /// Our markers on `node` (a shard): a connection check writes one in a
