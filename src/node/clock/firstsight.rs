@@ -25,9 +25,11 @@ use tokio::time::Instant;
 use crate::node::clock::clockrate::{rtt, Reading};
 
 /// How many jumps before a rate are kept: a rate comes after about a
-/// second of replies, and a jump shows only across a gap of tens of
-/// milliseconds or more. Past this many, no quarantine is ended early.
-const KEPT: usize = 16;
+/// second of replies, and on a busy client many replies of that second
+/// may each show one (a clock 5 % fast, read every few milliseconds). Past
+/// this many, no quarantine is ended early. At most about 24 KiB per node,
+/// and only until a rate is known.
+const KEPT: usize = 256;
 
 /// A jump ahead seen before the rate was known: the two readings it lies
 /// between and the excess they showed.
