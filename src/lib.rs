@@ -221,12 +221,6 @@
 //                                   request: a jump ahead keeps it out of lock
 //                                   quorums and cuts its holders' validity; a
 //                                   rate is counted.
-//   node/clock/firstsight.rs        The jumps ahead seen before a node's rate
-//                                   was known: a rate that accounts for them
-//                                   ends their quarantine; a step keeps it.
-//   node/clock/jumps.rs             The jumps ahead a node's clock showed, for
-//                                   the locks held there (how much of their
-//                                   keys' life they took).
 //   node/clock/mod.rs               A node's clock as this client sees it: the
 //                                   files below.
 //   node/trust/vigil.rs             What is read of a node while connected:
@@ -421,10 +415,7 @@
 //                       (its alike nodes and clients), model/lock_rules.rs,
 //                       model/lock_connected.rs (reads while connected),
 //                       model/fast_view.rs (a fast client's view of a
-//                       quarantine, by the crate's TrustState),
-//                       model/first_sight.rs (a node's clock first seen
-//                       running fast or stepping: which quarantine ends
-//                       early) and
+//                       quarantine, by the crate's TrustState) and
 //                       model/lock.rs (the lock), model/detection.rs (the
 //                       node-loss table as the models' detection step),
 //                       model/served.rs (a loss handed on through our

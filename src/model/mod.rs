@@ -14,7 +14,6 @@ mod counter_state;
 mod detection;
 mod election;
 mod fast_view;
-mod first_sight;
 mod lock;
 mod lock_connected;
 mod lock_rules;

@@ -209,7 +209,7 @@ fn spans_half(a: &Reading, b: &Reading) -> bool {
 }
 
 /// A reading's round trip.
-pub(crate) fn rtt(r: &Reading) -> Duration {
+fn rtt(r: &Reading) -> Duration {
     r.recv.saturating_duration_since(r.sent)
 }
 

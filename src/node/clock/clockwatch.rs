@@ -21,10 +21,7 @@
 //! counts on its key there until its own validity ends, up to a whole TTL
 //! later, and it learns of the jump only when its own client next hears
 //! from the node; a quarantine of `E` would let a second client take the
-//! lock in between. (A jump seen before the node's rate was known may be
-//! a clock that runs fast rather than a step: once a rate accounts for it,
-//! its quarantine ends sooner, `firstsight.rs` says why.) That holder's own
-//! client cuts the lock's validity by
+//! lock in between. That holder's own client cuts the lock's validity by
 //! the excesses seen since its keys were last set, where the node's yes
 //! counted for it ([`ClockWatch::ran_ahead_since`]; `lock/shared.rs`), and
 //! reads the clocks of idle nodes once a second while it holds a lock
@@ -38,6 +35,7 @@
 //! there is), and a jump smaller than the allowance over the time since
 //! the last reply (`drift_factor` of an idle minute is 0.6 s).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,8 +46,6 @@ use tokio::time::Instant;
 
 use crate::mutex;
 use crate::node::clock::clockrate::{Rate, RateTrack, Reading};
-use crate::node::clock::firstsight::{FirstSight, Unexplained};
-use crate::node::clock::jumps::Jumps;
 use crate::node::trust::amnesia::AmnesiaCheck;
 use crate::node::trust::panel::Seat;
 use crate::node::trust::Trust;
@@ -59,6 +55,10 @@ use crate::telemetry::metrics;
 /// allowance: the drift allowance's own constant (2 ms), which also covers
 /// `TIME`'s microsecond grain.
 pub(crate) const SLACK: Duration = Duration::from_millis(2);
+
+/// How many jumps ahead a node's watch remembers for the locks held there
+/// (a lock asks about those seen since its keys were last set).
+const JUMPS_KEPT: usize = 64;
 
 /// News that some node's clock ran ahead: a count every watch of one
 /// client bumps, so that its held locks look at the jumps (see
@@ -100,18 +100,6 @@ pub(crate) fn judge(a: &Reading, b: &Reading, allowance: f64) -> Verdict {
         Verdict::Steady
     }
 }
-
-/// Whether the node's accepted rate `rate` accounts for a jump ahead seen
-/// before it was known (see `firstsight.rs`): judged again by the rule at
-/// that rate (its upper bound) where it is beyond the drift factor
-/// `allowance`, the two readings show no jump ahead.
-pub(crate) fn explained(jump: &Unexplained, rate: Rate, allowance: f64) -> bool {
-    let at_rate = allowance.max(rate.hi - 1.0);
-    !matches!(judge(&jump.before, &jump.after, at_rate), Verdict::Ahead(_))
-}
-
-/// A rule that tells whether a rate accounts for a jump ([`explained`]).
-pub(crate) type Explains = fn(&Unexplained, Rate, f64) -> bool;
 
 /// `to - from` in microseconds, negative when `to` is earlier.
 fn signed_micros(from: Instant, to: Instant) -> i128 {
@@ -206,27 +194,31 @@ impl ClockWatch {
             recv,
             node_us,
         };
-        let (verdict, accepted, grew, settled) = {
+        let (before, allowance, accepted, grew) = {
             let mut track = mutex::lock(&self.last);
-            let taken = track.take(now, self.allowance);
+            let before = track.last;
+            // Judged by the rate known before this reading.
+            let allowance = self.allowance.max(track.rate.excess());
             let (mut accepted, mut grew) = (None, false);
-            if let Some(before) = taken.newer {
+            if before.is_none_or(|b| b.recv <= recv) {
+                track.last = Some(now);
                 let std = |r: &Reading| (r.recv.into_std(), r.node_us);
                 self.trust
                     .node_time(before.as_ref().map(std), std(&now), self.allowance);
-                self.seat.reading(recv.into_std(), node_us, taken.allowance);
+                self.seat.reading(recv.into_std(), node_us, allowance);
+                let was = track.rate.rate();
+                track.rate.observe(now);
+                if let Some(rate) = track.rate.rate().filter(|r| Some(*r) != was) {
+                    let excess = track.rate.excess();
+                    let old = self.excess.swap(excess.to_bits(), Ordering::Relaxed);
+                    grew = excess > f64::from_bits(old);
+                    // Said once each time it goes beyond the allowance.
+                    let beyond = rate.hi > 1.0 + self.allowance;
+                    accepted = Some((rate, beyond && !track.beyond));
+                    track.beyond = beyond;
+                }
             }
-            if let Some(rate) = taken.accepted {
-                let excess = track.rate.excess();
-                let old = self.excess.swap(excess.to_bits(), Ordering::Relaxed);
-                grew = excess > f64::from_bits(old);
-                // Said once each time it goes beyond the allowance.
-                let beyond = rate.hi > 1.0 + self.allowance;
-                accepted = Some((rate, beyond && !track.beyond));
-                track.beyond = beyond;
-            }
-            let settled = taken.settled.zip(taken.accepted);
-            (taken.verdict, accepted, grew, settled)
+            (before, allowance, accepted, grew)
         };
         if let Some((rate, newly_beyond)) = accepted {
             self.rate_accepted(rate, newly_beyond);
@@ -235,18 +227,8 @@ impl ClockWatch {
             // Keys set here before live less than their holders counted.
             self.news.send_modify(|n| *n += 1);
         }
-        if let Some(verdict) = verdict {
-            self.verdict(verdict, recv);
-        }
-        if let Some((end, rate)) = settled {
-            self.first_sight_explained(end, rate);
-        }
-    }
-
-    /// Acts on a reading's verdict against the one before (`recv`: when
-    /// the reading came in).
-    fn verdict(&self, verdict: Verdict, recv: Instant) {
-        match verdict {
+        let Some(before) = before else { return };
+        match judge(&before, &now, allowance) {
             Verdict::Steady => {}
             Verdict::Ahead(excess) => {
                 self.ahead.fetch_add(1, Ordering::Relaxed);
@@ -288,91 +270,15 @@ impl ClockWatch {
     }
 }
 
-/// A watch's readings: the latest, the rate they show, and the jumps seen
-/// before a rate was known.
+/// A watch's readings: the latest, and the rate they show.
 #[derive(Debug, Default)]
-pub(crate) struct Track {
+struct Track {
     /// The latest reading (by arrival).
     last: Option<Reading>,
     /// The rate measured.
     rate: RateTrack,
     /// The accepted rate is beyond the drift allowance (said once).
     beyond: bool,
-    /// The jumps ahead seen before a rate was known.
-    first: FirstSight,
-}
-
-/// What one reading did to a [`Track`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Taken {
-    /// Its verdict against the latest reading before it (`None`: the
-    /// first).
-    pub(crate) verdict: Option<Verdict>,
-    /// The allowance it was judged by: the drift factor, or the node's
-    /// own rate where one known before it is beyond that.
-    pub(crate) allowance: f64,
-    /// Where it is the newest: the latest reading before it.
-    pub(crate) newer: Option<Option<Reading>>,
-    /// A rate it made accepted (another than before).
-    pub(crate) accepted: Option<Rate>,
-    /// The first rate accounts for every jump seen before it: where their
-    /// quarantine may end (`firstsight.rs`).
-    pub(crate) settled: Option<Instant>,
-}
-
-impl Track {
-    /// Takes in reading `now`, judged against the latest before it (by the
-    /// drift factor `drift`, or the rate known before it where faster),
-    /// keeping a jump ahead seen before any rate was known, and measuring
-    /// the rate with it where it is the newest. The rule a watch applies
-    /// to each reply, and the model checker's clients to theirs.
-    pub(crate) fn take(&mut self, now: Reading, drift: f64) -> Taken {
-        self.take_by(now, drift, explained)
-    }
-
-    /// [`Track::take`], with `explains` the rule that tells whether a rate
-    /// accounts for a jump (the model checker's mutants weaken it).
-    pub(crate) fn take_by(&mut self, now: Reading, drift: f64, explains: Explains) -> Taken {
-        let before = self.last;
-        // Judged by the rate known before this reading.
-        let known = self.rate.rate().is_some();
-        let allowance = drift.max(self.rate.excess());
-        let verdict = before.map(|b| judge(&b, &now, allowance));
-        if let (Some(b), Some(Verdict::Ahead(excess)), false) = (before, verdict, known) {
-            // Judged by the drift factor alone: a step, or a clock that
-            // runs fast, which the rate will tell apart.
-            let (before, after) = if b.recv <= now.recv {
-                (b, now)
-            } else {
-                (now, b)
-            };
-            self.first.push(Unexplained {
-                before,
-                after,
-                excess,
-            });
-        }
-        let mut taken = Taken {
-            verdict,
-            allowance,
-            newer: None,
-            accepted: None,
-            settled: None,
-        };
-        if before.is_none_or(|b| b.recv <= now.recv) {
-            taken.newer = Some(before);
-            self.last = Some(now);
-            let was = self.rate.rate();
-            self.rate.observe(now);
-            if let Some(rate) = self.rate.rate().filter(|r| Some(*r) != was) {
-                taken.accepted = Some(rate);
-                if was.is_none() {
-                    taken.settled = self.first.settle(|j| explains(j, rate, drift));
-                }
-            }
-        }
-        taken
-    }
 }
 
 impl ClockWatch {
@@ -432,31 +338,6 @@ impl ClockWatch {
         }
     }
 
-    /// The rate accepted first accounts for every jump ahead seen before
-    /// it (`firstsight.rs`): the quarantine they began, where nothing else
-    /// keeps the node out, ends at `end`.
-    fn first_sight_explained(&self, end: Instant, rate: Rate) {
-        if self.quarantine.is_none() || !self.trust.clock_explained(end.into_std()) {
-            return;
-        }
-        let left = end.saturating_duration_since(crate::clock::now());
-        tracing::info!(
-            target: crate::telemetry::targets::CLOCK,
-            node = self.index,
-            rate = rate.hi,
-            "node {}'s clock runs {:.2} % faster than ours, which accounts for the jumps ahead \
-             seen before its rate was known (no step): it counts toward lock quorums again {}, \
-             at its own rate",
-            self.index,
-            (rate.hi - 1.0) * 100.0,
-            if left.is_zero() {
-                "now".to_owned()
-            } else {
-                format!("in {} ms", left.as_millis())
-            }
-        );
-    }
-
     /// How much a key set on the node at or after `since` may have lost of
     /// its life to the jumps ahead seen since (zero if none; see
     /// [`Jumps::since`]).
@@ -468,6 +349,45 @@ impl ClockWatch {
         }
         let jumps = mutex::lock(&self.jumps);
         jumps.since(since)
+    }
+}
+
+/// A node's latest jumps ahead, each with when it was seen (the reply that
+/// showed it came in) and the sum of the excesses seen before it.
+#[derive(Debug, Default)]
+pub(crate) struct Jumps {
+    /// Oldest first: (seen at, the total before it).
+    kept: VecDeque<(Instant, Duration)>,
+    /// Every excess seen, summed.
+    total: Duration,
+    /// When the latest jump no longer kept was seen.
+    forgotten: Option<Instant>,
+}
+
+impl Jumps {
+    /// Records a jump ahead by `excess` seen at `at`.
+    pub(crate) fn push(&mut self, at: Instant, excess: Duration) {
+        if self.kept.len() == JUMPS_KEPT {
+            self.forgotten = self.kept.pop_front().map(|(at, _)| at);
+        }
+        self.kept.push_back((at, self.total));
+        self.total = self.total.saturating_add(excess);
+    }
+
+    /// What the jumps seen after `since` add up to: each one took its
+    /// excess off the life of every key there, so two steps of 10 s cost a
+    /// key 20 s. Where jumps seen after `since` were no longer kept, all
+    /// of its life ([`Duration::MAX`]).
+    pub(crate) fn since(&self, since: Instant) -> Duration {
+        if self.forgotten.is_some_and(|at| at > since) {
+            return Duration::MAX;
+        }
+        self.kept
+            .iter()
+            .find(|(at, _)| *at > since)
+            .map_or(Duration::ZERO, |(_, before)| {
+                self.total.saturating_sub(*before)
+            })
     }
 }
 
@@ -514,36 +434,31 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_explains_a_clock_that_runs_fast_never_a_step() {
-        let t = Instant::now();
-        let a = reading(t, 0, 1, 0);
-        let jump = |b: Reading| {
-            let Verdict::Ahead(excess) = judge(&a, &b, 0.01) else {
-                panic!("not seen")
-            };
-            Unexplained {
-                before: a,
-                after: b,
-                excess,
-            }
-        };
-        let rate = |lo: f64, hi: f64| Rate { lo, hi };
-        // 5 % fast over a second: its rate accounts for it; 4 % does not.
-        let fast = jump(reading(t, 1_000, 1_001, 1_050));
-        assert!(explained(&fast, rate(1.049, 1.051), 0.01));
-        assert!(!explained(&fast, rate(1.039, 1.041), 0.01));
-        // A 0.5 s step on a true clock: neither its rate nor 5 % does.
-        let step = jump(reading(t, 1_000, 1_001, 1_500));
-        assert!(!explained(&step, rate(0.999, 1.001), 0.01));
-        assert!(!explained(&step, rate(1.049, 1.051), 0.01));
-    }
-
-    #[test]
     fn a_step_back_is_told_apart() {
         let t = Instant::now();
         let a = reading(t, 0, 1, 10_000);
         let b = reading(t, 1_000, 1_001, 5_000);
         assert!(matches!(judge(&a, &b, 0.01), Verdict::Behind(_)));
+    }
+
+    #[test]
+    fn jumps_since_a_key_was_set_add_up() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut jumps = Jumps::default();
+        assert_eq!(jumps.since(t), Duration::ZERO);
+        jumps.push(t + ms(10), ms(300));
+        jumps.push(t + ms(20), ms(200));
+        // A key set before both lost both; one set between, the second.
+        assert_eq!(jumps.since(t), ms(500));
+        assert_eq!(jumps.since(t + ms(15)), ms(200));
+        assert_eq!(jumps.since(t + ms(20)), Duration::ZERO);
+        // Past what is kept: a key set before a forgotten jump lost all.
+        for i in 0..JUMPS_KEPT as u64 {
+            jumps.push(t + ms(100 + i), ms(1));
+        }
+        assert_eq!(jumps.since(t + ms(15)), Duration::MAX);
+        assert_eq!(jumps.since(t + ms(100)), ms(JUMPS_KEPT as u64 - 1));
     }
 
     #[test]

@@ -445,18 +445,9 @@ impl Trust {
     /// reason to distrust its counter records.
     pub(crate) fn clock_ran_ahead(&self, until: Instant) {
         let mut st = mutex::lock(&self.state);
-        st.clock_ran_ahead(until, Instant::now());
+        st.extend(until, Instant::now());
+        st.clock_ahead = true;
         self.active.store(true, Ordering::Release);
-    }
-
-    /// The jumps ahead that began the quarantine on now were the node's
-    /// clock running fast, not a step (`node/clock/firstsight.rs`): where
-    /// nothing but those jumps keeps the node out (no loss found, no slots
-    /// taken over), the quarantine ends at `end` at the latest. Whether it
-    /// was cut.
-    pub(crate) fn clock_explained(&self, end: Instant) -> bool {
-        let mut st = mutex::lock(&self.state);
-        st.clock_only_cut(end)
     }
 
     /// The shard took slots over from another (see `shard_rules.rs`): out
@@ -566,32 +557,6 @@ mod tests {
         // Once over, it is over.
         assert_eq!(trust.quarantined(until).0, None);
         assert!(!trust.snapshot().clock_ahead);
-    }
-
-    #[test]
-    fn a_rate_that_explains_the_jumps_ends_only_a_quarantine_they_alone_began() {
-        let at = Instant::now();
-        let (until, end) = (at + Duration::from_secs(60), at + Duration::from_secs(1));
-        // Trusted, then a jump ahead: the rate ends its quarantine early.
-        let trust = Trust::default();
-        let p = probe("r1", 500);
-        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
-        trust.clock_ran_ahead(until);
-        assert!(trust.clock_explained(end));
-        assert_eq!(trust.quarantined(at).0, Some(end));
-        assert!(
-            !trust.clock_explained(end),
-            "never lengthened, nor cut twice"
-        );
-        // A restart found first (our marker gone): its quarantine stays.
-        let trust = Trust::default();
-        let mut p = probe("r1", 40);
-        p.marker = None;
-        let v = assess(&p, &trust.memory(), 60);
-        trust.record(&p, &v, at, true);
-        trust.clock_ran_ahead(until);
-        assert!(!trust.clock_explained(end));
-        assert_eq!(trust.quarantined(at).0, Some(until));
     }
 
     #[test]

@@ -77,28 +77,6 @@ impl TrustState {
         }
     }
 
-    /// The node's clock ran ahead (seen at `now`): out of lock quorums
-    /// until `until` at least, a quarantine for the clock.
-    pub(crate) fn clock_ran_ahead(&mut self, until: Instant, now: Instant) {
-        self.extend(until, now);
-        self.clock_ahead = true;
-    }
-
-    /// Where the quarantine on now is only for jumps ahead of the node's
-    /// clock (no loss found: no cause, no first sight of one, no slots
-    /// taken over), it ends at `end` at the latest. Whether it was cut.
-    pub(crate) fn clock_only_cut(&mut self, end: Instant) -> bool {
-        let clock_only =
-            self.clock_ahead && self.cause.is_none() && self.sight.is_none() && !self.received;
-        match self.until {
-            Some(until) if clock_only && until > end => {
-                self.until = Some(end);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// A quarantine begins at `now` unless one is on.
     pub(crate) fn begin_if_off(&mut self, now: Instant) {
         if self.until.is_none_or(|u| u <= now) {
