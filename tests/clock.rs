@@ -209,6 +209,63 @@ async fn a_step_under_a_bare_quorum_gives_no_second_holder_once() {
     let _ = lock.release().await;
 }
 
+scenario! {
+    /// A lock held on exactly three of five nodes by a client that had
+    /// measured their clocks (rate 1); then node 0's clock speeds up to 1.5
+    /// and a fresh client meets it. The holder counts its key there at the
+    /// old rate until its next reading of the node, so the key can expire
+    /// while the lock is valid. The fresh client sees a clock running ahead
+    /// from its first replies and keeps the node out for its whole restart
+    /// quarantine, even once it measured the new rate (which explains what
+    /// it saw): it cannot tell this clock from one that always ran fast. No
+    /// second holder while the first is valid. (Ended at the new rate's
+    /// word, the quarantine let the fresh client in 2 ms after node 0's
+    /// key expired, with the holder valid for 230 ms more: 2 runs of 4.)
+    a_clock_that_sped_up_under_a_lock_lets_no_fresh_client_in => sped_up_once
+}
+
+async fn sped_up_once() {
+    let (c, clocks) = faked_cluster();
+    let holder = warmed(&c).await;
+    let rated = |r: &Redlock, nodes: std::ops::Range<usize>| {
+        r.stats().nodes[nodes]
+            .iter()
+            .all(|n| n.clock_rate_ppm.is_some())
+    };
+    let start = std::time::Instant::now();
+    while !rated(&holder, 0..5) {
+        assert!(start.elapsed() < Duration::from_secs(30), "no rates");
+        let lock = holder.lock("warm-up", ms(2_000)).await.unwrap();
+        lock.release().await.unwrap();
+        tokio::time::sleep(ms(100)).await;
+    }
+    // Nodes 3 and 4 hold the key for someone else for a moment: the holder
+    // wins on 0, 1 and 2 only.
+    c.nodes[3].set("sped", "someone", ms(300));
+    c.nodes[4].set("sped", "someone", ms(300));
+    let lock = holder.lock("sped", ms(3_000)).try_once().await.unwrap();
+    clocks[0].wall(0, 1.5);
+    let fresh = c
+        .builder()
+        .restart_quarantine(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    // Tries sparse enough to show the clock ahead until node 0's new rate
+    // is measured, then every 3 ms, until the holder's TTL is over.
+    let end = std::time::Instant::now() + ms(3_500);
+    while std::time::Instant::now() < end {
+        if let Ok(other) = fresh.lock("sped", ms(3_000)).try_once().await {
+            let both = lock.is_valid() && other.is_valid();
+            let _ = other.release().await;
+            assert!(!both, "two valid holders: {:?}", fresh.stats().nodes);
+            break;
+        }
+        let pause = if rated(&fresh, 0..1) { 3 } else { 200 };
+        tokio::time::sleep(ms(pause)).await;
+    }
+    let _ = lock.release().await;
+}
+
 /// A step smaller than the validity left: the holder whose quorum needed
 /// the stepped node is not lost, but its validity is cut by the step (the
 /// key there expires that much early), seen within about a second though
