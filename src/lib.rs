@@ -414,6 +414,8 @@
 //                       model/lock_state.rs, model/lock_symmetry.rs
 //                       (its alike nodes and clients), model/lock_rules.rs,
 //                       model/lock_connected.rs (reads while connected),
+//                       model/counts.rs (a count that only grows, read
+//                       with replies taken in in any order),
 //                       model/fast_view.rs (a fast client's view of a
 //                       quarantine, by the crate's TrustState) and
 //                       model/lock.rs (the lock), model/detection.rs (the

@@ -11,6 +11,7 @@
 
 mod counter;
 mod counter_state;
+mod counts;
 mod detection;
 mod election;
 mod fast_view;

@@ -24,6 +24,35 @@ pub(crate) fn reset(before: Option<u64>, read: Option<u64>) -> bool {
     matches!((before, read), (Some(b), Some(r)) if r < b)
 }
 
+/// The rule, pure: takes in a reading `read` of a count that only grows
+/// (commands run), sent at `sent` and answered at `recv` (one clock),
+/// against `last`, the reading kept (its value, and when its reply came
+/// in). Returns whether the statistics were reset, and the reading to
+/// keep.
+///
+/// Only a reading sent after the kept one's reply came in ran after it on
+/// the node, and is judged ([`reset`]) and kept. Readings in flight
+/// together are taken in in any order, so one sent earlier may run before
+/// or after the kept one: it is not judged, and only raises what is kept
+/// (a reading sent after both replies came in ran after both, so with no
+/// reset it reads at least the higher). Keeping it whatever it read would
+/// let a reading that ran after a reset become the measure, and the reset
+/// would never show.
+pub(crate) fn grown<T: Ord + Copy>(
+    last: Option<(u64, T)>,
+    read: Option<u64>,
+    (sent, recv): (T, T),
+) -> (bool, Option<(u64, T)>) {
+    let Some(read) = read else {
+        return (false, last);
+    };
+    match last {
+        None => (false, Some((read, recv))),
+        Some((before, at)) if sent > at => (reset(Some(before), Some(read)), Some((read, recv))),
+        Some((before, at)) => (false, Some((before.max(read), at.max(recv)))),
+    }
+}
+
 /// The rule, pure: whether our marker as a round found it (`found`;
 /// `None`: gone or unreadable) tells of a loss since this client last saw
 /// or wrote `expected`. A flush takes the marker; the first client to
@@ -53,6 +82,27 @@ mod tests {
             loss,
             seen,
         }
+    }
+
+    #[test]
+    fn only_a_reading_sent_after_the_kept_one_came_in_is_judged_or_kept() {
+        // Kept: 100, its reply in at 10.
+        let kept = Some((100, 10));
+        // Sent after it came in, lower: reset; kept from now.
+        assert_eq!(grown(kept, Some(3), (11, 12)), (true, Some((3, 12))));
+        assert_eq!(grown(kept, Some(150), (11, 12)), (false, Some((150, 12))));
+        // Sent before it came in (in flight together), lower: it may have
+        // run before the kept one, or after a reset; neither judged nor
+        // kept, so the next reading sent after both is judged against 100.
+        let (was_reset, after) = grown(kept, Some(3), (9, 12));
+        assert!(!was_reset);
+        assert_eq!(after, Some((100, 12)));
+        assert!(grown(after, Some(5), (13, 14)).0);
+        // Higher and in flight together: raises what is kept.
+        assert_eq!(grown(kept, Some(120), (9, 8)), (false, Some((120, 10))));
+        // The first reading is kept; nothing read keeps what was.
+        assert_eq!(grown(None, Some(7), (1, 2)), (false, Some((7, 2))));
+        assert_eq!(grown(kept, None, (11, 12)), (false, kept));
     }
 
     #[test]

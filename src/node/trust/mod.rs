@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::mutex;
 use crate::node::trust::amnesia::{Assessment, Cause, Memory};
-use crate::node::trust::counts::{dropped, remarked, reset};
+use crate::node::trust::counts::{dropped, grown, remarked};
 use crate::node::trust::evidence::{Marker, MarkerId, Probe};
 pub(crate) use crate::node::trust::truststate::TrustState;
 
@@ -60,8 +60,9 @@ pub(crate) struct Trust {
     /// Its `total_commands_processed` as last read, with when that
     /// reading's reply came in (our clock): a later reading, sent after
     /// that, below it means the statistics were reset. (Readings in flight
-    /// together are taken in by different tasks in any order: an older one
-    /// may come second, and is not judged.)
+    /// together are taken in by different tasks in any order: one sent
+    /// before that reply came in is not judged, and only raises what is
+    /// kept: `counts::grown`.)
     commands: Mutex<Option<(u64, tokio::time::Instant)>>,
     /// Its `TIME` calls (`evidence::time_calls`) as last read, the same
     /// way: a reset padded with other commands still shows there.
@@ -125,12 +126,9 @@ impl Trust {
         store(&self.evicted, evicted);
         for (slot, read) in [(&self.commands, commands), (&self.times, times)] {
             let mut last = mutex::lock(slot);
-            if let Some((before, at)) = *last {
-                lost |= sent > at && reset(Some(before), read);
-            }
-            if let Some(read) = read.filter(|_| last.is_none_or(|(_, at)| recv > at)) {
-                *last = Some((read, recv));
-            }
+            let (was_reset, kept) = grown(*last, read, (sent, recv));
+            lost |= was_reset;
+            *last = kept;
         }
         if let Some(damage) = damage {
             lost |= dropped(known(&self.damage), damage);
@@ -487,6 +485,7 @@ impl Trust {
 mod tests {
     use super::*;
     use crate::node::trust::amnesia::assess;
+    use crate::node::trust::counts::reset;
     use crate::node::trust::evidence::Marker;
 
     /// A probe of process `run_id` at `uptime` s, with nothing dropped,
