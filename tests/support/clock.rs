@@ -32,16 +32,28 @@ pub fn preload() -> PathBuf {
                     "/../tests/support/clockshift.c"
                 ))
             };
-            let dir = std::env::temp_dir().join(format!("redquorum-clock-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let out = dir.join("libclockshift.so");
+            // One build per version of the source, shared by every test
+            // process (nextest runs each test in its own): named by the
+            // source's hash, built under a name of this process's and
+            // renamed into place, which is atomic, so a process never
+            // loads a half-written library, and none is left behind.
+            let text = std::fs::read(&src).expect("reading clockshift.c");
+            let mut hasher = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&text, &mut hasher);
+            let hash = std::hash::Hasher::finish(&hasher);
+            let out = std::env::temp_dir().join(format!("redquorum-clockshift-{hash:016x}.so"));
+            if out.exists() {
+                return out;
+            }
+            let part = out.with_extension(format!("{}.part", std::process::id()));
             let status = Command::new("cc")
                 .args(["-shared", "-fPIC", "-O2", "-o"])
-                .arg(&out)
+                .arg(&part)
                 .arg(&src)
                 .status()
                 .expect("cc, the C compiler Rust links with");
             assert!(status.success(), "compiling {}", src.display());
+            std::fs::rename(&part, &out).expect("moving the built library into place");
             out
         })
         .clone()
