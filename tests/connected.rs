@@ -267,3 +267,93 @@ async fn a_permit_evicted_or_flushed_while_connected_is_not_given_away() {
         nobody_else_after_a_loss(loss, take, take).await;
     }
 }
+
+/// `CONFIG RESETSTAT` on each of a holder's three nodes while its client
+/// keeps many requests in flight together, on nodes that can evict (so
+/// every request that asks for a vote reads the node's command count):
+/// replies are taken in by different tasks in any order, and a reading
+/// that ran after the reset must not become the measure the next ones are
+/// judged against. The reset comes in one transaction with as many `TIME`
+/// calls as the node had answered, so the count of those reads as before
+/// and only the command count can tell. Each node is found, and the
+/// holder is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_is_found_while_requests_overlap() {
+    let c = Cluster::start(3);
+    for node in &c.nodes {
+        for (name, value) in [("maxmemory-policy", "volatile-lru"), ("maxmemory", "1gb")] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(&mut node.conn())
+                .unwrap();
+        }
+    }
+    let a = client(&c).await;
+    let lock = a.lock("reset-held", ms(20_000)).try_once().await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for i in 0..16 {
+        let (a, stop) = (a.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            // Bounded: at most this many rounds per worker.
+            for _ in 0..100_000 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(l) = a
+                    .lock(&format!("reset-traffic-{i}"), ms(5_000))
+                    .try_once()
+                    .await
+                {
+                    let _ = l.release().await;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(ms(1_000)).await;
+    for node in &c.nodes {
+        let mut conn = node.conn();
+        let commands: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut conn)
+            .unwrap();
+        let times: u64 = commands
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_time:calls="))
+            .and_then(|l| l.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        let mut reset = redis::pipe();
+        reset.atomic().cmd("CONFIG").arg("RESETSTAT").ignore();
+        // As many as it had answered, and those the traffic adds meanwhile.
+        for _ in 0..times + 2_000 {
+            reset.cmd("TIME").ignore();
+        }
+        let _: () = reset.query(&mut conn).unwrap();
+    }
+    let told = tokio::time::timeout(ms(10_000), lock.lost()).await;
+    let mut standing = Vec::new();
+    for _ in 0..100 {
+        standing = a.node_trust().await;
+        let found =
+            |t: &redquorum::NodeTrust| matches!(t, redquorum::NodeTrust::Quarantined { .. });
+        if standing.iter().all(found) {
+            break;
+        }
+        tokio::time::sleep(ms(100)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for w in workers {
+        w.await.unwrap();
+    }
+    assert!(told.is_ok(), "the holder was never told of the reset");
+    assert_eq!(lock.validity(), Duration::ZERO);
+    assert!(
+        standing
+            .iter()
+            .all(|t| matches!(t, redquorum::NodeTrust::Quarantined { .. })),
+        "a reset not found: {standing:?}"
+    );
+}

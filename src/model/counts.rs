@@ -14,12 +14,14 @@
 //! each is run by the node, then taken in, in any order, and judged by the
 //! crate's rule (`counts::grown`) against the reading it kept.
 //!
-//! Property: once a reading that ran before the reset was taken in, a
-//! reading sent after the reset, with none in flight, finds the reset
-//! when taken in. Mutants: keeping any reading whose reply came in later
-//! than the kept one's (the rule before: a reading that ran after the
-//! reset became the measure), and keeping only judged readings (a reading
-//! from before the reset taken in after one from after it is lost).
+//! Property: a reading sent after the reset, once every reading that ran
+//! before it was taken in (at least one), finds the reset when taken in,
+//! whatever else is in flight. Mutants: keeping any reading whose reply
+//! came in later than the kept one's (the rule before: a reading that ran
+//! after the reset became the measure), keeping only judged readings (a
+//! reading from before the reset taken in after one from after it is
+//! lost), and moving the kept reply's time on with every reading taken in
+//! (while readings overlap, none is judged).
 
 use stateright::{Model, Property};
 
@@ -43,6 +45,21 @@ fn kept_when_later(
     }
     let keep = read.filter(|_| last.is_none_or(|(_, at)| recv > at));
     (found, keep.map(|r| (r, recv)).or(last))
+}
+
+/// A mutant: the kept reading's reply time moves on with every reading
+/// taken in, and the higher value is kept.
+fn time_moves_on(
+    last: Option<(u64, u8)>,
+    read: Option<u64>,
+    (sent, recv): (u8, u8),
+) -> (bool, Option<(u64, u8)>) {
+    match (last, read) {
+        (_, None) => (false, last),
+        (None, Some(r)) => (false, Some((r, recv))),
+        (Some((before, at)), Some(r)) if sent > at => (r < before, Some((r, recv))),
+        (Some((before, at)), Some(r)) => (false, Some((before.max(r), at.max(recv)))),
+    }
 }
 
 /// A mutant: only judged readings are kept (and the first).
@@ -74,13 +91,14 @@ pub(crate) struct CountsModel {
 
 /// One reading: when it was sent, what it read once run (`None`: not run
 /// yet), whether it ran after the reset, and whether it was sent after the
-/// reset with none in flight.
+/// reset once every reading that ran before it was taken in (at least
+/// one).
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub(crate) struct Reading {
     sent: u8,
     read: Option<u64>,
     after_reset: bool,
-    quiet_after_reset: bool,
+    owes_finding: bool,
 }
 
 /// A state.
@@ -102,9 +120,8 @@ pub(crate) struct State {
     found: bool,
     /// Whether a reading that ran before the reset was taken in.
     saw_before: bool,
-    /// Whether a reading sent after the reset with none in flight was
-    /// taken in after a reading from before the reset was (the moment the
-    /// property asks for the reset to be found).
+    /// Whether a reading that owes the finding (see [`Reading`]) was taken
+    /// in: the moment the property asks for the reset to be found.
     due: bool,
 }
 
@@ -160,11 +177,12 @@ impl Model for CountsModel {
         match action {
             Action::Send => {
                 s.sent += 1;
+                let before_in_flight = s.flight.iter().any(|r| r.read.is_some() && !r.after_reset);
                 s.flight.push(Reading {
                     sent: s.now,
                     read: None,
                     after_reset: false,
-                    quiet_after_reset: s.reset && s.flight.is_empty(),
+                    owes_finding: s.reset && s.saw_before && !before_in_flight,
                 });
             }
             Action::Reset => {
@@ -182,7 +200,7 @@ impl Model for CountsModel {
                 let (found, kept) = (self.rule)(s.kept, r.read, (r.sent, s.now));
                 s.found |= found;
                 s.kept = kept;
-                s.due |= r.quiet_after_reset && s.saw_before;
+                s.due |= r.owes_finding;
                 s.saw_before |= !r.after_reset;
             }
         }
@@ -192,7 +210,7 @@ impl Model for CountsModel {
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always(
-                "a reset is found by the next reading alone",
+                "a reset is found by a reading sent after it",
                 |_, s: &State| !s.due || s.found,
             ),
             Property::sometimes("a reset is found", |_, s: &State| s.found),
@@ -205,7 +223,7 @@ mod tests {
     use super::*;
     use crate::model::check;
 
-    const FOUND: &str = "a reset is found by the next reading alone";
+    const FOUND: &str = "a reset is found by a reading sent after it";
 
     fn model(rule: Rule) -> CountsModel {
         CountsModel {
@@ -231,6 +249,15 @@ mod tests {
             model(kept_when_later),
         )
         .assert_violates("counts, before", FOUND);
+    }
+
+    #[test]
+    fn model_counts_finds_a_reset_missed_where_the_kept_time_moves_on() {
+        check(
+            "counts, weakened: the kept time moves on",
+            model(time_moves_on),
+        )
+        .assert_violates("counts, time moves on", FOUND);
     }
 
     #[test]

@@ -33,11 +33,12 @@ pub(crate) fn reset(before: Option<u64>, read: Option<u64>) -> bool {
 /// Only a reading sent after the kept one's reply came in ran after it on
 /// the node, and is judged ([`reset`]) and kept. Readings in flight
 /// together are taken in in any order, so one sent earlier may run before
-/// or after the kept one: it is not judged, and only raises what is kept
-/// (a reading sent after both replies came in ran after both, so with no
-/// reset it reads at least the higher). Keeping it whatever it read would
-/// let a reading that ran after a reset become the measure, and the reset
-/// would never show.
+/// or after the kept one: it is not judged, and is kept only where it
+/// read more (a reading sent after its reply came in ran after it, so with
+/// no reset reads at least that). Keeping it whatever it read would let a
+/// reading that ran after a reset become the measure, and the reset would
+/// never show; moving the kept reply's time on with it would leave no
+/// reading judged while requests keep overlapping.
 pub(crate) fn grown<T: Ord + Copy>(
     last: Option<(u64, T)>,
     read: Option<u64>,
@@ -49,7 +50,8 @@ pub(crate) fn grown<T: Ord + Copy>(
     match last {
         None => (false, Some((read, recv))),
         Some((before, at)) if sent > at => (reset(Some(before), Some(read)), Some((read, recv))),
-        Some((before, at)) => (false, Some((before.max(read), at.max(recv)))),
+        Some((before, _)) if read > before => (false, Some((read, recv))),
+        Some(_) => (false, last),
     }
 }
 
@@ -93,13 +95,14 @@ mod tests {
         assert_eq!(grown(kept, Some(150), (11, 12)), (false, Some((150, 12))));
         // Sent before it came in (in flight together), lower: it may have
         // run before the kept one, or after a reset; neither judged nor
-        // kept, so the next reading sent after both is judged against 100.
+        // kept, so the next reading sent after the kept one came in is
+        // judged against 100, though its reply came in before this one's.
         let (was_reset, after) = grown(kept, Some(3), (9, 12));
         assert!(!was_reset);
-        assert_eq!(after, Some((100, 12)));
-        assert!(grown(after, Some(5), (13, 14)).0);
-        // Higher and in flight together: raises what is kept.
-        assert_eq!(grown(kept, Some(120), (9, 8)), (false, Some((120, 10))));
+        assert_eq!(after, kept);
+        assert!(grown(after, Some(5), (11, 13)).0);
+        // Higher and in flight together: kept, with its own reply's time.
+        assert_eq!(grown(kept, Some(120), (9, 8)), (false, Some((120, 8))));
         // The first reading is kept; nothing read keeps what was.
         assert_eq!(grown(None, Some(7), (1, 2)), (false, Some((7, 2))));
         assert_eq!(grown(kept, None, (11, 12)), (false, kept));
