@@ -57,6 +57,12 @@ pub(crate) struct Trust {
     /// Whether what makes the node unsafe to keep locks on (no durable
     /// persistence, a policy that evicts) was said: once per client.
     linted: AtomicBool,
+    /// Whether a loss was ever found ([`TrustState::lost_at`] set): read
+    /// on every look at a held lock's nodes, so the common case takes no
+    /// lock. Not whether the node is suspect now: a later check that finds
+    /// nothing new (the counts the loss showed already taken in) clears
+    /// that, and a held lock that looks after it must still see the loss.
+    lost_seen: AtomicBool,
     /// Its `total_commands_processed` as last read, with when that
     /// reading's reply came in (our clock): a later reading, sent after
     /// that, below it means the statistics were reset. (Readings in flight
@@ -186,6 +192,7 @@ impl Trust {
     /// Records that a loss was found now and tells the held locks.
     fn lost(&self, st: &mut TrustState) {
         st.lost_at = Some(crate::clock::now());
+        self.lost_seen.store(true, Ordering::Release);
         if let Some(news) = &self.news {
             news.send_modify(|n| *n += 1);
         }
@@ -194,7 +201,7 @@ impl Trust {
     /// When a loss that may have taken keys this client set was last
     /// found (see [`TrustState::lost_at`]).
     pub(crate) fn lost_at(&self) -> Option<tokio::time::Instant> {
-        if !self.suspect.load(Ordering::Acquire) {
+        if !self.lost_seen.load(Ordering::Acquire) {
             return None;
         }
         mutex::lock(&self.state).lost_at
@@ -537,6 +544,26 @@ mod tests {
         assert!(!reset(Some(5), Some(9)));
         assert!(reset(Some(5), Some(1)));
         assert!(!reset(None, Some(1)) && !reset(Some(5), None));
+    }
+
+    #[test]
+    fn a_loss_found_while_connected_stays_found_after_a_check_that_finds_nothing_new() {
+        let news = Arc::new(tokio::sync::watch::channel(0).0);
+        let panel = Arc::new(crate::node::trust::panel::Panel::new(1, String::new()));
+        let trust = Trust::telling(&news, &panel);
+        let at = Instant::now();
+        let p = probe("r1", 500);
+        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
+        assert_eq!(trust.lost_at(), None, "nothing lost yet");
+        trust.dropped_while_connected(at, Duration::from_secs(61), Cause::Dropped);
+        let found = trust.lost_at();
+        assert!(found.is_some());
+        // The check that runs next sees nothing the drop did not already
+        // show: the node stays out, and a held lock that looks only now
+        // still finds the loss.
+        trust.record(&p, &assess(&p, &saw("r1"), 60), at, true);
+        assert!(trust.quarantined(at).0.is_some(), "still out");
+        assert_eq!(trust.lost_at(), found);
     }
 
     #[test]
