@@ -35,19 +35,21 @@ fn ours(node: &RedisNode) -> Vec<String> {
         .collect()
 }
 
+/// `CONFIG SET name value` on `conn`.
+fn config(conn: &mut redis::Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(conn)
+        .unwrap();
+}
+
 /// Makes `node` evict under `policy` until none of our keys is left on it
 /// (bounded: 400 batches of 200 keys of 1 KB, each with a TTL), then lifts
 /// the memory limit. Returns the keys evicted.
 fn evict_ours(node: &RedisNode, policy: &str) -> u64 {
     let mut conn = node.conn();
-    let config = |conn: &mut redis::Connection, name: &str, value: &str| {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(value)
-            .query(conn)
-            .unwrap();
-    };
     let info = |conn: &mut redis::Connection, section: &str, field: &str| -> u64 {
         let text: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
         text.lines()
@@ -281,14 +283,9 @@ async fn a_permit_evicted_or_flushed_while_connected_is_not_given_away() {
 async fn a_reset_is_found_while_requests_overlap() {
     let c = Cluster::start(3);
     for node in &c.nodes {
-        for (name, value) in [("maxmemory-policy", "volatile-lru"), ("maxmemory", "1gb")] {
-            let _: () = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg(name)
-                .arg(value)
-                .query(&mut node.conn())
-                .unwrap();
-        }
+        let mut conn = node.conn();
+        config(&mut conn, "maxmemory-policy", "volatile-lru");
+        config(&mut conn, "maxmemory", "1gb");
     }
     let a = client(&c).await;
     let lock = a.lock("reset-held", ms(20_000)).try_once().await.unwrap();
