@@ -17,6 +17,16 @@
 
 use crate::error::{Error, Result};
 
+/// The readers' mark: the value a name's lock key holds while readers of
+/// its read-write lock hold (`rwlock/scripts.rs`), in our reserved
+/// namespace, so no lock value is ever equal to it.
+macro_rules! readers_mark {
+    () => {
+        "redquorum:readers"
+    };
+}
+pub(crate) use readers_mark;
+
 /// The reserved namespace, after the key prefix.
 pub(crate) const RESERVED: &str = "redquorum:";
 
@@ -49,8 +59,6 @@ pub(crate) enum Kind {
     Wake,
     /// An election's lock key.
     Election,
-    /// A read-write lock's writer key (a lock key).
-    RwWriter,
     /// A read-write lock's reader leases (sorted set of values by the
     /// instant each lease ends).
     RwReaders,
@@ -79,7 +87,6 @@ impl Kind {
             Kind::Permit => "permit",
             Kind::SemaphorePin => "semaphore-pin",
             Kind::Wake => "wake",
-            Kind::RwWriter => "rw-writer",
             Kind::RwReaders => "rw-readers",
             Kind::RwReading => "rw-reading",
             Kind::Election => "election",

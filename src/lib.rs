@@ -251,6 +251,8 @@
 //                                   round.
 //   node/connection/mod.rs          A node's connection: the files below, in
 //                                   order.
+//   node/notify/armed.rs            What a waiter's read of a key found: its
+//                                   PTTL, or free (a value named free).
 //   node/notify/push.rs             What a node's pushes say (the keys
 //                                   invalidated).
 //   node/notify/channels.rs         The channels one notification connection
@@ -425,8 +427,9 @@
 //                       model/mint.rs (group-committed mints' order),
 //                       model/multilock.rs (the multi-resource lock's
 //                       exclusion and freedom from wait cycles),
-//                       model/rwlock.rs (the read-write lock: exclusion,
-//                       leases of their own, phase fairness),
+//                       model/rwlock_state.rs and model/rwlock.rs (the
+//                       read-write lock: exclusion, leases of their own,
+//                       phase fairness, the name's plain lock as writer),
 //                       model/pin.rs (a serial
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redquorum::{Error, Lock, Redlock};
-use support::{internal_key, wait_until, wake_ups, Cluster};
+use support::{wait_until, wake_ups, Cluster};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -62,13 +62,13 @@ async fn readers_share_and_exclude_writers_both_ways() {
         .await
         .expect_err("a writer holds");
     assert!(err.is_contended(), "{err}");
-    // The plain lock of the same name is another lock.
-    let plain = a
+    // The plain lock of the same name is the writer's: taken.
+    let err = a
         .lock("rw1", ms(1_000))
         .try_once()
         .await
-        .expect("another lock");
-    plain.release().await.unwrap();
+        .expect_err("the name's lock is the writer's");
+    assert!(err.is_contended(), "{err}");
     w.release().await.expect("release");
     let r = ra.read(ms(10_000)).try_once().await.expect("free again");
     r.release().await.unwrap();
@@ -224,7 +224,7 @@ async fn a_reader_waiting_for_a_writer_is_not_woken_by_others_joining() {
     let c = Cluster::start(3);
     let rw = c.redlock().rw_lock("rw8").unwrap();
     let w = rw.write(ms(20_000)).try_once().await.expect("write");
-    let writer = internal_key("rw-writer", "rw8");
+    let writer = "rw8".to_owned();
     let (first, reading) = waiting_reader(&c, "rw8", ms(9_000));
     assert!(
         wait_until(ms(5_000), || c.waiting_on(&writer) == 3
@@ -263,7 +263,7 @@ async fn a_reader_behind_a_writer_that_gives_up_reads_at_once() {
     let c = Cluster::start(3);
     let rw = c.redlock().rw_lock("rw9").unwrap();
     let held = rw.read(ms(20_000)).try_once().await.expect("read");
-    let writer = internal_key("rw-writer", "rw9");
+    let writer = "rw9".to_owned();
     let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let writing = {
         let lock = waiting_writer.rw_lock("rw9").unwrap();
@@ -305,7 +305,7 @@ async fn a_waiting_writer_wakes_when_the_reads_end_not_at_each_release() {
     for _ in 0..4 {
         reads.push(rw.read(ms(60_000)).try_once().await.expect("read"));
     }
-    let writer = internal_key("rw-writer", "rw10");
+    let writer = "rw10".to_owned();
     let waiting_writer = c.builder().wait_cap(ms(10_000)).build().expect("client");
     let writing = {
         let lock = waiting_writer.rw_lock("rw10").unwrap();
@@ -387,4 +387,102 @@ async fn a_fenced_read_whose_lease_ended_while_its_token_was_read_is_not_returne
         ),
         Err(e) => assert!(e.is_expired() || e.is_timeout(), "{e}"),
     }
+}
+
+/// A name is one lock, whichever way it is taken: readers keep the plain
+/// lock of the name out (ours, and a bare `SET NX` as any Redlock client
+/// sends), through extensions past their first TTL; the plain lock keeps
+/// readers out; a plain lock waiting behind readers is not overtaken by
+/// readers that come after it, and takes the lock once the last read ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_names_plain_lock_and_its_readers_exclude_each_other() {
+    let c = Cluster::start(3);
+    let (a, b) = (c.redlock(), c.redlock());
+    let rw = a.rw_lock("one").unwrap();
+    let r1 = rw.read(ms(2_000)).try_once().await.expect("reader");
+    let err = b
+        .lock("one", ms(5_000))
+        .try_once()
+        .await
+        .expect_err("readers hold the name");
+    assert!(err.is_contended(), "{err}");
+    // Past the reader's first TTL, through an extension.
+    r1.extend(ms(10_000)).await.expect("extend");
+    tokio::time::sleep(ms(2_500)).await;
+    for node in &c.nodes {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(&["one", "other-client", "NX", "PX", "5000"])
+            .query(&mut node.conn())
+            .unwrap();
+        assert_eq!(set, None, "a bare SET NX got the name beside a reader");
+    }
+    let err = b
+        .lock("one", ms(5_000))
+        .try_once()
+        .await
+        .expect_err("the reader still holds");
+    assert!(err.is_contended(), "{err}");
+    // A plain lock waits behind the reader; a reader after it waits too.
+    let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let plain = tokio::spawn(async move {
+        let lock = waiter.lock("one", ms(5_000)).wait(ms(30_000)).await;
+        (lock, Instant::now())
+    });
+    assert!(
+        wait_until(ms(15_000), || c.waiting_on("one") == 3).await,
+        "the plain lock is listed on every node"
+    );
+    let late = b.rw_lock("one").unwrap();
+    let err = late
+        .read(ms(5_000))
+        .try_once()
+        .await
+        .expect_err("a reader behind a waiting plain lock");
+    assert!(err.is_contended(), "{err}");
+    let released = Instant::now();
+    r1.release().await.expect("release");
+    let (lock, at) = plain.await.unwrap();
+    let lock = lock.expect("the plain lock, once the read ended");
+    assert!(
+        at.duration_since(released) < ms(2_000),
+        "taken {:?} after the read ended",
+        at.duration_since(released)
+    );
+    let err = late
+        .read(ms(5_000))
+        .try_once()
+        .await
+        .expect_err("the plain lock holds the name");
+    assert!(err.is_contended(), "{err}");
+    lock.release().await.unwrap();
+    let r = late.read(ms(5_000)).try_once().await.expect("free again");
+    r.release().await.unwrap();
+    b.settle().await;
+    let free = a
+        .lock("one", ms(1_000))
+        .try_once()
+        .await
+        .expect("no mark left");
+    free.release().await.unwrap();
+}
+
+/// The name's lock and its writers mint fencing tokens from one counter:
+/// they go up whichever way the name is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_names_fenced_lock_and_its_writers_share_one_counter() {
+    let c = Cluster::start(3);
+    let a = c.redlock();
+    let rw = a.rw_lock("fenced-one").unwrap();
+    let mut tokens = Vec::new();
+    for i in 0..4 {
+        let lock = if i % 2 == 0 {
+            a.lock("fenced-one", ms(5_000)).fenced().try_once().await
+        } else {
+            rw.write(ms(5_000)).fenced().try_once().await
+        }
+        .expect("free");
+        tokens.push(lock.fencing_token().expect("fenced"));
+        lock.release().await.unwrap();
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 }

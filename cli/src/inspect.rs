@@ -53,10 +53,16 @@ async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
         redlock.semaphore_permits(name),
         election,
     )?;
-    let rw_used = in_use(&rw.writer) || !rw.readers.is_empty();
+    // A read-write lock's writer is the name's lock (the same key): its
+    // lines are the lock's, but where readers hold the name, whose key
+    // then holds their mark.
+    let mark = plain.holder.as_ref().is_some_and(|h| h.is_readers_mark());
+    let rw_used = mark || !rw.readers.is_empty();
     let others = rw_used || k.is_some() || leader.is_some();
     let mut free = true;
-    if in_use(&plain) || !others {
+    if rw_used {
+        free &= plain.free_in == Some(Duration::ZERO);
+    } else if in_use(&plain) || !others {
         println!("{name}: {}", describe(&plain, redlock.node_count()));
         free &= plain.free_in == Some(Duration::ZERO);
     }

@@ -62,6 +62,11 @@ pub(crate) struct Failed {
     pub(crate) seen: Vec<Seen>,
 }
 
+/// The end of the id of a waiter that takes a lock key whole (a plain
+/// lock's, a multi-lock's, a read-write lock's writer): readers listed
+/// behind it wait for it.
+pub(crate) const EXCLUSIVE: &str = ":w";
+
 /// What a waiter attempts again and again: the lock on one key, or one of
 /// a semaphore's slots (`semaphore/`). The waiting loop
 /// ([`Redlock::wait_for`]) is the same for both.
@@ -94,8 +99,9 @@ pub(crate) trait Attempts {
     fn joins_on_arrival(&self) -> bool {
         false
     }
-    /// What ends this waiter's id in the waiting list (a read-write lock's
-    /// writer: `:w`, which its scripts read).
+    /// What ends this waiter's id in the waiting list (one that takes a
+    /// lock key whole, as a read-write lock's writer or a plain lock's
+    /// waiter does: [`EXCLUSIVE`], which the readers' scripts read).
     fn waiter_mark(&self) -> &'static str {
         ""
     }
@@ -113,6 +119,11 @@ pub(crate) trait Attempts {
     /// everyone.
     fn kept_out_by(&self) -> &'static str {
         ""
+    }
+    /// A value of its watched keys that leaves them free for it (a
+    /// read-write lock's reader: the readers' mark); `None`: only no key.
+    fn free_value(&self) -> Option<&'static str> {
+        None
     }
     /// The waiting lists a waiter is listed in besides its line's (a
     /// multi-lock's other resources'): joined and left with it.
@@ -199,6 +210,12 @@ impl Attempts for KeyAttempt<'_> {
 
     fn reads_list_when_ahead(&self) -> bool {
         true
+    }
+
+    fn waiter_mark(&self) -> &'static str {
+        // It takes the key whole: readers of the name wait for it as for
+        // a read-write lock's writer (`rwlock/scripts.rs`).
+        EXCLUSIVE
     }
 
     async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {

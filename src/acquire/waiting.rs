@@ -234,6 +234,7 @@ impl Redlock {
                     queues: waiter.queues().map(str::to_owned).collect(),
                     me: waiter.id().to_owned(),
                     mark: what.kept_out_by(),
+                    free: what.free_value(),
                 };
                 waiting.arm_ahead(names, ahead, signal, round);
                 ahead
@@ -241,7 +242,7 @@ impl Redlock {
             _ => 0,
         };
         for key in what.watched() {
-            waiting.arm(key, nodes & !ahead, signal, round);
+            waiting.arm((key, what.free_value()), nodes & !ahead, signal, round);
         }
     }
 

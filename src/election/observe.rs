@@ -67,7 +67,7 @@ impl Observer {
             let (leader, expires) = self.election.read().await?;
             let every = self.election.redlock.nodes().all();
             for key in &self.election.keys {
-                waiting.arm(key, every, signal, round);
+                waiting.arm((key, None), every, signal, round);
             }
             if self.last.as_ref() != Some(&leader) {
                 self.last = Some(leader.clone());

@@ -71,6 +71,16 @@ impl Holder {
         let random_part = random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit());
         (random_part && !label.is_empty()).then_some(label)
     }
+
+    /// Whether this is the mark the readers of the name's read-write lock
+    /// keep on its key while they read ([`Redlock::rw_lock`]): readers
+    /// hold the name, not one holder ([`RwLock::inspect`] names them).
+    ///
+    /// [`Redlock::rw_lock`]: crate::Redlock::rw_lock
+    /// [`RwLock::inspect`]: crate::RwLock::inspect
+    pub fn is_readers_mark(&self) -> bool {
+        self.value == crate::keys::readers_mark!()
+    }
 }
 
 /// What one node said of one key: its value (empty: not set) and PTTL.

@@ -113,6 +113,10 @@ impl Attempts for SetAttempt<'_> {
         true
     }
 
+    fn waiter_mark(&self) -> &'static str {
+        crate::acquire::attempt::EXCLUSIVE
+    }
+
     async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {
         let set = &self.set;
         let held: Arc<dyn Takes> = set.clone();

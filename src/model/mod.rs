@@ -24,6 +24,7 @@ mod mint;
 mod multilock;
 mod pin;
 mod rwlock;
+mod rwlock_state;
 mod semaphore;
 mod semaphore_state;
 mod served;

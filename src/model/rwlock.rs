@@ -34,101 +34,17 @@ use stateright::{Model, Property};
 
 use crate::client::config::Config;
 use crate::client::redlock::validity;
+use crate::model::rwlock_state::{Action, Client, Node, Phase, State, CLIENTS, NODES};
 use crate::model::tally_of;
 use crate::quorum::tally::{node_bit, quorum, NodeSet};
 
-/// Nodes; clients, readers first; the writer.
-const NODES: usize = 3;
-const CLIENTS: usize = 3;
+/// The writer (the last client).
 const WRITER: usize = 2;
 
 /// The properties: exclusion, each lease its own, phase fairness.
 const EXCLUSION: &str = "no valid writer beside another valid holder";
 const OWN_LEASE: &str = "a node counts a reader live only while its own lease is";
 const NO_OVERTAKE: &str = "no reader that came after a listed writer holds before it";
-
-/// One node.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub(crate) struct Node {
-    /// The writer's key: who, and the real instant it expires.
-    writer: Option<(u8, u8)>,
-    /// Per client, its lease's end (0: none); with one shared expiry, a
-    /// mark that it is a member.
-    readers: [u8; CLIENTS],
-    /// The shared expiry (the weakened rule only).
-    shared: u8,
-    /// Listed waiters.
-    listed: u8,
-    /// Its votes count from this instant on (a restart's quarantine).
-    trusted_from: u8,
-    /// Per client, the end of the lease it last took here (what its own
-    /// lease is, for the property).
-    own: [u8; CLIENTS],
-}
-
-/// Where a client is.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Phase {
-    /// Not started.
-    Idle,
-    /// An attempt out.
-    Round {
-        /// When it started.
-        start: u8,
-        /// Nodes it still waits for.
-        pending: NodeSet,
-        /// Counted yes, no, failed.
-        yes: NodeSet,
-        no: NodeSet,
-        failed: NodeSet,
-        /// A reader's round that started while the writer, ahead of it,
-        /// waited listed on a quorum.
-        behind: bool,
-    },
-    /// Lost a round; listed; may try again.
-    Waiting,
-    /// Holds until this instant; `behind` as its round's.
-    Holding { until: u8, behind: bool },
-    /// Released.
-    Done,
-}
-
-/// A client.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Client {
-    /// Its place in the lists; where it is; attempts it stopped waiting
-    /// for, still on their way; rounds so far.
-    ticket: u8,
-    phase: Phase,
-    late: NodeSet,
-    rounds: u8,
-}
-
-/// The whole system.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct State {
-    now: u8,
-    nodes: [Node; NODES],
-    clients: [Client; CLIENTS],
-    started: u8,
-    drops: u8,
-    timeouts: u8,
-    restarts: u8,
-}
-
-/// A step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Action {
-    Start(usize),
-    Retry(usize),
-    Deliver(usize, usize),
-    Late(usize, usize),
-    Drop(usize, usize),
-    Timeout(usize, usize),
-    Release(usize),
-    Restart(usize),
-    Tick,
-}
 
 /// One run's bounds and rules.
 #[derive(Clone)]
@@ -147,6 +63,25 @@ pub(crate) struct RwModel {
     pub(crate) greedy_readers: bool,
     /// Weakened: one node's yes holds.
     pub(crate) one_node: bool,
+    /// The writer is a plain lock of the name (`Redlock::lock`, or any
+    /// Redlock client): its first round a bare `SET NX` on the writer's
+    /// key (not listed, blind to the readers' leases), its later rounds
+    /// the lock's queued take (`QUEUED_SET`).
+    pub(crate) plain_writer: bool,
+    /// How readers keep the name's key from a plain lock.
+    pub(crate) mark: Mark,
+}
+
+/// How readers keep the name's key from a plain lock: their mark on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// As shipped: each reader's take keeps the mark as long as its lease;
+    /// the release that leaves no live lease deletes it.
+    Kept,
+    /// Weakened: readers leave no mark.
+    Unmarked,
+    /// Weakened: any reader's release deletes the mark.
+    DroppedByAnyRelease,
 }
 
 impl RwModel {
@@ -163,6 +98,8 @@ impl RwModel {
             shared_lease: false,
             greedy_readers: false,
             one_node: false,
+            plain_writer: false,
+            mark: Mark::Kept,
         }
     }
 
@@ -206,17 +143,32 @@ impl RwModel {
         }
         let tickets: Vec<u8> = s.clients.iter().map(|k| k.ticket).collect();
         let readers_live = (0..CLIENTS).any(|r| self.live(s, n, r));
+        // A bare `SET NX`: the plain writer's first round.
+        let bare = c == WRITER && self.plain_writer && s.clients[c].rounds <= 1;
         let node = &mut s.nodes[n];
         if node.writer.is_some_and(|(_, at)| at <= now) {
             node.writer = None;
         }
-        node.listed |= 1 << c;
+        if node.mark <= now {
+            node.mark = 0;
+        }
+        if !bare {
+            node.listed |= 1 << c;
+        }
         let ahead = |k: usize| node.listed & (1 << k) != 0 && tickets[k] < tickets[c];
         let expires = now + self.real_ttl();
         if c == WRITER {
-            let first = !(0..CLIENTS).any(ahead);
-            if first && node.writer.is_none() && !readers_live {
+            let first = bare || !(0..CLIENTS).any(ahead);
+            // The plain lock takes the key only where it is free; the
+            // read-write lock's writer writes over a mark no live lease
+            // keeps.
+            let free = match self.plain_writer {
+                true => node.writer.is_none() && node.mark == 0,
+                false => node.writer.is_none() && !readers_live,
+            };
+            if first && free {
                 node.writer = Some((c as u8, expires));
+                node.mark = 0;
                 return true;
             }
             return false;
@@ -226,6 +178,9 @@ impl RwModel {
             return false;
         }
         node.own[c] = expires;
+        if self.mark != Mark::Unmarked {
+            node.mark = node.mark.max(expires);
+        }
         if self.shared_lease {
             node.readers[c] = 1;
             node.shared = node.shared.max(expires);
@@ -235,16 +190,22 @@ impl RwModel {
         true
     }
 
-    /// Takes `c`'s hold off the nodes in `on`.
-    fn undo(s: &mut State, c: usize, on: NodeSet) {
-        for (n, node) in s.nodes.iter_mut().enumerate() {
-            if on & node_bit(n) == 0 {
-                continue;
-            }
+    /// Takes `c`'s hold off the nodes in `on`: a reader's release also
+    /// deletes the readers' mark where no live lease is left.
+    fn undo(&self, s: &mut State, c: usize, on: NodeSet) {
+        for n in (0..NODES).filter(|n| on & node_bit(*n) != 0) {
+            let node = &mut s.nodes[n];
             if node.writer.is_some_and(|(w, _)| usize::from(w) == c) {
                 node.writer = None;
             }
+            if c == WRITER {
+                continue;
+            }
             node.readers[c] = 0;
+            let none_live = !(0..WRITER).any(|r| self.live(s, n, r));
+            if none_live || self.mark == Mark::DroppedByAnyRelease {
+                s.nodes[n].mark = 0;
+            }
         }
     }
 
@@ -303,7 +264,7 @@ impl RwModel {
                 behind,
             };
         } else {
-            Self::undo(s, c, yes);
+            self.undo(s, c, yes);
             s.clients[c].late |= pending;
             s.clients[c].phase = Phase::Waiting;
         }
@@ -405,7 +366,7 @@ impl Model for RwModel {
                 let took = self.run(&mut s, n, c);
                 // A late take of a round that was lost is undone behind it.
                 if took && !matches!(s.clients[c].phase, Phase::Holding { .. }) {
-                    Self::undo(&mut s, c, node_bit(n));
+                    self.undo(&mut s, c, node_bit(n));
                 }
             }
             Action::Drop(c, n) | Action::Timeout(c, n) => {
@@ -425,7 +386,7 @@ impl Model for RwModel {
                 self.decide(&mut s, c);
             }
             Action::Release(c) => {
-                Self::undo(&mut s, c, (1 << NODES) - 1);
+                self.undo(&mut s, c, (1 << NODES) - 1);
                 s.clients[c].phase = Phase::Done;
             }
             Action::Restart(n) => {
@@ -450,6 +411,9 @@ impl Model for RwModel {
                     }
                     if node.writer.is_some_and(|(_, at)| at <= now) {
                         node.writer = None;
+                    }
+                    if node.mark <= now {
+                        node.mark = 0;
                     }
                     if node.shared <= now {
                         node.shared = 0;
@@ -501,22 +465,25 @@ impl Model for RwModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::readers_mark;
+    use crate::lock::scripts::QUEUED_SET;
     use crate::model::check;
     use crate::rwlock::scripts::{READ_TAKE, WRITE_TAKE};
 
     /// The model's node rule ([`RwModel::run`]) decides as the crate's
     /// scripts do, on a real node: every state of one node (the writer's
-    /// key held or not; each reader's lease none, live or ended; any set
-    /// of the three clients listed, in every order of their tickets),
-    /// every client asking, as a waiter and, where it is not listed, as a
-    /// plain first attempt (the model's rule with the newest ticket; it is
-    /// not listed by it). Compared: whether it took, and what the node
-    /// holds after (the list, the live leases, the writer's key).
+    /// key free, held by a writer or holding the readers' mark; each
+    /// reader's lease none, live or ended; any set of the three clients
+    /// listed, in every order of their tickets), every client asking, as a
+    /// waiter and, where it is not listed, as a plain first attempt (the
+    /// model's rule with the newest ticket; it is not listed by it); the
+    /// writer also as a plain lock of the name (its bare `SET NX`, its
+    /// queued take). Compared: whether it took, and what the node holds
+    /// after (the list, the live leases, the writer's key and the mark).
     #[test]
     fn run_decides_as_the_scripts_do() {
         let (_node, mut conn) = crate::scratch::node();
         let c = &mut conn;
-        let m = RwModel::shipped();
         let id = |k: usize| {
             if k == WRITER {
                 "c2:w".to_string()
@@ -533,12 +500,20 @@ mod tests {
             [2, 1, 0],
         ];
         let mut cases = 0;
-        for writer in [false, true] {
+        for (key, plain_lock) in [0, 1, 2].into_iter().flat_map(|k| [(k, false), (k, true)]) {
+            let writer = key == 1;
+            let m = RwModel {
+                plain_writer: plain_lock,
+                ..RwModel::shipped()
+            };
             for leases in 0..9 {
                 let lease = [leases % 3, leases / 3];
                 for listed in 0..8u8 {
                     for order in orders {
                         for who in 0..CLIENTS {
+                            if plain_lock && who != WRITER {
+                                continue;
+                            }
                             for plain in [false, true] {
                                 if plain && listed & (1 << who) != 0 {
                                     continue;
@@ -551,8 +526,11 @@ mod tests {
                                 if plain {
                                     s.clients[who].ticket = 3;
                                 }
+                                // A later round: the plain lock's is queued.
+                                s.clients[who].rounds = if plain { 1 } else { 2 };
                                 let node = &mut s.nodes[0];
                                 node.writer = writer.then_some((WRITER as u8, 20));
+                                node.mark = if key == 2 { 20 } else { 0 };
                                 for r in 0..2 {
                                     node.readers[r] = [0, 20, 5][lease[r]];
                                 }
@@ -566,9 +544,10 @@ mod tests {
                                 let (secs, micros): (i64, i64) =
                                     redis::cmd("TIME").query(c).expect("TIME");
                                 let now = secs * 1000 + micros / 1000;
-                                if writer {
+                                if key > 0 {
+                                    let held = if writer { "v2" } else { readers_mark!() };
                                     redis::cmd("SET")
-                                        .arg(&["w", "v2", "PX", "60000"])
+                                        .arg(&["w", held, "PX", "60000"])
                                         .query::<()>(c)
                                         .expect("set");
                                 }
@@ -598,27 +577,37 @@ mod tests {
                                         .expect("l");
                                 }
                                 // The keys the crate's requests name.
-                                let (script, keys): (&str, &[&str]) = if who == WRITER {
-                                    (WRITE_TAKE.src, &["w", "r", "q", "l", "p"])
-                                } else {
-                                    (READ_TAKE.src, &["w", "r", "q", "l"])
+                                let (script, keys): (&str, &[&str]) = match (who, plain_lock) {
+                                    (WRITER, false) => (WRITE_TAKE.src, &["w", "r", "q", "l", "p"]),
+                                    (WRITER, true) => (QUEUED_SET.src, &["w", "q", "l"]),
+                                    _ => (READ_TAKE.src, &["w", "r", "q", "l"]),
                                 };
-                                let reply: Vec<i64> = redis::cmd("EVAL")
-                                    .arg(script)
-                                    .arg(keys.len())
-                                    .arg(keys)
-                                    .arg(format!("v{who}"))
-                                    .arg(10_000)
-                                    .arg(if plain { String::new() } else { id(who) })
-                                    .arg(s.clients[who].ticket)
-                                    .arg(60_000)
-                                    .query(c)
-                                    .expect("EVAL");
+                                let real_took = if plain_lock && plain {
+                                    let set: Option<String> = redis::cmd("SET")
+                                        .arg(&["w", "v2", "NX", "PX", "10000"])
+                                        .query(c)
+                                        .expect("SET NX");
+                                    set.is_some()
+                                } else {
+                                    let reply: Vec<i64> = redis::cmd("EVAL")
+                                        .arg(script)
+                                        .arg(keys.len())
+                                        .arg(keys)
+                                        .arg(format!("v{who}"))
+                                        .arg(10_000)
+                                        .arg(if plain { String::new() } else { id(who) })
+                                        .arg(s.clients[who].ticket)
+                                        .arg(60_000)
+                                        .query(c)
+                                        .expect("EVAL");
+                                    reply[0] == 1
+                                };
                                 let case = format!(
-                                    "writer {writer}, leases {lease:?}, listed {listed:03b}, \
-                                     tickets {order:?}, client {who}, plain {plain}"
+                                    "key {key}, plain lock {plain_lock}, leases {lease:?}, \
+                                     listed {listed:03b}, tickets {order:?}, client {who}, \
+                                     plain {plain}"
                                 );
-                                assert_eq!(reply[0] == 1, took, "{case}: took");
+                                assert_eq!(real_took, took, "{case}: took");
                                 let node = &s.nodes[0];
                                 let mut model: Vec<String> = (0..CLIENTS)
                                     .filter(|k| node.listed & (1 << k) != 0)
@@ -649,7 +638,13 @@ mod tests {
                                 assert_eq!(live, model, "{case}: leases");
                                 let held: Option<String> =
                                     redis::cmd("GET").arg("w").query(c).expect("get");
-                                assert_eq!(held.is_some(), node.writer.is_some(), "{case}: writer");
+                                let marked = held.as_deref() == Some(readers_mark!());
+                                assert_eq!(
+                                    held.is_some() && !marked,
+                                    node.writer.is_some(),
+                                    "{case}: writer"
+                                );
+                                assert_eq!(marked, node.mark > s.now, "{case}: mark");
                                 cases += 1;
                             }
                         }
@@ -657,7 +652,9 @@ mod tests {
                 }
             }
         }
-        assert_eq!(cases, 2 * 9 * 6 * (8 * 3 + 4 * 3));
+        // Per state of the key: the read-write lock's three clients, then
+        // the plain lock (as a waiter where listed, else both ways).
+        assert_eq!(cases, 3 * 9 * 6 * ((8 * 3 + 4 * 3) + (8 + 4)));
     }
 
     /// A reader and the writer, time passing, a lost attempt, a slow node
@@ -689,6 +686,66 @@ mod tests {
         let r = check("rw lock: two readers and a writer, in any order", m);
         r.assert_safe("rw lock fairness", 100_000, "two readers held at once");
         assert!(r.reached.contains(&"the writer held after waiting"));
+    }
+
+    /// The name's plain lock as the writer (a bare `SET NX`, then the
+    /// lock's queued take), two readers, every order of requests and
+    /// releases (no time passes: leases end by release only).
+    fn plain_lock(mark: Mark) -> RwModel {
+        RwModel {
+            plain_writer: true,
+            mark,
+            horizon: 0,
+            ..RwModel::shipped()
+        }
+    }
+
+    #[test]
+    fn model_rwlock_readers_exclude_a_plain_lock_of_the_name() {
+        let r = check(
+            "rw lock: the name's plain lock and two readers",
+            plain_lock(Mark::Kept),
+        );
+        r.assert_safe("plain lock and readers", 500_000, "the writer held");
+        assert!(r.reached.contains(&"two readers held at once"));
+    }
+
+    /// A reader and the name's plain lock with time passing: leases, the
+    /// mark and the lock's key expire, a late attempt, a lost one.
+    #[test]
+    fn model_rwlock_a_readers_mark_outlives_its_lease_and_no_more() {
+        let m = RwModel {
+            horizon: 2,
+            drops: 1,
+            timeouts: 1,
+            present: 0b101,
+            ..plain_lock(Mark::Kept)
+        };
+        let r = check("rw lock: the name's plain lock and a reader, in time", m);
+        r.assert_safe(
+            "plain lock and a reader",
+            100_000,
+            "the writer held after waiting",
+        );
+        assert!(r.reached.contains(&"a reader held"));
+    }
+
+    #[test]
+    fn model_rwlock_finds_a_plain_lock_beside_readers_that_leave_no_mark() {
+        check(
+            "rw lock, weakened: readers leave no mark on the name's key",
+            plain_lock(Mark::Unmarked),
+        )
+        .assert_violates("unmarked", EXCLUSION);
+    }
+
+    #[test]
+    fn model_rwlock_finds_a_plain_lock_let_in_by_a_release_that_leaves_a_lease() {
+        check(
+            "rw lock, weakened: any reader's release deletes the mark",
+            plain_lock(Mark::DroppedByAnyRelease),
+        )
+        .assert_violates("dropped", EXCLUSION);
     }
 
     #[test]

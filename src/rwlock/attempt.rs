@@ -106,7 +106,7 @@ impl Attempts for RwAttempt<'_> {
     fn kept_out_by(&self) -> &'static str {
         match self.side {
             // A reader waits only for the writers listed ahead of it.
-            Side::Read => ":w",
+            Side::Read => crate::acquire::attempt::EXCLUSIVE,
             Side::Write => "",
         }
     }
@@ -115,10 +115,17 @@ impl Attempts for RwAttempt<'_> {
         Primitive::Lock
     }
 
+    fn free_value(&self) -> Option<&'static str> {
+        match self.side {
+            Side::Read => Some(crate::keys::readers_mark!()),
+            Side::Write => None,
+        }
+    }
+
     fn waiter_mark(&self) -> &'static str {
         match self.side {
             Side::Read => "",
-            Side::Write => ":w",
+            Side::Write => crate::acquire::attempt::EXCLUSIVE,
         }
     }
 

@@ -15,7 +15,9 @@ use crate::wait::WaitKeys;
 /// The keys of one read-write lock.
 #[derive(Debug)]
 pub(crate) struct RwKeys {
-    /// The writer's key (a lock key), also the key waiters line up on.
+    /// The writer's key: the plain lock's key of the name, holding the
+    /// readers' mark while readers hold; also the key waiters line up on
+    /// (the plain lock's waiting list).
     pub(crate) writer: String,
     /// The readers' leases: values by the node-clock instant each ends.
     pub(crate) readers: String,
@@ -32,7 +34,9 @@ impl RwKeys {
     /// The keys of the read-write lock at `anchor` (prefix + name), under
     /// `prefix`: in the reserved namespace, in `anchor`'s hash slot.
     pub(crate) fn new(prefix: &str, anchor: &str) -> Self {
-        let writer = keys::internal(prefix, Kind::RwWriter, anchor);
+        // The plain lock's key: a name is one lock, whichever way it is
+        // taken (see `rwlock/scripts.rs`).
+        let writer = anchor.to_owned();
         Self {
             readers: keys::internal(prefix, Kind::RwReaders, anchor),
             reading: keys::internal(prefix, Kind::RwReading, anchor),
@@ -73,15 +77,22 @@ pub(crate) struct ReadLease(pub(crate) Arc<RwKeys>);
 impl Held for ReadLease {
     fn release_request(&self, value: &str, telling: bool) -> Arc<Request> {
         let keys = &self.0;
-        let named = [&keys.readers, &keys.reading, &keys.waits.leases].map(String::as_str);
-        let named = &named[..2 + usize::from(telling)];
+        let named = [
+            &keys.readers,
+            &keys.reading,
+            &keys.writer,
+            &keys.waits.leases,
+        ]
+        .map(String::as_str);
+        let named = &named[..3 + usize::from(telling)];
         Request::script_any(&rw_scripts::READ_RELEASE, named, |cmd| {
             cmd.arg(value);
         })
     }
 
     fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
-        Request::script(&rw_scripts::READ_EXTEND, [&self.0.readers], |cmd| {
+        let keys = [self.0.readers.as_str(), self.0.writer.as_str()];
+        Request::script(&rw_scripts::READ_EXTEND, keys, |cmd| {
             cmd.arg(value).arg(ttl_ms);
         })
     }

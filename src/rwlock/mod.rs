@@ -3,7 +3,9 @@
 //! Each reader has a lease of its own on the nodes' clocks (a sorted set
 //! of reader values scored by the instant each lease ends), so a crashed
 //! reader keeps writers out only until its own lease ends; the writer
-//! holds a lock key. One script per node decides, from what that node
+//! holds the name's lock key, the very key [`Redlock::lock`] takes, which
+//! holds the readers' mark while they read: a name is one lock, whichever
+//! way it is taken. One script per node decides, from what that node
 //! holds and who waits there (`rwlock/scripts.rs`): a reader enters while no
 //! writer holds or waits ahead of it, a writer while no reader's lease is
 //! live and nobody waits ahead of it. A lock needs a quorum of nodes, as
@@ -96,9 +98,12 @@ pub struct RwLock {
 }
 
 impl Redlock {
-    /// The read-write lock named `name`. Its keys live in redquorum's
-    /// reserved namespace: it never collides with [`Redlock::lock`] on the
-    /// same name (which does not exclude its readers or writers).
+    /// The read-write lock named `name`: the lock [`Redlock::lock`] takes
+    /// on the same name, with a shared side. Its writer takes the name's
+    /// lock key (and mints from the name's fencing counter), so a plain
+    /// lock of the name is a writer: it waits for the readers, and they for
+    /// it. Its readers' leases and the rest live in redquorum's reserved
+    /// namespace.
     ///
     /// # Errors
     ///
@@ -113,7 +118,8 @@ impl Redlock {
         Ok(RwLock {
             redlock: self.clone(),
             name: name.to_owned(),
-            fence: self.fence_keys_at(name, &keys.writer),
+            // The name's lock counter: a writer is the name's lock.
+            fence: self.fence_keys(name),
             keys: Arc::new(keys),
         })
     }

@@ -1,33 +1,45 @@
 //! The Lua sources of the read-write lock (`rwlock/`), each run
 //! atomically on one node.
 //!
-//! A read-write lock named N keeps, on each node: the writer's key `W` (a
-//! lock key: our value, a TTL), the readers' leases `R` (a sorted set of
+//! A read-write lock named N keeps, on each node: the key `W`, which is
+//! the plain lock's key of N (`Redlock::lock` and every other Redlock
+//! client take the same key), holding a writer's value, or the readers'
+//! mark while readers hold; the readers' leases `R` (a sorted set of
 //! reader values scored by the node-clock instant, in ms, each lease ends)
-//! and a waiting list `Q` with its leases `L` as the lock's (waiter ids
-//! scored by ticket; a writer's id ends in `:w`). Every script first drops
-//! the readers whose lease ended, so a crashed reader holds writers off
-//! until its own lease ends, whatever other readers do. On one node:
+//! and a waiting list `Q` with its leases `L`, the plain lock's (waiter ids
+//! scored by ticket; a writer's id, and a plain lock waiter's, ends in
+//! `:w`). Every script first drops the readers whose lease ended, so a
+//! crashed reader holds writers off until its own lease ends, whatever
+//! other readers do. On one node:
 //!
-//! * a reader takes a lease only while `W` is free and no live writer waits
-//!   ahead of it (a plain attempt: no live writer waits at all);
-//! * a writer takes `W` only while `W` is free, no reader's lease is live
-//!   and it is the first live waiter (a plain attempt: nobody live waits).
+//! * a reader takes a lease only while `W` is free or holds the readers'
+//!   mark, and no live writer waits ahead of it (a plain attempt: no live
+//!   writer waits at all); it keeps the mark on `W` at least as long as
+//!   its lease, and so does each extension;
+//! * a writer takes `W` only while `W` is free or holds the mark, no
+//!   reader's lease is live and it is the first live waiter (a plain
+//!   attempt: nobody live waits); it writes its value over a mark that
+//!   outlived the leases;
+//! * a plain lock (`SET NX`) takes `W` only where it is free: the mark
+//!   keeps it out while readers hold.
 //!
-//! So writers and readers alternate in phases: a writer waits for the
-//! reads in progress when it arrived (and the writers ahead), however many
-//! readers keep coming; readers that arrive behind a writer wait for it,
-//! and all of them enter together when it leaves. A reader's quorum and a
-//! writer's quorum share a node, whose script admits one of them only.
+//! So a name is one lock whichever way it is taken: `lock N` is the
+//! writer's side of `N`, as `flock` is `flock -x`. Writers and readers
+//! alternate in phases: a writer waits for the reads in progress when it
+//! arrived (and the writers ahead), however many readers keep coming;
+//! readers that arrive behind a writer wait for it, and all of them enter
+//! together when it leaves. A reader's quorum and a writer's quorum share
+//! a node, whose script admits one of them only.
 //!
-//! A writer kept out by readers also sets a mark `P`, where there is none,
-//! that lives until the first of their leases ends; a reader's release that
-//! leaves no live lease on the node deletes it. (Set again at every
-//! attempt, it would wake its own writer: a node tells of every write to a
-//! key a notification connection read, ours included.) A waiting writer
-//! hears `P` (and `W`), not `R`: it wakes when the reads end or a lease ends
-//! without a release (a crashed reader), not at each reader's release or
-//! extension.
+//! The release that leaves no live lease deletes the mark. A writer kept
+//! out by readers also sets a mark `P`, where there is none, that lives
+//! until the first of their leases ends; the same release deletes it. (Set
+//! again at every attempt, it would wake its own writer: a node tells of
+//! every write to a key a notification connection read, ours included.) A
+//! waiting writer hears `P` and `W`, not `R`: it wakes when the reads end
+//! or a lease ends without a release (a crashed reader), and when a
+//! reader's take or extension moves the mark's expiry on, not at each
+//! reader's release.
 //!
 //! KEYS = W, R, Q, L (and P for a writer's) for the attempts; ARGV =
 //! value, ttl ms, waiter id (empty: a plain attempt), ticket, lease ms. Replies are a waiter's
@@ -44,14 +56,34 @@ macro_rules! drop_ended_readers {
     };
 }
 
-/// Keeps `R` as long as the lease just given (`ARGV[2]` ms): it expires
-/// with its longest lease.
+/// Keeps `R`, and the readers' mark on `W` (which is free or holds the
+/// mark), as long as the lease just given (`ARGV[2]` ms): both expire with
+/// the longest lease.
 macro_rules! keep_readers {
     () => {
-        r#"if redis.call("PTTL", R) < tonumber(ARGV[2]) then
+        concat!(
+            r#"if redis.call("PTTL", R) < tonumber(ARGV[2]) then
   redis.call("PEXPIRE", R, ARGV[2])
 end
+if redis.call("PTTL", W) < tonumber(ARGV[2]) then
+  redis.call("SET", W, ""#,
+            crate::keys::readers_mark!(),
+            r#"", "PX", ARGV[2])
+end
 "#
+        )
+    };
+}
+
+/// `writer`: what `W` holds, a writer's value (or another Redlock
+/// client's), or `false` where it is free or holds the readers' mark.
+macro_rules! writer_of {
+    () => {
+        concat!(
+            "local writer = redis.call(\"GET\", W)\nif writer == \"",
+            crate::keys::readers_mark!(),
+            "\" then\n  writer = false\nend\n"
+        )
     };
 }
 
@@ -68,13 +100,14 @@ macro_rules! admit_reader {
 }
 
 /// A reader's attempt. A plain attempt where no writer holds and nobody
-/// waits at all (neither `W` nor a waiting list exists), the usual case,
+/// waits at all (`W` free or the readers' mark, no waiting list), the usual case,
 /// is admitted at once, skipping the list's upkeep: the decision the full
 /// path would make, in four calls fewer (about a third of the script's
 /// cost on the node).
 pub(crate) static READ_TAKE: Script<4> = Script::new(concat!(
     "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
-    "if ARGV[3] == \"\" and redis.call(\"EXISTS\", Q, W) == 0 then\n",
+    writer_of!(),
+    "if ARGV[3] == \"\" and not writer and redis.call(\"EXISTS\", Q) == 0 then\n",
     "redis.replicate_commands()\n",
     crate::wait::scripts::node_now!(),
     drop_ended_readers!(),
@@ -92,7 +125,7 @@ for _, w in ipairs(redis.call("ZRANGE", Q, 0, -1)) do
     break
   end
 end
-local held = redis.call("PTTL", W)
+local held = writer and redis.call("PTTL", W) or -2
 if ahead == 1 or held ~= -2 then
   return {0, held, ahead}
 end
@@ -105,7 +138,8 @@ pub(crate) static WRITE_TAKE: Script<5> = Script::new(concat!(
     "local W, R, Q, L = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n",
     crate::wait::scripts::join_waiting_list!(),
     drop_ended_readers!(),
-    r#"local held = redis.call("PTTL", W)
+    writer_of!(),
+    r#"local held = writer and redis.call("PTTL", W) or -2
 if head and head ~= id then
   return {0, held, 1}
 end
@@ -122,34 +156,41 @@ redis.call("SET", W, ARGV[1], "PX", ARGV[2])
 return {1, 0, 0}"#
 ));
 
-/// A reader's release: KEYS = R, P, then lease sets to ask about; ARGV =
-/// value. Drops the lease, and the mark `P` of a waiting writer where no
-/// live lease is left; returns 0 if it had ended (or was not there), else
-/// 2 if a live waiter is listed in one of the lease sets, else 1.
+/// A reader's release: KEYS = R, P, W, then lease sets to ask about;
+/// ARGV = value. Drops the lease, and the mark `P` of a waiting writer and
+/// the readers' mark on `W` where no live lease is left; returns 0 if it
+/// had ended (or was not there), else 2 if a live waiter is listed in one
+/// of the lease sets, else 1.
 pub(crate) static READ_RELEASE: Script<ANY_KEYS> = Script::cleanup(concat!(
     crate::wait::scripts::node_now!(),
     r#"local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[1], ARGV[1])
-if redis.call("EXISTS", KEYS[2]) == 1
-  and redis.call("ZCOUNT", KEYS[1], "(" .. now, "+inf") == 0 then
+if redis.call("ZCOUNT", KEYS[1], "(" .. now, "+inf") == 0 then
   redis.call("DEL", KEYS[2])
+  if redis.call("GET", KEYS[3]) == ""#,
+    crate::keys::readers_mark!(),
+    r#"" then
+    redis.call("DEL", KEYS[3])
+  end
 end
 if not ends or tonumber(ends) <= now then
   return 0
 end
-local first = 3
+local first = 4
 "#,
     crate::wait::scripts::tell_live_waiters!()
 ));
 
-/// A reader's extension: KEYS = R; ARGV = value, ttl ms. Renews the lease
-/// to ttl from now only while it has not ended; returns 1, else 0.
-pub(crate) static READ_EXTEND: Script<1> = Script::new(concat!(
-    r#"local R = KEYS[1]
-local t = redis.call("TIME")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local ends = redis.call("ZSCORE", R, ARGV[1])
-if not ends or tonumber(ends) <= now then
+/// A reader's extension: KEYS = R, W; ARGV = value, ttl ms. Renews the
+/// lease to ttl from now only while it has not ended and `W` holds no
+/// writer (a mark lost with the node's data may have let one in), and the
+/// readers' mark with it; returns 1, else 0.
+pub(crate) static READ_EXTEND: Script<2> = Script::new(concat!(
+    "local R, W = KEYS[1], KEYS[2]\n",
+    crate::wait::scripts::node_now!(),
+    writer_of!(),
+    r#"local ends = redis.call("ZSCORE", R, ARGV[1])
+if writer or not ends or tonumber(ends) <= now then
   return 0
 end
 redis.call("ZADD", R, now + ARGV[2], ARGV[1])
@@ -174,20 +215,22 @@ return 0"#,
 /// L (the waiters' leases). Returns {live waiters, the writer's value ("":
 /// none), its PTTL, then each live reader's value and ms its lease has
 /// left}.
-pub(crate) static RW_INSPECT: Script<3> = Script::new(
+pub(crate) static RW_INSPECT: Script<3> = Script::new(concat!(
     r#"local t = redis.call("TIME")
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local out = {redis.call("ZCOUNT", KEYS[3], now, "+inf")}
-local w = redis.call("GET", KEYS[1])
-out[2] = w or ""
-out[3] = w and redis.call("PTTL", KEYS[1]) or -2
+local W = KEYS[1]
+"#,
+    writer_of!(),
+    r#"out[2] = writer or ""
+out[3] = writer and redis.call("PTTL", W) or -2
 local live = redis.call("ZRANGEBYSCORE", KEYS[2], "(" .. now, "+inf", "WITHSCORES")
 for i = 1, #live, 2 do
   out[#out + 1] = live[i]
   out[#out + 1] = math.floor(tonumber(live[i + 1]) - now)
 end
-return out"#,
-);
+return out"#
+));
 
 #[cfg(test)]
 mod tests {
@@ -251,9 +294,10 @@ mod tests {
         for r in ["r1", "r2"] {
             let got: i64 = redis::cmd("EVAL")
                 .arg(READ_RELEASE.src)
-                .arg(3)
+                .arg(4)
                 .arg("r")
                 .arg("p")
+                .arg("w")
                 .arg("l")
                 .arg(r)
                 .query(c)
@@ -280,10 +324,14 @@ mod tests {
             .expect("writer leaves");
         assert_eq!(take(c, &READ_TAKE, "r4", "y", 2), arr(&[1, 0, 0]));
         // A reader's lease is its own: extend, check, release.
-        assert_eq!(run(c, &READ_EXTEND, &["r"], &["r4", "20000"]), 1);
-        assert_eq!(run(c, &READ_EXTEND, &["r"], &["r1", "20000"]), 0, "r1 left");
+        assert_eq!(run(c, &READ_EXTEND, &["r", "w"], &["r4", "20000"]), 1);
+        assert_eq!(
+            run(c, &READ_EXTEND, &["r", "w"], &["r1", "20000"]),
+            0,
+            "r1 left"
+        );
         assert_eq!(run(c, &READ_HELD, &["r"], &["r4"]), 1);
-        assert_eq!(run(c, &READ_RELEASE, &["r", "p"], &["r4"]), 1);
+        assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r4"]), 1);
         assert_eq!(run(c, &READ_HELD, &["r"], &["r4"]), 0);
     }
 
@@ -299,7 +347,7 @@ mod tests {
             redis::cmd("EXISTS").arg("p").query(c).expect("EXISTS")
         };
         let release = |c: &mut redis::Connection, value: &str| -> i64 {
-            run(c, &READ_RELEASE, &["r", "p"], &[value])
+            run(c, &READ_RELEASE, &["r", "p", "w"], &[value])
         };
         assert_eq!(take(c, &READ_TAKE, "r1", "", 0), arr(&[1, 0, 0]));
         assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
@@ -323,6 +371,62 @@ mod tests {
         };
         assert_eq!(w2[0], Value::Int(0), "a writer holds");
         assert_eq!(exists(c), 0, "kept out by a writer: no mark");
+    }
+
+    /// Readers keep their mark on the name's lock key as long as their
+    /// longest lease, through extensions: a plain lock's `SET NX` (any
+    /// Redlock client's) finds it taken; the release that leaves no live
+    /// lease deletes it; a writer writes over a mark that outlived the
+    /// leases; a reader's extension refuses where a writer holds the key.
+    #[test]
+    fn readers_keep_the_name_from_a_plain_lock_while_they_hold() {
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        let plain = |c: &mut redis::Connection| -> Option<String> {
+            redis::cmd("SET")
+                .arg(&["w", "plain", "NX", "PX", "60000"])
+                .query(c)
+                .expect("SET")
+        };
+        let pttl = |c: &mut redis::Connection| -> i64 {
+            redis::cmd("PTTL").arg("w").query(c).expect("PTTL")
+        };
+        assert_eq!(take(c, &READ_TAKE, "r1", "", 0), arr(&[1, 0, 0]));
+        let mark: String = redis::cmd("GET").arg("w").query(c).expect("GET");
+        assert_eq!(mark, crate::keys::readers_mark!());
+        assert!(pttl(c) > 9_000, "as long as the lease: {}", pttl(c));
+        assert_eq!(plain(c), None, "a plain lock is kept out");
+        // An extension longer than the mark has left moves it on.
+        assert_eq!(run(c, &READ_EXTEND, &["r", "w"], &["r1", "40000"]), 1);
+        assert!(pttl(c) > 39_000, "the mark follows the lease: {}", pttl(c));
+        assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
+        assert!(pttl(c) > 39_000, "a shorter lease never shortens it");
+        assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r1"]), 1);
+        assert_eq!(plain(c), None, "r2 still reads");
+        assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r2"]), 1);
+        assert_eq!(plain(c), Some("OK".into()), "the reads ended: free");
+        // A reader finds the plain holder; the holder leaves.
+        let Value::Array(r3) = take(c, &READ_TAKE, "r3", "", 0) else {
+            panic!()
+        };
+        assert_eq!(r3[0], Value::Int(0), "the plain lock holds");
+        redis::cmd("DEL").arg("w").query::<()>(c).expect("DEL");
+        // A mark that outlived its leases (a reader that crashed, its lease
+        // dropped): a writer writes over it.
+        assert_eq!(take(c, &READ_TAKE, "r4", "", 0), arr(&[1, 0, 0]));
+        redis::cmd("ZADD")
+            .arg(&["r", "1", "r4"])
+            .query::<()>(c)
+            .expect("end r4's lease");
+        assert_eq!(take(c, &WRITE_TAKE, "w1", "", 0), arr(&[1, 0, 0]));
+        let held: String = redis::cmd("GET").arg("w").query(c).expect("GET");
+        assert_eq!(held, "w1");
+        // A lease left where the key holds a writer is not extended.
+        redis::cmd("ZADD")
+            .arg(&["r", "99999999999999", "r5"])
+            .query::<()>(c)
+            .expect("a lease");
+        assert_eq!(run(c, &READ_EXTEND, &["r", "w"], &["r5", "20000"]), 0);
     }
 
     /// Calls of `cmd` the node has run.

@@ -155,10 +155,17 @@ impl Waiting {
     /// each tells us of the key's next change. The reads run on their own
     /// (a slow or dead notification connection never delays an attempt); a
     /// read that finds no key reports it to `signal` for `round`.
-    pub(crate) fn arm(&self, key: &str, nodes: NodeSet, signal: &Arc<Signal>, round: u64) {
+    /// A key that holds `free` reads as free (see [`Watch::arm`]).
+    pub(crate) fn arm(
+        &self,
+        (key, free): (&str, Option<&'static str>),
+        nodes: NodeSet,
+        signal: &Arc<Signal>,
+        round: u64,
+    ) {
         for watch in self.watches_in(nodes) {
             let (watch, key, signal) = (watch.for_key(key), key.to_owned(), Arc::clone(signal));
-            tokio::spawn(async move { read_key(&watch, &key, &signal, round).await });
+            tokio::spawn(async move { read_key(&watch, (&key, free), &signal, round).await });
         }
     }
 
@@ -212,7 +219,7 @@ impl Waiting {
                 Err(_) => {
                     signal.keys_heard(Keys::Always);
                     for key in keys {
-                        read_key(&watch.for_key(&key), &key, &signal, round).await;
+                        read_key(&watch.for_key(&key), (&key, None), &signal, round).await;
                     }
                 }
             }
@@ -356,8 +363,8 @@ impl Waiting {
 /// its next change (a read that fails is told to `signal`: no news will
 /// come from there); a read that finds no key is news to `signal` for
 /// `round`.
-async fn read_key(watch: &Watch, key: &str, signal: &Signal, round: u64) {
-    match watch.arm(key).await {
+async fn read_key(watch: &Watch, (key, free): (&str, Option<&str>), signal: &Signal, round: u64) {
+    match watch.arm(key, free).await {
         Ok(Some(pttl)) => signal.armed(round, watch.index(), pttl),
         Ok(None) => {}
         Err(_) => signal.unarmed(round, watch.index()),
@@ -377,6 +384,9 @@ pub(crate) struct Ahead {
     /// Whom it waits for when listed ahead of it: waiters whose id ends in
     /// this (a read-write lock's reader: writers, `:w`); empty: everyone.
     pub(crate) mark: &'static str,
+    /// A value that leaves its keys free for it (a reader's: the readers'
+    /// mark).
+    pub(crate) free: Option<&'static str>,
 }
 
 /// Whether someone `ahead` waits for is listed before it in `listed` (a
@@ -399,7 +409,7 @@ fn kept_out(listed: &[String], ahead: &Ahead) -> bool {
 /// its release find it gone from them.)
 async fn read_ahead(watch: &Watch, ahead: &Ahead, signal: &Signal, round: u64) {
     for key in &ahead.keys {
-        match watch.arm(key).await {
+        match watch.arm(key, ahead.free).await {
             Ok(Some(-2) | None) => {}
             Ok(Some(_)) => return,
             Err(_) => return signal.unarmed(round, watch.index()),

@@ -31,6 +31,7 @@ use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind, RedisRes
 use tokio::time::Instant;
 
 use crate::mutex;
+use crate::node::notify::armed;
 use crate::node::notify::channels::Channels;
 use crate::node::notify::push::invalidated_keys;
 
@@ -227,15 +228,19 @@ impl Watch {
     /// makes the node tell us of its next change. Returns the PTTL (-2: no
     /// key, -1: no expiry), or `None` without reading when the key is still
     /// tracked here (its next change is told anyway); an error means no
-    /// notification is armed.
-    pub(crate) async fn arm(&self, key: &str) -> RedisResult<Option<i64>> {
+    /// notification is armed. A key that holds `free` reads as none.
+    pub(crate) async fn arm(&self, key: &str, free: Option<&str>) -> RedisResult<Option<i64>> {
         let (mut conn, generation) = self.connection().await?;
         if !self.inner.mark(key, generation) {
             return Ok(None);
         }
-        let mut cmd = redis::cmd("PTTL");
-        cmd.arg(key);
-        let result = self.answered(cmd.query_async::<i64>(&mut conn)).await;
+        let mut pipe = redis::pipe();
+        if free.is_some() {
+            pipe.cmd("GET").arg(key);
+        }
+        let read = pipe.cmd("PTTL").arg(key).query_async(&mut conn);
+        let result = self.answered(read).await;
+        let result = result.map(|replies: Vec<Option<String>>| armed::pttl(&replies, free));
         if result.is_err() {
             self.inner.unmark(Some(&[key.as_bytes().to_vec()]));
         }
@@ -512,11 +517,17 @@ mod tests {
         let client = redis::Client::open("redis://127.0.0.1:1").expect("url");
         let d = Duration::from_millis(500);
         let watch = Watch::new(0, &client, d, d, sink);
-        assert!(watch.arm("k").await.is_err());
+        assert!(watch.arm("k", None).await.is_err());
         assert_eq!(told.load(Ordering::SeqCst), 1, "the first failure is told");
-        assert!(watch.arm("k").await.is_err(), "not retried within a second");
+        assert!(
+            watch.arm("k", None).await.is_err(),
+            "not retried within a second"
+        );
         watch.inner.slot.lock().await.retry_at = None;
-        assert!(watch.arm("k").await.is_err(), "retried, and failed again");
+        assert!(
+            watch.arm("k", None).await.is_err(),
+            "retried, and failed again"
+        );
         assert_eq!(told.load(Ordering::SeqCst), 1, "told once");
     }
 }
