@@ -57,7 +57,8 @@ pub(crate) enum Kind {
     /// A semaphore's channel (not a key): its releases name there the
     /// waiters they let in.
     Wake,
-    /// An election's lock key.
+    /// What an election's term counter is named after (the key its
+    /// leaders held before they held the name's lock key).
     Election,
     /// A read-write lock's reader leases (sorted set of values by the
     /// instant each lease ends).

@@ -84,7 +84,7 @@ async fn resignation_hands_over_and_observers_follow() {
         (Instant::now(), lb)
     });
     // b is queued on the nodes before a resigns.
-    let key = "redquorum:election:{cron}:cron";
+    let key = "cron";
     assert!(support::wait_until(Duration::from_secs(3), || c.waiting_on(key) >= 2).await);
     let resigned = Instant::now();
     la.resign().await.unwrap();
@@ -222,4 +222,84 @@ async fn a_far_candidate_keeps_its_leadership() {
         fenced.lost_reason()
     );
     assert!(leadership.is_valid() && fenced.is_valid());
+}
+
+/// One name, one lock: a name's leader holds its lock key, so the name's
+/// lock, its readers and any client's `SET NX` on it keep out a candidate,
+/// and a leader keeps them out; each waits for the other and is woken by
+/// its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_names_lock_and_its_election_exclude_each_other() {
+    let c = Cluster::start(3);
+    let (a, b) = (client(&c), client(&c));
+    let held = a.lock("duty", ms(5_000)).try_once().await.expect("free");
+    let election = b.election("duty", ms(5_000)).unwrap();
+    let err = election
+        .campaign("b")
+        .try_once()
+        .await
+        .expect_err("the name's lock holds it");
+    assert!(err.is_contended(), "{err}");
+    let candidate = tokio::spawn(async move {
+        let leadership = election.campaign("b").await;
+        (leadership, Instant::now())
+    });
+    assert!(
+        support::wait_until(Duration::from_secs(15), || c.listed_everywhere("duty", 1)).await,
+        "the candidate is listed on every node"
+    );
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (leadership, at) = candidate.await.unwrap();
+    let leadership = leadership.expect("the leadership, once the lock is released");
+    assert!(
+        at.duration_since(released) < ms(2_000),
+        "led {:?} after the release",
+        at.duration_since(released)
+    );
+    // While it leads, the name is taken whichever way it is asked for.
+    let err = a
+        .lock("duty", ms(5_000))
+        .try_once()
+        .await
+        .expect_err("a leader holds the name");
+    assert!(err.is_contended(), "{err}");
+    let err = a
+        .rw_lock("duty")
+        .unwrap()
+        .read(ms(5_000))
+        .try_once()
+        .await
+        .expect_err("a leader holds the name");
+    assert!(err.is_contended(), "{err}");
+    for node in &c.nodes {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(&["duty", "other-client", "NX", "PX", "5000"])
+            .query(&mut node.conn())
+            .unwrap();
+        assert_eq!(set, None, "a bare SET NX got the name beside a leader");
+    }
+    // A plain lock waits behind the leader and takes the name at its
+    // resignation.
+    let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let plain = tokio::spawn(async move {
+        let lock = waiter.lock("duty", ms(5_000)).wait(ms(30_000)).await;
+        (lock, Instant::now())
+    });
+    assert!(
+        support::wait_until(Duration::from_secs(15), || c.listed_everywhere("duty", 1)).await,
+        "the plain lock is listed on every node"
+    );
+    let resigned = Instant::now();
+    leadership.resign().await.unwrap();
+    let (lock, at) = plain.await.unwrap();
+    let lock = lock.expect("the plain lock, once the leader resigned");
+    assert!(
+        at.duration_since(resigned) < ms(2_000),
+        "taken {:?} after the resignation",
+        at.duration_since(resigned)
+    );
+    let watcher = client(&c).election("duty", ms(5_000)).unwrap();
+    assert_eq!(watcher.leader().await.unwrap(), None, "a lock is no leader");
+    lock.release().await.unwrap();
 }

@@ -60,7 +60,9 @@ async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
     let rw_used = mark || !rw.readers.is_empty();
     let others = rw_used || k.is_some() || leader.is_some();
     let mut free = true;
-    if rw_used {
+    // A leader holds the name's lock too: its line says who, with the
+    // lock's waiters.
+    if rw_used || leader.is_some() {
         free &= plain.free_in == Some(Duration::ZERO);
     } else if in_use(&plain) || !others {
         println!("{name}: {}", describe(&plain, redlock.node_count()));
@@ -73,7 +75,7 @@ async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
         free &= permits(redlock, name, k, true).await?;
     }
     if let Some(leader) = &leader {
-        election_line(name, leader);
+        election_line(name, leader, plain.waiting);
         free = false;
     }
     Ok(free)
@@ -124,10 +126,10 @@ fn read_write_lines(redlock: &Redlock, name: &str, state: &RwState) -> bool {
     state.is_free()
 }
 
-/// An election's leader and term.
-fn election_line(name: &str, leader: &Leader) {
+/// An election's leader and term, and how many wait for the name.
+fn election_line(name: &str, leader: &Leader, waiting: usize) {
     println!(
-        "{name} (election): led by {}, term {}",
+        "{name} (election): led by {}, term {}; {waiting} waiting",
         leader.value, leader.term
     );
 }

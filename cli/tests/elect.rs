@@ -112,7 +112,7 @@ async fn a_leader_killed_with_sigkill_is_replaced_within_the_ttl() {
     let a_term: u64 = a_term.parse().unwrap();
     let mut b = candidate(&c);
     let mut b_lines = lines_of(&mut b);
-    let key = "redquorum:election:{cli_sched}:cli_sched";
+    let key = "cli_sched";
     assert!(wait_until(Duration::from_secs(5), || c.waiting_on(key) >= 2).await);
     let killed = Instant::now();
     kill(a.id(), "-KILL");

@@ -182,6 +182,9 @@ async fn inspect_sees_every_kind() {
     let (code, out) = inspect(&c, &["cli_lead"]);
     assert!(led, "{out}");
     assert_eq!(code, 75, "{out}");
+    // The leader holds the name's lock: one line says so, not two.
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.trim_end().ends_with("; 0 waiting"), "{out}");
     leader.kill().unwrap();
     leader.wait().unwrap();
 

@@ -1,5 +1,5 @@
-//! Leader election: a lock on the election's key, a term from the quorum
-//! counter, and a published record of who leads.
+//! Leader election: the name's lock, a term from the quorum counter, and
+//! a published record of who leads.
 //!
 //! A candidate takes the election's lock, waiting as lock waiters do (in
 //! arrival order, woken by the nodes), then mints its term from the
@@ -92,7 +92,9 @@ impl Redlock {
     /// An election named `name` whose leaders hold it for `ttl` at a time,
     /// renewed in the background (every `ttl × auto_extend_fraction`, sooner
     /// where the validity left calls for it). A
-    /// leader that dies is replaced within `ttl`. Its keys live in
+    /// leader that dies is replaced within `ttl`. A leader holds the name's
+    /// lock key, so the name's lock ([`Redlock::lock`]) and read-write lock
+    /// exclude it (one name, one lock); its record and term counter live in
     /// redquorum's reserved namespace.
     ///
     /// # Errors
@@ -106,13 +108,19 @@ impl Redlock {
         keys::check_resource(name)?;
         self.config().check_ttl(ttl)?;
         let prefix = &self.config().key_prefix;
+        // The leadership is the name's lock: `lock(name)`, a read-write
+        // lock's writer and readers of `name` and every Redlock client's
+        // `SET NX` on it exclude a leader, and it them (one name, one
+        // lock). Terms keep the counter they always had, named after the
+        // key elections used before, so they go on rising across an
+        // upgrade.
         let anchor = self.key_for(name);
-        let key = keys::internal(prefix, Kind::Election, &anchor);
-        let terms = self.fence_keys_at(name, &key);
+        let terms = self.fence_keys_at(name, &keys::internal(prefix, Kind::Election, &anchor));
+        let record = keys::internal(prefix, Kind::Leader, &anchor);
         Ok(Election {
             redlock: self.clone(),
             name: name.to_owned(),
-            keys: [key, keys::internal(prefix, Kind::Leader, &anchor)],
+            keys: [anchor, record],
             terms,
             ttl,
         })
