@@ -240,7 +240,7 @@ impl Watch {
         }
         let read = pipe.cmd("PTTL").arg(key).query_async(&mut conn);
         let result = self.answered(read).await;
-        let result = result.map(|replies: Vec<Option<String>>| armed::pttl(&replies, free));
+        let result = result.and_then(|replies: Vec<Option<String>>| armed::pttl(&replies, free));
         if result.is_err() {
             self.inner.unmark(Some(&[key.as_bytes().to_vec()]));
         }
