@@ -424,6 +424,8 @@
 //                       node-loss table as the models' detection step),
 //                       model/served.rs (a loss handed on through our
 //                       marker: `served` only after a whole quarantine),
+//                       model/loss_seen.rs (a loss found, as a held lock
+//                       sees it, on the crate's Trust),
 //                       model/mint.rs (group-committed mints' order),
 //                       model/multilock.rs (the multi-resource lock's
 //                       exclusion and freedom from wait cycles),

@@ -20,6 +20,7 @@ mod lock_connected;
 mod lock_rules;
 mod lock_state;
 mod lock_symmetry;
+mod loss_seen;
 mod mint;
 mod multilock;
 mod pin;

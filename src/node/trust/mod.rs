@@ -207,6 +207,16 @@ impl Trust {
         mutex::lock(&self.state).lost_at
     }
 
+    /// [`Trust::lost_at`] as it was gated before: only while the node is
+    /// suspect (a mutant for `model/loss_seen.rs`).
+    #[cfg(test)]
+    pub(crate) fn lost_at_while_suspect(&self) -> Option<tokio::time::Instant> {
+        if !self.suspect.load(Ordering::Acquire) {
+            return None;
+        }
+        mutex::lock(&self.state).lost_at
+    }
+
     /// Whether a round reads our marker: this client knows which writing
     /// of it names the process.
     pub(crate) fn expects_marker(&self) -> bool {
