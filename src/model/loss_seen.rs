@@ -21,7 +21,7 @@ use std::sync::Arc;
 use stateright::{Model, Property};
 
 use crate::node::trust::amnesia::{assess, Cause};
-use crate::node::trust::evidence::{Marker, Probe};
+use crate::node::trust::evidence::Probe;
 use crate::node::trust::panel::Panel;
 use crate::node::trust::Trust;
 
@@ -58,34 +58,11 @@ pub(crate) enum Event {
     Look,
 }
 
-/// A process's probe: `run` long up (1 s for a new one, 500 s for the
-/// first), marked by us, no loss recorded.
+/// A process's probe: `run` long up (500 s for the first, 1 s for a new
+/// one), marked by us, no loss recorded.
 fn probe(run: u8) -> Probe {
     let id = format!("r{run}");
-    Probe {
-        run_id: id.clone(),
-        uptime: if run == 0 { 500 } else { 1 },
-        damage: Some(0),
-        epoch: 0,
-        promoted: false,
-        replid: "h".into(),
-        durable: Some(true),
-        evicted: Some(0),
-        commands: None,
-        times: None,
-        evicts: false,
-        slots: None,
-        marker: Some(Marker::Found {
-            run: id,
-            loss: None,
-            seen: Some(0),
-            repl: Some("h".into()),
-            slots: None,
-            served: false,
-            why: None,
-            tags: None,
-        }),
-    }
+    Probe::sample(&id, if run == 0 { 500 } else { 1 }, Some((&id, None)))
 }
 
 /// What a replay found: whether every look after a loss saw one, and

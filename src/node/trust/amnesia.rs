@@ -298,30 +298,7 @@ mod tests {
     /// A probe of process `run_id` at `uptime` s, with nothing dropped and
     /// replication history `h`, finding `marker` (`run`, `loss`).
     fn probe(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Probe {
-        Probe {
-            run_id: run_id.into(),
-            uptime,
-            damage: Some(0),
-            epoch: 0,
-            promoted: false,
-            replid: "h".into(),
-            durable: Some(true),
-            evicted: Some(0),
-            commands: None,
-            times: None,
-            evicts: false,
-            slots: None,
-            marker: marker.map(|(run, loss)| Marker::Found {
-                run: run.into(),
-                loss,
-                seen: Some(0),
-                repl: Some("h".into()),
-                slots: None,
-                served: false,
-                why: None,
-                tags: None,
-            }),
-        }
+        Probe::sample(run_id, uptime, marker)
     }
 
     /// [`probe`] of a cluster's shard that serves `serves`, finding a

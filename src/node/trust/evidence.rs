@@ -219,6 +219,37 @@ impl Probe {
     pub(crate) fn seen(&self) -> Option<u64> {
         self.damage.and_then(|d| d.checked_add(self.epoch))
     }
+
+    /// A probe of process `run_id` at `uptime` s, durable, with nothing
+    /// dropped and replication history `h`, finding `marker` (`run`,
+    /// `loss`): for tests and the models.
+    #[cfg(test)]
+    pub(crate) fn sample(run_id: &str, uptime: u64, marker: Option<(&str, Option<u64>)>) -> Self {
+        Probe {
+            run_id: run_id.into(),
+            uptime,
+            damage: Some(0),
+            epoch: 0,
+            promoted: false,
+            replid: "h".into(),
+            durable: Some(true),
+            evicted: Some(0),
+            commands: None,
+            times: None,
+            evicts: false,
+            slots: None,
+            marker: marker.map(|(run, loss)| Marker::Found {
+                run: run.into(),
+                loss,
+                seen: Some(0),
+                repl: Some("h".into()),
+                slots: None,
+                served: false,
+                why: None,
+                tags: None,
+            }),
+        }
+    }
 }
 
 /// The commands of a probe, in the order [`read_probe`] reads them; our

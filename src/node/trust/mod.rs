@@ -508,30 +508,7 @@ mod tests {
     /// A probe of process `run_id` at `uptime` s, with nothing dropped,
     /// finding our marker naming it.
     fn probe(run_id: &str, uptime: u64) -> Probe {
-        Probe {
-            run_id: run_id.into(),
-            uptime,
-            damage: Some(0),
-            epoch: 0,
-            promoted: false,
-            replid: "h".into(),
-            durable: Some(true),
-            evicted: Some(0),
-            commands: None,
-            times: None,
-            evicts: false,
-            slots: None,
-            marker: Some(Marker::Found {
-                run: run_id.into(),
-                loss: None,
-                seen: Some(0),
-                repl: Some("h".into()),
-                slots: None,
-                served: false,
-                why: None,
-                tags: None,
-            }),
-        }
+        Probe::sample(run_id, uptime, Some((run_id, None)))
     }
 
     /// A client that saw process `run` marked.
