@@ -486,3 +486,42 @@ async fn a_names_fenced_lock_and_its_writers_share_one_counter() {
     }
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 }
+
+/// Reads that end without a release free the name for a plain lock when
+/// the last live lease ends, not when the longest lease ever given would
+/// have: the readers' mark ends with the last live lease, moved back by a
+/// shorter extension and by the release of the longest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_names_plain_lock_gets_it_when_the_last_live_read_ends() {
+    let c = Cluster::start(3);
+    let a = c.redlock();
+    let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let rw = a.rw_lock("short").unwrap();
+    // A 6 s read cut to 800 ms by its extension, then never released.
+    let r = rw.read(ms(6_000)).try_once().await.expect("reader");
+    r.extend(ms(800)).await.expect("extend");
+    let cut = Instant::now();
+    std::mem::forget(r);
+    let lock = waiter
+        .lock("short", ms(5_000))
+        .wait(ms(30_000))
+        .await
+        .expect("the name, once the read ended");
+    let took = cut.elapsed();
+    assert!(took < ms(3_000), "taken {took:?} after an 800 ms lease");
+    lock.release().await.unwrap();
+    // A 6 s read released, an 800 ms one left to end by itself.
+    let long = rw.read(ms(6_000)).try_once().await.expect("reader");
+    let short = rw.read(ms(800)).try_once().await.expect("reader");
+    std::mem::forget(short);
+    long.release().await.unwrap();
+    let released = Instant::now();
+    let lock = waiter
+        .lock("short", ms(5_000))
+        .wait(ms(30_000))
+        .await
+        .expect("the name, once the short read ended");
+    let took = released.elapsed();
+    assert!(took < ms(3_000), "taken {took:?} after an 800 ms lease");
+    lock.release().await.unwrap();
+}

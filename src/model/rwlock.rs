@@ -45,6 +45,7 @@ const WRITER: usize = 2;
 const EXCLUSION: &str = "no valid writer beside another valid holder";
 const OWN_LEASE: &str = "a node counts a reader live only while its own lease is";
 const NO_OVERTAKE: &str = "no reader that came after a listed writer holds before it";
+const MARK_ENDS: &str = "a node's readers' mark ends no earlier than a live lease there";
 
 /// One run's bounds and rules.
 #[derive(Clone)]
@@ -75,9 +76,13 @@ pub(crate) struct RwModel {
 /// How readers keep the name's key from a plain lock: their mark on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mark {
-    /// As shipped: each reader's take keeps the mark as long as its lease;
-    /// the release that leaves no live lease deletes it.
+    /// As shipped: each reader's take sets the mark to end with the last
+    /// live lease; a release that leaves live leases does the same, and
+    /// the one that leaves none deletes it.
     Kept,
+    /// Weakened: the mark ends with the first live lease to end (the
+    /// sorted set read from the wrong end).
+    EarliestLease,
     /// Weakened: readers leave no mark.
     Unmarked,
     /// Weakened: any reader's release deletes the mark.
@@ -178,16 +183,36 @@ impl RwModel {
             return false;
         }
         node.own[c] = expires;
-        if self.mark != Mark::Unmarked {
-            node.mark = node.mark.max(expires);
-        }
         if self.shared_lease {
             node.readers[c] = 1;
             node.shared = node.shared.max(expires);
         } else {
             node.readers[c] = expires;
         }
+        if self.mark != Mark::Unmarked {
+            node.mark = self.mark_end(node, now);
+        }
         true
+    }
+
+    /// When the readers' mark on `node` ends, by the rule: with the last
+    /// live lease (the first, weakened); 0 where none is live.
+    fn mark_end(&self, node: &Node, now: u8) -> u8 {
+        let ends = self.live_ends(node, now);
+        match self.mark {
+            Mark::EarliestLease => ends.min(),
+            _ => ends.max(),
+        }
+        .unwrap_or(0)
+    }
+
+    /// The ends of the live leases on `node`.
+    fn live_ends<'a>(&self, node: &'a Node, now: u8) -> impl Iterator<Item = u8> + 'a {
+        let shared = self.shared_lease;
+        (0..WRITER).filter_map(move |r| match shared {
+            false => Some(node.readers[r]).filter(|e| *e > now),
+            true => (node.readers[r] != 0 && node.shared > now).then_some(node.shared),
+        })
     }
 
     /// Takes `c`'s hold off the nodes in `on`: a reader's release also
@@ -203,8 +228,11 @@ impl RwModel {
             }
             node.readers[c] = 0;
             let none_live = !(0..WRITER).any(|r| self.live(s, n, r));
+            let node = &mut s.nodes[n];
             if none_live || self.mark == Mark::DroppedByAnyRelease {
-                s.nodes[n].mark = 0;
+                node.mark = 0;
+            } else if node.mark != 0 {
+                node.mark = self.mark_end(node, s.now);
             }
         }
     }
@@ -437,6 +465,12 @@ impl Model for RwModel {
                 (0..NODES)
                     .all(|n| (0..WRITER).all(|r| !m.live(s, n, r) || s.nodes[n].own[r] > s.now))
             }),
+            Property::always(MARK_ENDS, |m: &Self, s: &State| {
+                (0..NODES).all(|n| {
+                    let node = &s.nodes[n];
+                    node.mark == 0 || m.live_ends(node, s.now).all(|e| e <= node.mark)
+                })
+            }),
             Property::always(NO_OVERTAKE, |_: &Self, s: &State| {
                 s.clients.iter().all(|c| {
                     !matches!(c.phase, Phase::Holding { behind: true, .. })
@@ -645,6 +679,17 @@ mod tests {
                                     "{case}: writer"
                                 );
                                 assert_eq!(marked, node.mark > s.now, "{case}: mark");
+                                // Which lease it ends with: one that was
+                                // live (60 s) or the one just given (10 s).
+                                if marked {
+                                    let pttl: i64 =
+                                        redis::cmd("PTTL").arg("w").query(c).expect("pttl");
+                                    assert_eq!(
+                                        pttl > 30_000,
+                                        node.mark == 20,
+                                        "{case}: mark's end"
+                                    );
+                                }
                                 cases += 1;
                             }
                         }
@@ -737,6 +782,31 @@ mod tests {
             plain_lock(Mark::Unmarked),
         )
         .assert_violates("unmarked", EXCLUSION);
+    }
+
+    /// Two readers taking and releasing over 4 ms (leases end at 3): a mark ends with the
+    /// last live lease on its node, never before (a plain `SET NX` there
+    /// is refused while any reader's lease is live).
+    #[test]
+    fn model_rwlock_a_readers_mark_ends_with_the_last_lease() {
+        let m = RwModel {
+            horizon: 4,
+            present: 0b011,
+            ..plain_lock(Mark::Kept)
+        };
+        let r = check("rw lock: two readers' mark, in time", m);
+        r.assert_safe("two readers' mark", 10_000, "two readers held at once");
+    }
+
+    #[test]
+    fn model_rwlock_finds_a_mark_that_ends_with_the_first_lease() {
+        let m = RwModel {
+            horizon: 2,
+            present: 0b011,
+            ..plain_lock(Mark::EarliestLease)
+        };
+        check("rw lock, weakened: the mark ends with the first lease", m)
+            .assert_violates("earliest", MARK_ENDS);
     }
 
     #[test]

@@ -14,8 +14,8 @@
 //!
 //! * a reader takes a lease only while `W` is free or holds the readers'
 //!   mark, and no live writer waits ahead of it (a plain attempt: no live
-//!   writer waits at all); it keeps the mark on `W` at least as long as
-//!   its lease, and so does each extension;
+//!   writer waits at all); the mark on `W` then expires exactly when the
+//!   last live lease ends, set so by every take, extension and release;
 //! * a writer takes `W` only while `W` is free or holds the mark, no
 //!   reader's lease is live and it is the first live waiter (a plain
 //!   attempt: nobody live waits); it writes its value over a mark that
@@ -31,7 +31,8 @@
 //! together when it leaves. A reader's quorum and a writer's quorum share
 //! a node, whose script admits one of them only.
 //!
-//! The release that leaves no live lease deletes the mark. A writer kept
+//! The release that leaves no live lease deletes the mark (one that ends
+//! the last lease early moves the mark's end to the next). A writer kept
 //! out by readers also sets a mark `P`, where there is none, that lives
 //! until the first of their leases ends; the same release deletes it. (Set
 //! again at every attempt, it would wake its own writer: a node tells of
@@ -56,19 +57,33 @@ macro_rules! drop_ended_readers {
     };
 }
 
-/// Keeps `R`, and the readers' mark on `W` (which is free or holds the
-/// mark), as long as the lease just given (`ARGV[2]` ms): both expire with
-/// the longest lease.
+/// The last lease's end in `R` before a change, as `top` (see
+/// [`keep_readers`]).
+macro_rules! last_lease {
+    () => {
+        "local top = redis.call(\"ZRANGE\", R, -1, -1, \"WITHSCORES\")\n"
+    };
+}
+
+/// After a lease was given or renewed (with `top` the last lease's end
+/// before, from [`last_lease`]), keeps `R` and the readers' mark on `W`
+/// (which is free or holds the mark) until exactly the end of the last
+/// live lease: not longer, so the name is free to a plain lock when the
+/// reads end, however long an earlier lease was. (1 ms more: `now` is the
+/// script's `TIME` in whole ms, which may be a ms past the instant the node
+/// counts a relative TTL from.) Written only where that end moved or the
+/// mark is missing: each write wakes whoever waits on `W`. Only commands
+/// the documented ACL allows (`PEXPIRE`, not `PEXPIREAT`).
 macro_rules! keep_readers {
     () => {
         concat!(
-            r#"if redis.call("PTTL", R) < tonumber(ARGV[2]) then
-  redis.call("PEXPIRE", R, ARGV[2])
-end
-if redis.call("PTTL", W) < tonumber(ARGV[2]) then
+            r#"local last = redis.call("ZRANGE", R, -1, -1, "WITHSCORES")
+if last[2] ~= top[2] or redis.call("EXISTS", W) == 0 then
+  local left = tonumber(last[2]) - now + 1
+  redis.call("PEXPIRE", R, left)
   redis.call("SET", W, ""#,
             crate::keys::readers_mark!(),
-            r#"", "PX", ARGV[2])
+            r#"", "PX", left)
 end
 "#
         )
@@ -92,6 +107,7 @@ macro_rules! writer_of {
 macro_rules! admit_reader {
     () => {
         concat!(
+            last_lease!(),
             "redis.call(\"ZADD\", R, now + ARGV[2], ARGV[1])\n",
             keep_readers!(),
             "return {1, 0, 0}\n"
@@ -158,19 +174,30 @@ return {1, 0, 0}"#
 
 /// A reader's release: KEYS = R, P, W, then lease sets to ask about;
 /// ARGV = value. Drops the lease, and the mark `P` of a waiting writer and
-/// the readers' mark on `W` where no live lease is left; returns 0 if it
-/// had ended (or was not there), else 2 if a live waiter is listed in one
-/// of the lease sets, else 1.
+/// the readers' mark on `W` where no live lease is left; where the lease
+/// was the last to end, the readers' mark and `R` then end with the last
+/// left. Returns 0 if it had ended (or was not there), else 2 if a live
+/// waiter is listed in one of the lease sets, else 1.
 pub(crate) static READ_RELEASE: Script<ANY_KEYS> = Script::cleanup(concat!(
     crate::wait::scripts::node_now!(),
     r#"local ends = redis.call("ZSCORE", KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[1], ARGV[1])
+local marked = redis.call("GET", KEYS[3]) == ""#,
+    crate::keys::readers_mark!(),
+    r#""
 if redis.call("ZCOUNT", KEYS[1], "(" .. now, "+inf") == 0 then
   redis.call("DEL", KEYS[2])
-  if redis.call("GET", KEYS[3]) == ""#,
-    crate::keys::readers_mark!(),
-    r#"" then
+  if marked then
     redis.call("DEL", KEYS[3])
+  end
+elseif ends then
+  local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
+  if tonumber(ends) > tonumber(last[2]) then
+    local left = tonumber(last[2]) - now + 1
+    redis.call("PEXPIRE", KEYS[1], left)
+    if marked then
+      redis.call("PEXPIRE", KEYS[3], left)
+    end
   end
 end
 if not ends or tonumber(ends) <= now then
@@ -193,7 +220,9 @@ pub(crate) static READ_EXTEND: Script<2> = Script::new(concat!(
 if writer or not ends or tonumber(ends) <= now then
   return 0
 end
-redis.call("ZADD", R, now + ARGV[2], ARGV[1])
+"#,
+    last_lease!(),
+    r#"redis.call("ZADD", R, now + ARGV[2], ARGV[1])
 "#,
     keep_readers!(),
     "return 1"
@@ -400,8 +429,14 @@ mod tests {
         assert_eq!(run(c, &READ_EXTEND, &["r", "w"], &["r1", "40000"]), 1);
         assert!(pttl(c) > 39_000, "the mark follows the lease: {}", pttl(c));
         assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
-        assert!(pttl(c) > 39_000, "a shorter lease never shortens it");
+        assert!(pttl(c) > 39_000, "a shorter lease leaves it to the last");
+        // The last lease released: the mark ends with the one left.
         assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r1"]), 1);
+        assert!((9_000..=10_001).contains(&pttl(c)), "r2's: {}", pttl(c));
+        assert_eq!(plain(c), None, "r2 still reads");
+        // A shorter extension of the last lease shortens it too.
+        assert_eq!(run(c, &READ_EXTEND, &["r", "w"], &["r2", "2000"]), 1);
+        assert!((1_000..=2_001).contains(&pttl(c)), "{}", pttl(c));
         assert_eq!(plain(c), None, "r2 still reads");
         assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r2"]), 1);
         assert_eq!(plain(c), Some("OK".into()), "the reads ended: free");
@@ -453,7 +488,9 @@ mod tests {
         assert_eq!(take(c, &READ_TAKE, "r2", "", 0), arr(&[1, 0, 0]));
         let pttl: i64 = redis::cmd("PTTL").arg("r").query(c).expect("PTTL");
         assert!(pttl > 9_000, "the leases' set lives as long: {pttl}");
-        assert_eq!(calls(c, "zrange") + calls(c, "zrangebyscore"), 0);
+        // Only the last lease's end, before and after each take: no list.
+        assert_eq!(calls(c, "zrange"), 4);
+        assert_eq!(calls(c, "zrangebyscore"), 0);
         redis::cmd("SET")
             .arg("w")
             .arg("writer")
@@ -471,7 +508,7 @@ mod tests {
             panic!()
         };
         assert_eq!(r4[0], Value::Int(0), "the writer holds");
-        assert!(calls(c, "zrange") > 0);
+        assert!(calls(c, "zrangebyscore") > 0);
         let listed: i64 = redis::cmd("ZCARD").arg("q").query(c).expect("ZCARD");
         assert_eq!(listed, 1);
     }
