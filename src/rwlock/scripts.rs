@@ -66,24 +66,27 @@ macro_rules! last_lease {
 }
 
 /// After a lease was given or renewed (with `top` the last lease's end
-/// before, from [`last_lease`]), keeps `R` and the readers' mark on `W`
-/// (which is free or holds the mark) until exactly the end of the last
-/// live lease: not longer, so the name is free to a plain lock when the
-/// reads end, however long an earlier lease was. (1 ms more: `now` is the
-/// script's `TIME` in whole ms, which may be a ms past the instant the node
-/// counts a relative TTL from.) Written only where that end moved or the
-/// mark is missing: each write wakes whoever waits on `W`. Only commands
-/// the documented ACL allows (`PEXPIRE`, not `PEXPIREAT`).
+/// before, from [`last_lease`]), keeps the readers' mark on `W` (which is
+/// free or holds the mark) until exactly the end of the last live lease:
+/// not longer, so the name is free to a plain lock when the reads end,
+/// however long an earlier lease was. The end is set as an instant
+/// (`PXAT`, the instant the lease's score holds), not as a TTL from the
+/// script's `TIME`, so it cannot end before the lease whatever time the
+/// node counts a TTL from. Written only where that end moved or the mark is missing:
+/// each write wakes whoever waits on `W`. `R` only ever lives longer
+/// (each lease's TTL, from when the node counts it), as it is the leases:
+/// it must never end before one of them.
 macro_rules! keep_readers {
     () => {
         concat!(
-            r#"local last = redis.call("ZRANGE", R, -1, -1, "WITHSCORES")
+            r#"if redis.call("PTTL", R) < tonumber(ARGV[2]) then
+  redis.call("PEXPIRE", R, ARGV[2])
+end
+local last = redis.call("ZRANGE", R, -1, -1, "WITHSCORES")
 if last[2] ~= top[2] or redis.call("EXISTS", W) == 0 then
-  local left = tonumber(last[2]) - now + 1
-  redis.call("PEXPIRE", R, left)
   redis.call("SET", W, ""#,
             crate::keys::readers_mark!(),
-            r#"", "PX", left)
+            r#"", "PXAT", last[2])
 end
 "#
         )
@@ -175,8 +178,7 @@ return {1, 0, 0}"#
 /// A reader's release: KEYS = R, P, W, then lease sets to ask about;
 /// ARGV = value. Drops the lease, and the mark `P` of a waiting writer and
 /// the readers' mark on `W` where no live lease is left; where the lease
-/// was the last to end, the readers' mark and `R` then end with the last
-/// left. Returns 0 if it had ended (or was not there), else 2 if a live
+/// was the last to end, the readers' mark then ends with the last left. Returns 0 if it had ended (or was not there), else 2 if a live
 /// waiter is listed in one of the lease sets, else 1.
 pub(crate) static READ_RELEASE: Script<ANY_KEYS> = Script::cleanup(concat!(
     crate::wait::scripts::node_now!(),
@@ -192,12 +194,10 @@ if redis.call("ZCOUNT", KEYS[1], "(" .. now, "+inf") == 0 then
   end
 elseif ends then
   local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
-  if tonumber(ends) > tonumber(last[2]) then
-    local left = tonumber(last[2]) - now + 1
-    redis.call("PEXPIRE", KEYS[1], left)
-    if marked then
-      redis.call("PEXPIRE", KEYS[3], left)
-    end
+  if marked and tonumber(ends) > tonumber(last[2]) then
+    redis.call("SET", KEYS[3], ""#,
+    crate::keys::readers_mark!(),
+    r#"", "PXAT", last[2])
   end
 end
 if not ends or tonumber(ends) <= now then
@@ -432,11 +432,11 @@ mod tests {
         assert!(pttl(c) > 39_000, "a shorter lease leaves it to the last");
         // The last lease released: the mark ends with the one left.
         assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r1"]), 1);
-        assert!((9_000..=10_001).contains(&pttl(c)), "r2's: {}", pttl(c));
+        assert!((9_000..=10_000).contains(&pttl(c)), "r2's: {}", pttl(c));
         assert_eq!(plain(c), None, "r2 still reads");
         // A shorter extension of the last lease shortens it too.
         assert_eq!(run(c, &READ_EXTEND, &["r", "w"], &["r2", "2000"]), 1);
-        assert!((1_000..=2_001).contains(&pttl(c)), "{}", pttl(c));
+        assert!((1_000..=2_000).contains(&pttl(c)), "{}", pttl(c));
         assert_eq!(plain(c), None, "r2 still reads");
         assert_eq!(run(c, &READ_RELEASE, &["r", "p", "w"], &["r2"]), 1);
         assert_eq!(plain(c), Some("OK".into()), "the reads ended: free");
