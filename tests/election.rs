@@ -272,13 +272,13 @@ async fn a_names_lock_and_its_election_exclude_each_other() {
         .await
         .expect_err("a leader holds the name");
     assert!(err.is_contended(), "{err}");
-    for node in &c.nodes {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(&["duty", "other-client", "NX", "PX", "5000"])
-            .query(&mut node.conn())
-            .unwrap();
-        assert_eq!(set, None, "a bare SET NX got the name beside a leader");
-    }
+    // A node that missed the leader's request (a quorum is enough) may
+    // take it; a majority never does.
+    let got = c.bare_set_nx("duty");
+    assert!(
+        got < 2,
+        "a bare SET NX got the name on {got} of 3 nodes beside a leader"
+    );
     // A plain lock waits behind the leader and takes the name at its
     // resignation.
     let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");

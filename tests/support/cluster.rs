@@ -246,6 +246,25 @@ impl Cluster {
             .count()
     }
 
+    /// On how many nodes another Redlock client's bare `SET key v NX PX`
+    /// succeeds (it holds the key only with a majority); what it set is
+    /// deleted again.
+    pub fn bare_set_nx(&self, key: &str) -> usize {
+        let mut got = 0;
+        for node in self.nodes.iter().filter(|n| n.is_running() && !n.paused) {
+            let mut conn = node.conn();
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&[key, "other-client", "NX", "PX", "5000"])
+                .query(&mut conn)
+                .unwrap();
+            if set.is_some() {
+                got += 1;
+                let _: () = redis::cmd("DEL").arg(key).query(&mut conn).unwrap();
+            }
+        }
+        got
+    }
+
     /// Whether every node lists exactly `n` waiters in `key`'s waiting list.
     pub fn listed_everywhere(&self, key: &str, n: usize) -> bool {
         self.nodes.iter().all(|node| node.waiters(key) == n)
