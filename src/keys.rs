@@ -27,6 +27,16 @@ macro_rules! readers_mark {
 }
 pub(crate) use readers_mark;
 
+/// The permits' mark: the value a name's lock key holds while permits of
+/// its semaphore are held (`semaphore/scripts.rs`), in our reserved
+/// namespace, so no lock value is ever equal to it.
+macro_rules! permits_mark {
+    () => {
+        "redquorum:permits"
+    };
+}
+pub(crate) use permits_mark;
+
 /// The reserved namespace, after the key prefix.
 pub(crate) const RESERVED: &str = "redquorum:";
 

@@ -435,7 +435,10 @@
 //                       model/pin.rs (a serial
 //                       prefix's pinned configuration),
 //                       model/semaphore_state.rs and model/semaphore.rs
-//                       (K slots and the move round), model/election.rs
+//                       (K slots and the move round),
+//                       model/permits_state.rs and model/permits_name.rs
+//                       (a name's permits and its plain lock exclude each
+//                       other), model/election.rs
 //                       (terms over the fenced lock),
 //                       model/shards_state.rs, model/shards_rules.rs and
 //                       model/shards.rs (a member that is a Redis Cluster:

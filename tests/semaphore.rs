@@ -1,7 +1,8 @@
 //! The quorum semaphore on real nodes: never more than K valid holders
 //! under load, with a minority of nodes down; waiters served in arrival
 //! order and woken when a permit frees; a dead holder's permit free within
-//! its TTL; fencing tokens; its keys apart from a lock of the same name.
+//! its TTL; fencing tokens; a name's permits and its lock exclude each
+//! other.
 
 mod support;
 
@@ -9,8 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use redquorum::Redlock;
-use support::{wait_until, Cluster};
+use support::{internal_key, wait_until, Cluster};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -172,7 +175,7 @@ async fn a_dead_holders_permit_frees_within_its_ttl() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fenced_permits_carry_increasing_tokens_and_keys_stay_apart_from_locks() {
+async fn fenced_permits_carry_increasing_tokens() {
     let c = Cluster::start(3);
     let redlock = client(&c);
     let sem = redlock.semaphore("jobs", 2).unwrap();
@@ -180,18 +183,12 @@ async fn fenced_permits_carry_increasing_tokens_and_keys_stay_apart_from_locks()
     let b = sem.acquire(ms(5_000)).fenced().await.unwrap();
     let (ta, tb) = (a.fencing_token().unwrap(), b.fencing_token().unwrap());
     assert!(tb > ta, "{ta} then {tb}");
-    // A lock named like the semaphore is another thing.
-    let lock = redlock.lock("jobs", ms(5_000)).try_once().await.unwrap();
-    // (The lock is won on a quorum; the last node's SET may still be on
-    // its way.)
-    assert!(wait_until(Duration::from_secs(3), || c.set_on("jobs") == 3).await);
     a.release().await.unwrap();
     let c2 = sem.acquire(ms(5_000)).fenced().await.unwrap();
     assert!(c2.fencing_token().unwrap() > tb);
     for p in [b, c2] {
         p.release().await.unwrap();
     }
-    lock.release().await.unwrap();
     assert!(redlock.semaphore("jobs", 0).is_err());
     assert!(redlock.semaphore("redquorum:x", 1).is_err());
 }
@@ -1167,4 +1164,96 @@ async fn slots_read_after_a_split_wake_a_waiter_once() {
     let b2 = handed_over(d1_permit, b2).await;
     b1.release().await.unwrap();
     b2.release().await.unwrap();
+}
+
+/// A name's permits and its plain lock exclude each other: the lock is
+/// refused while a permit holds (also past the permit's first TTL, through
+/// an extension), a waiting lock goes before permits not yet taken and
+/// takes the name within a round trip or so of the last permit's release,
+/// and a permit waiting behind the lock is woken by its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_names_plain_lock_and_its_permits_exclude_each_other() {
+    let c = Cluster::start(3);
+    let (a, b) = (c.redlock(), c.redlock());
+    let sem = a.semaphore("two", 2).unwrap();
+    let p1 = sem.acquire(ms(2_000)).try_once().await.expect("a permit");
+    let err = b
+        .lock("two", ms(5_000))
+        .try_once()
+        .await
+        .expect_err("a permit holds the name");
+    assert!(err.is_contended(), "{err}");
+    p1.extend(ms(10_000)).await.expect("extend");
+    tokio::time::sleep(ms(2_500)).await;
+    // A node that missed the permit's request may take it; a majority
+    // never does.
+    let got = c.bare_set_nx("two");
+    assert!(
+        got < 2,
+        "a bare SET NX got the name on {got} of 3 nodes beside a permit"
+    );
+    // A plain lock waits behind the permit; a permit after it waits too,
+    // though a slot is free.
+    let waiter = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let plain = tokio::spawn(async move {
+        let lock = waiter.lock("two", ms(5_000)).wait(ms(30_000)).await;
+        (lock, Instant::now())
+    });
+    assert!(
+        wait_until(ms(15_000), || c.waiting_on("two") == 3).await,
+        "the plain lock is listed on every node"
+    );
+    // (A long cap: only the nodes' news wakes it in time.)
+    let patient = c.builder().wait_cap(ms(10_000)).build().expect("client");
+    let late = patient.semaphore("two", 2).unwrap();
+    let err = late
+        .acquire(ms(5_000))
+        .try_once()
+        .await
+        .expect_err("a permit behind a waiting plain lock");
+    assert!(err.is_contended(), "{err}");
+    let released = Instant::now();
+    p1.release().await.expect("release");
+    let (lock, at) = plain.await.unwrap();
+    let lock = lock.expect("the plain lock, once the permit ended");
+    assert!(
+        at.duration_since(released) < ms(2_000),
+        "taken {:?} after the permit ended",
+        at.duration_since(released)
+    );
+    // A permit waits behind the lock and is woken by its release.
+    let err = late
+        .acquire(ms(5_000))
+        .try_once()
+        .await
+        .expect_err("the plain lock holds the name");
+    assert!(err.is_contended(), "{err}");
+    let waiting = tokio::spawn(async move {
+        let permit = late.acquire(ms(5_000)).wait(ms(30_000)).await;
+        (permit, Instant::now())
+    });
+    assert!(
+        wait_until(ms(15_000), || c
+            .waiting_on(&internal_key("semaphore", "two"))
+            >= 2)
+        .await,
+        "the permit waits on a quorum"
+    );
+    let released = Instant::now();
+    lock.release().await.unwrap();
+    let (permit, at) = waiting.await.unwrap();
+    let permit = permit.expect("a permit, once the lock ended");
+    assert!(
+        at.duration_since(released) < ms(2_000),
+        "taken {:?} after the lock ended (its TTL was 5 s)",
+        at.duration_since(released)
+    );
+    permit.release().await.unwrap();
+    b.settle().await;
+    let free = a
+        .lock("two", ms(1_000))
+        .try_once()
+        .await
+        .expect("no mark left");
+    free.release().await.unwrap();
 }

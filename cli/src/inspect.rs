@@ -59,10 +59,12 @@ async fn every_kind(redlock: &Redlock, name: &str) -> Result<bool> {
     let mark = plain.holder.as_ref().is_some_and(|h| h.is_readers_mark());
     let rw_used = mark || !rw.readers.is_empty();
     let others = rw_used || k.is_some() || leader.is_some();
+    // Permits keep their mark on the name's key too: their lines say who.
+    let permits_hold = k.is_some() && plain.holder.as_ref().is_some_and(|h| h.is_permits_mark());
     let mut free = true;
     // A leader holds the name's lock too: its line says who, with the
     // lock's waiters.
-    if rw_used || leader.is_some() {
+    if rw_used || leader.is_some() || permits_hold {
         free &= plain.free_in == Some(Duration::ZERO);
     } else if in_use(&plain) || !others {
         println!("{name}: {}", describe(&plain, redlock.node_count()));
@@ -139,9 +141,12 @@ fn describe(s: &LockState, nodes: usize) -> String {
     let of = |n: usize| format!("{n} of {nodes} nodes");
     let mut line = match &s.holder {
         Some(h) => {
-            let who = h
-                .label()
-                .map_or_else(|| format!("value {}", h.value), |label| label.to_owned());
+            let who = if h.is_permits_mark() {
+                "its semaphore's permits".to_owned()
+            } else {
+                h.label()
+                    .map_or_else(|| format!("value {}", h.value), |label| label.to_owned())
+            };
             let left = h
                 .time_left
                 .map_or("no TTL".to_owned(), |d| format!("{} left", secs(d)));

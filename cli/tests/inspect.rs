@@ -164,9 +164,17 @@ async fn inspect_sees_every_kind() {
     assert_eq!(inspect(&c, &["cli_cat"]).0, 0, "free again");
 
     let permit = hold(&c, &["-n", "2", "cli_pool"]).await;
+    // The permit holds the name's lock too (75: `lock cli_pool` would
+    // wait), and its line says so, not a line for the lock's key.
     let (code, out) = inspect(&c, &["cli_pool"]);
-    assert_eq!((code, out.lines().count()), (0, 2), "{out}");
+    assert_eq!((code, out.lines().count()), (75, 2), "{out}");
     assert_eq!(out.matches(": held by ").count(), 1, "{out}");
+    assert!(!out.contains("redquorum:permits"), "{out}");
+    assert_eq!(
+        inspect(&c, &["-n", "2", "cli_pool"]).0,
+        0,
+        "a permit is free"
+    );
     end(permit).await;
 
     let mut leader = cli(&c)
@@ -201,6 +209,14 @@ async fn inspect_sees_every_kind() {
     let (code, out) = inspect(&c, &["cli_one"]);
     assert_eq!(code, 75, "{out}");
     assert!(out.starts_with("cli_one permit 0: held by "), "{out}");
+    assert_eq!(out.lines().count(), 1, "the permit's line only: {out}");
+    // The name's lock is held by the permit: `-n 1` reads the lock.
+    let (code, out) = inspect(&c, &["-n", "1", "cli_one"]);
+    assert_eq!(code, 75, "{out}");
+    assert!(
+        out.starts_with("cli_one: held by its semaphore's permits on "),
+        "{out}"
+    );
     one.release().await.unwrap();
 }
 

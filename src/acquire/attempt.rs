@@ -25,6 +25,7 @@ use crate::lock::held::{Held, Takes};
 use crate::lock::scripts;
 use crate::lock::standing::Basis;
 use crate::node::connection::request::Request;
+use crate::quorum::tally::NodeSet;
 use crate::quorum::Counts;
 use crate::telemetry::labels::Primitive;
 use crate::wait::plan::Seen;
@@ -123,6 +124,13 @@ pub(crate) trait Attempts {
     /// A value of its watched keys that leaves them free for it (a
     /// read-write lock's reader: the readers' mark); `None`: only no key.
     fn free_value(&self) -> Option<&'static str> {
+        None
+    }
+    /// A key besides the watched ones that kept the last attempt out, and
+    /// the nodes where it did (a semaphore's: the name's lock key, held by
+    /// a lock, or wanted by a waiter on its list): its change there is
+    /// news for the next round.
+    fn guard(&self) -> Option<(&str, NodeSet)> {
         None
     }
     /// The waiting lists a waiter is listed in besides its line's (a
@@ -400,7 +408,8 @@ pub(crate) fn read_queued_reply(v: &Value, now: Instant) -> Option<(i64, Seen)> 
             };
             let seen = match (*won, *pttl, *ahead) {
                 (1.., _, _) => Seen::Free,
-                (_, _, 1) => Seen::Ahead,
+                // 3: a semaphore's, yielding to a waiter on the name's list.
+                (_, _, 1 | 3) => Seen::Ahead,
                 (_, -2, _) => Seen::Free,
                 (_, -1, _) => Seen::Held,
                 // The key's PTTL is rounded to the millisecond.

@@ -204,6 +204,15 @@ impl Redlock {
         let line = what.line();
         let healthy = self.nodes().healthy();
         let ear = |channel| waiting.ear((line, channel), seen, healthy);
+        // Where a key besides the watched ones kept us out (a semaphore's
+        // name, held by a lock): its change there lets us try again.
+        let guarded = match what.guard() {
+            Some((key, nodes)) if nodes != 0 => {
+                waiting.arm((key, None), nodes, signal, round);
+                nodes
+            }
+            _ => 0,
+        };
         let nodes = if let Some((channel, node)) = what.channel().and_then(|c| Some((c, ear(c)?))) {
             // Named wake-ups: hear the channel on one node; and after a
             // split, or after a message named us and we were refused, read
@@ -212,7 +221,12 @@ impl Redlock {
             // only: the tracking they leave would wake us again at other
             // waiters' takes.
             let held = waiting.split_ear(line, seen, signal.take_named());
-            signal.keys_heard(held.map_or(Keys::Never, |_| Keys::Round(round)));
+            let keys = if held.is_some() || guarded != 0 {
+                Keys::Round(round)
+            } else {
+                Keys::Never
+            };
+            signal.keys_heard(keys);
             let heard = (channel, node);
             waiting.hear(heard, what.watched(), signal, round);
             let Some(held) = held else { return };

@@ -81,6 +81,16 @@ impl Holder {
     pub fn is_readers_mark(&self) -> bool {
         self.value == crate::keys::readers_mark!()
     }
+
+    /// Whether this is the mark the permits of the name's semaphore keep
+    /// on its key while they are held ([`Redlock::semaphore`]): permits
+    /// hold the name, not one holder ([`Semaphore::inspect`] names them).
+    ///
+    /// [`Redlock::semaphore`]: crate::Redlock::semaphore
+    /// [`Semaphore::inspect`]: crate::Semaphore::inspect
+    pub fn is_permits_mark(&self) -> bool {
+        self.value == crate::keys::permits_mark!()
+    }
 }
 
 /// What one node said of one key: its value (empty: not set) and PTTL.

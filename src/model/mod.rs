@@ -23,6 +23,8 @@ mod lock_symmetry;
 mod loss_seen;
 mod mint;
 mod multilock;
+mod permits_name;
+mod permits_state;
 mod pin;
 mod rwlock;
 mod rwlock_state;

@@ -16,6 +16,7 @@
 //! waits, alike: where they differ, one attempt takes different slots on
 //! different nodes and wins none.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +53,9 @@ pub(crate) struct SlotAttempt<'a> {
     pub(crate) ttl: Duration,
     /// The TTL in ms.
     pub(crate) ttl_ms: u64,
+    /// The nodes where the last attempt found the name's lock key held by
+    /// a lock, or a live waiter on the name's list.
+    pub(crate) guarded: AtomicU64,
 }
 
 impl Attempts for SlotAttempt<'_> {
@@ -87,14 +91,27 @@ impl Attempts for SlotAttempt<'_> {
         true
     }
 
+    fn guard(&self) -> Option<(&str, NodeSet)> {
+        let nodes = self.guarded.load(Ordering::Acquire);
+        Some((self.semaphore.keys.name(), nodes))
+    }
+
     async fn attempt(&self, ask: Ask<'_>) -> Result<Won, Failed> {
-        self.semaphore.attempt(self.ttl, self.ttl_ms, ask).await
+        let (result, guarded) = self.semaphore.attempt(self.ttl, self.ttl_ms, ask).await;
+        self.guarded.store(guarded, Ordering::Release);
+        result
     }
 }
 
 impl Semaphore {
-    /// One attempt at a permit for `ttl` (`ttl_ms` in ms).
-    async fn attempt(&self, ttl: Duration, ttl_ms: u64, ask: Ask<'_>) -> Result<Won, Failed> {
+    /// One attempt at a permit for `ttl` (`ttl_ms` in ms), and the nodes
+    /// where the name's lock key kept it out (see [`name_in_the_way`]).
+    async fn attempt(
+        &self,
+        ttl: Duration,
+        ttl_ms: u64,
+        ask: Ask<'_>,
+    ) -> (Result<Won, Failed>, NodeSet) {
         let redlock = &self.redlock;
         let value = redlock.new_value();
         let undo = UndoOnDrop::new(|| {
@@ -109,6 +126,7 @@ impl Semaphore {
         let mut seen = vec![Seen::Unknown; n];
         // The nodes that took a slot and had another to spare.
         let mut spare: NodeSet = 0;
+        let mut guarded: NodeSet = 0;
         let slots = self.keys.slots().len();
         let classify = |i: usize, v: &Value| {
             let (took, now_seen) = read_queued_reply(v, Instant::now())?;
@@ -118,6 +136,9 @@ impl Semaphore {
                 _ => return None,
             };
             seen[i] = now_seen;
+            if name_in_the_way(v) {
+                guarded |= node_bit(i);
+            }
             if slot.is_some() && spare_in(v) {
                 spare |= node_bit(i);
             }
@@ -175,7 +196,7 @@ impl Semaphore {
                 basis,
                 queued,
             );
-            return Ok(won);
+            return (Ok(won), guarded);
         }
         let error = if winner.is_some() {
             Error::TtlTooShort {
@@ -199,7 +220,7 @@ impl Semaphore {
         }
         let resent = redlock.nodes().reconnected_after(start.into_std());
         self.undo(&value, all & (!tally.no | resent), Outcome::Lost(rejoin));
-        Err(Failed { error, seen })
+        (Err(Failed { error, seen }), guarded)
     }
 
     /// The move round after a split (see [`move_plan`]): the nodes of
@@ -213,8 +234,7 @@ impl Semaphore {
         (slot, holders, movers): (usize, NodeSet, NodeSet),
         quorum: usize,
     ) -> Option<(usize, NodeSet)> {
-        let slots: Vec<&str> = self.keys.slots().iter().map(String::as_str).collect();
-        let req = Request::script_any(&scripts::SEMAPHORE_MOVE, &slots, |cmd| {
+        let req = Request::script_any(&scripts::SEMAPHORE_MOVE, &self.keys.keys(), |cmd| {
             cmd.arg(value).arg(slot + 1).arg(ttl_ms);
         });
         let nodes = self.redlock.nodes();
@@ -278,6 +298,13 @@ impl Semaphore {
 /// left to spare (its second item, more than 0).
 fn spare_in(v: &Value) -> bool {
     matches!(v, Value::Array(items) if matches!(items.get(1), Some(Value::Int(s)) if *s > 0))
+}
+
+/// Whether a node's reply to `SEMAPHORE_TAKE` says the name's lock key
+/// kept the attempt out there (its third item 2: a lock holds it; 3: a
+/// live waiter on the name's list goes first).
+fn name_in_the_way(v: &Value) -> bool {
+    matches!(v, Value::Array(items) if matches!(items.get(2), Some(Value::Int(2 | 3))))
 }
 
 /// How an attempt ended, for its undo.

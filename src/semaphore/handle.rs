@@ -55,9 +55,12 @@ pub struct Semaphore {
 
 impl Redlock {
     /// A semaphore named `name` with `permits` permits (1 to
-    /// [`MAX_PERMITS`]). Its keys live in redquorum's reserved namespace,
-    /// so it never collides with a lock of the same name (the CLI's
-    /// `lock -n 1` is a plain lock). The number of permits is pinned on
+    /// [`MAX_PERMITS`]). Its slots live in redquorum's reserved
+    /// namespace; while a permit is held, its permits keep a mark on the
+    /// name's lock key, so the semaphore and the lock of the same name
+    /// (the CLI's `lock -n 1`), or its read-write lock or election,
+    /// exclude each other, and a waiting lock goes before permits not yet
+    /// taken. The number of permits is pinned on
     /// the nodes by the first acquisition: a client that gives the same
     /// name another number gets
     /// [`Error::SemaphoreConflict`](crate::Error::SemaphoreConflict)
@@ -87,7 +90,7 @@ impl Redlock {
         Ok(Semaphore {
             redlock: self.clone(),
             name: name.to_owned(),
-            keys: Arc::new(SlotKeys::new(prefix, &line, slots)),
+            keys: Arc::new(SlotKeys::new(prefix, &line, &anchor, slots)),
             fence: self.fence_keys_at(name, &line),
             line,
             pin_key,

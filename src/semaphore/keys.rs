@@ -1,13 +1,13 @@
 //! A semaphore's keys on the nodes (its waiting list, its slots, the
-//! channel its releases name waiters on), and a held permit's requests:
-//! its slot's extension and check, and the release that names the waiters
-//! it lets in (`wait/named.rs`).
+//! channel its releases name waiters on, the name's lock key and waiting
+//! list, which its permits keep a mark on and yield to), and a held
+//! permit's requests: its slot's extension and check, and the release that
+//! names the waiters it lets in (`wait/named.rs`).
 
 use std::sync::Arc;
 
 use crate::keys::{self, Kind};
 use crate::lock::held::Held;
-use crate::lock::scripts as lock_scripts;
 use crate::node::connection::request::Request;
 use crate::semaphore::scripts;
 use crate::wait::list::WaitKeys;
@@ -18,26 +18,38 @@ use crate::wait::list::WaitKeys;
 pub(crate) struct SlotKeys {
     /// The waiting list.
     pub(crate) waiters: WaitKeys,
-    /// The slot keys in slot order, then the channel: everything whose
-    /// news goes to the semaphore's line.
+    /// The name's waiting list (the plain lock's), whose live waiters go
+    /// before permits not yet taken.
+    name_waiters: WaitKeys,
+    /// The slot keys in slot order, then the name's lock key, then the
+    /// channel: everything whose news goes to the semaphore's line.
     heard: Vec<String>,
 }
 
 impl SlotKeys {
     /// The keys of the semaphore whose waiters line up on `line` (key
-    /// prefix `prefix`), with `slots` its slot keys.
-    pub(crate) fn new(prefix: &str, line: &str, slots: Vec<String>) -> Self {
+    /// prefix `prefix`), with `slots` its slot keys and `name` the name's
+    /// lock key.
+    pub(crate) fn new(prefix: &str, line: &str, name: &str, slots: Vec<String>) -> Self {
         let mut heard = slots;
+        heard.push(name.to_owned());
         heard.push(keys::internal(prefix, Kind::Wake, line));
         Self {
             waiters: WaitKeys::of(prefix, line),
+            name_waiters: WaitKeys::of(prefix, name),
             heard,
         }
     }
 
     /// The slot keys, in slot order.
     pub(crate) fn slots(&self) -> &[String] {
-        &self.heard[..self.heard.len() - 1]
+        &self.heard[..self.heard.len() - 2]
+    }
+
+    /// The name's lock key, which holds the permits' mark while permits
+    /// are held.
+    pub(crate) fn name(&self) -> &str {
+        &self.heard[self.heard.len() - 2]
     }
 
     /// The channel its releases name waiters on.
@@ -45,18 +57,23 @@ impl SlotKeys {
         self.heard.last().map_or("", String::as_str)
     }
 
-    /// The slot keys and the channel: what routes news to the line.
+    /// The slot keys, the name's lock key and the channel: what routes
+    /// news to the line.
     pub(crate) fn heard(&self) -> &[String] {
         &self.heard
     }
 
-    /// The keys of the semaphore scripts: the waiting list, its leases,
-    /// the slots.
+    /// The keys of every semaphore script (`semaphore/scripts.rs`): the
+    /// waiting list and its leases, the name's lock key, its waiting list
+    /// and leases, the slots.
     pub(crate) fn keys(&self) -> Vec<&str> {
         let slots = self.slots();
-        let mut keys = Vec::with_capacity(2 + slots.len());
+        let mut keys = Vec::with_capacity(5 + slots.len());
         keys.push(self.waiters.queue.as_str());
         keys.push(self.waiters.leases.as_str());
+        keys.push(self.name());
+        keys.push(self.name_waiters.queue.as_str());
+        keys.push(self.name_waiters.leases.as_str());
         keys.extend(slots.iter().map(String::as_str));
         keys
     }
@@ -71,8 +88,9 @@ impl SlotKeys {
 }
 
 /// A held permit, as its lock acts on the nodes: the slot `slot` of
-/// `keys`. Extended and checked as a plain lock on the slot key; its
-/// release names the waiters it lets in.
+/// `keys`. Checked as a plain lock on the slot key; extended with the
+/// permits' mark on the name's lock key; its release names the waiters it
+/// lets in.
 #[derive(Debug)]
 pub(crate) struct SlotHold {
     /// The semaphore's keys.
@@ -94,8 +112,8 @@ impl Held for SlotHold {
     }
 
     fn extend_request(&self, value: &str, ttl_ms: u64) -> Arc<Request> {
-        Request::script(&lock_scripts::EXTEND, [self.key()], |cmd| {
-            cmd.arg(value).arg(ttl_ms);
+        Request::script_any(&scripts::SEMAPHORE_EXTEND, &self.keys.keys(), |cmd| {
+            cmd.arg(value).arg(self.slot + 1).arg(ttl_ms);
         })
     }
 
@@ -110,9 +128,11 @@ mod tests {
 
     #[test]
     fn keys_and_channel_share_the_semaphores_tag() {
-        let k = SlotKeys::new("", "line", vec!["s0".into(), "s1".into()]);
+        let k = SlotKeys::new("", "line", "line", vec!["s0".into(), "s1".into()]);
         assert_eq!(k.slots(), ["s0", "s1"]);
+        assert_eq!(k.name(), "line");
         assert_eq!(k.channel(), "redquorum:wake:{line}:line");
-        assert_eq!(k.heard().len(), 3);
+        assert_eq!(k.heard().len(), 4);
+        assert_eq!(k.keys().len(), 7);
     }
 }

@@ -24,6 +24,12 @@
 //! free there; it is woken by the release that lets it in (which names
 //! it on the semaphore's channel, `wait/named.rs`), by the slots' TTLs, or
 //! by this client's own release.
+//!
+//! A name is one lock whichever kind takes it: permits keep a mark on the
+//! name's lock key while they are held, are taken only where that key is
+//! free or holds their mark, and yield to a live waiter on the name's list
+//! (`scripts.rs`); a waiter kept out by the name also reads its key, whose
+//! change wakes it (`attempt.rs`).
 
 pub(crate) mod attempt;
 pub(crate) mod handle;
@@ -33,7 +39,7 @@ pub(crate) mod scripts;
 pub(crate) mod slots;
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tracing::Instrument;
@@ -232,6 +238,7 @@ impl Semaphore {
             semaphore: self,
             ttl,
             ttl_ms,
+            guarded: AtomicU64::new(0),
         })
     }
 

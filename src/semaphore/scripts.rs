@@ -1,13 +1,87 @@
 //! The semaphore's Lua: a permit is one of K slot keys, taken in the
 //! waiting list's order, released naming the waiters it lets in, each
 //! script run atomically on one node.
+//!
+//! Every script has the same keys: KEYS[1] and KEYS[2] the semaphore's
+//! waiting list `Q` and its leases `L`; KEYS[3] the name's lock key `N`
+//! (the key `Redlock::lock`, a read-write lock's writer, an election's
+//! leader and every other Redlock client's `SET NX` take); KEYS[4] and
+//! KEYS[5] the name's waiting list and its leases (the plain lock's);
+//! KEYS[6..] the slot keys, in slot order.
+//!
+//! A name is one lock whichever kind takes it: while a slot is held on a
+//! node, `N` there holds the permits' mark, which expires when the last
+//! slot held there does (set so by every take, move, fill, extension and
+//! release, `keep_permits`), so a plain lock's `SET NX` fails where a
+//! permit holds; and a slot is taken, moved to, filled or extended only
+//! where `N` is free or holds the mark, so no permit is taken where a
+//! lock holds the name. A permit's quorum and a lock's quorum share a
+//! node, whose state admits one of them only. A permit not yet taken
+//! also yields to a live waiter on the name's list (a plain lock, a
+//! writer, a candidate waiting for `N`): a stream of permits never keeps
+//! `lock N` out for good.
 
 use crate::lua::{Script, ANY_KEYS};
 use crate::wait::scripts::{join_waiting_list, node_now, register_waiter};
 
+/// The first slot's index in KEYS, less one: slot number `i` (from 1) is
+/// `KEYS[i + 5]`.
+macro_rules! slot_keys {
+    () => {
+        "local N, FIRST = KEYS[3], 6\n"
+    };
+}
+
+/// `name_taken`: whether `N` holds anything but the permits' mark (a
+/// lock's value, a writer's, the readers' mark, a leader's).
+macro_rules! name_taken {
+    () => {
+        concat!(
+            "local held_name = redis.call(\"GET\", N)\n",
+            "local name_taken = held_name and held_name ~= \"",
+            crate::keys::permits_mark!(),
+            "\"\n"
+        )
+    };
+}
+
+/// After the slots changed on this node (and with `name_taken` false),
+/// keeps the permits' mark on `N` until exactly the end of the last slot
+/// held here: not longer, so the name is free to a plain lock when the
+/// permits end, however long an earlier one was; and not shorter. The
+/// slots' PTTLs are read before the mark's, and the mark is set after
+/// both: a mark read as ending before the last slot does end before it,
+/// and one set from a slot's PTTL ends no earlier than that slot. Written
+/// only where its end must move (each write wakes whoever waits on `N`);
+/// deleted where no slot is held.
+macro_rules! keep_permits {
+    () => {
+        concat!(
+            r#"local top = -2
+for i = FIRST, #KEYS do
+  local p = redis.call("PTTL", KEYS[i])
+  if p > top then
+    top = p
+  end
+end
+local m = redis.call("PTTL", N)
+if top < 0 then
+  if m ~= -2 then
+    redis.call("DEL", N)
+  end
+elseif m < top or m > top + 1 then
+  redis.call("SET", N, ""#,
+            crate::keys::permits_mark!(),
+            r#"", "PX", top)
+end
+"#
+        )
+    };
+}
+
 /// Names the waiters a semaphore's free slots are for (see
 /// `wait/named.rs`): with `Q` and `L` its waiting list and leases and
-/// KEYS[3..] its slots, `wake(channel, skip)` publishes on `channel` the
+/// KEYS[6..] its slots, `wake(channel, skip)` publishes on `channel` the
 /// ids of the first live waiters (lease not ended), as many as slots are
 /// free here, leaving out `skip`; returns how many it named. It runs only
 /// commands `SEMAPHORE_TAKE` runs too, and `PUBLISH` with `pcall`: a node
@@ -21,7 +95,7 @@ macro_rules! wake_waiters {
     return 0
   end
   local free = 0
-  for i = 3, #KEYS do
+  for i = 6, #KEYS do
     if redis.call("PTTL", KEYS[i]) == -2 then
       free = free + 1
     end
@@ -50,10 +124,9 @@ end
 /// A semaphore's attempt (see `semaphore/`): take a free slot on this
 /// node, if the waiters ahead leave one.
 ///
-/// KEYS[1] and KEYS[2] are the semaphore's waiting list and leases (as in
-/// [`QUEUED_SET`]); KEYS[3..] its slot keys, in slot order. ARGV = value,
-/// ttl ms, waiter id (empty for a plain attempt, which does not join the
-/// list), ticket, lease ms.
+/// KEYS as every semaphore script's (see above). ARGV = value, ttl ms,
+/// waiter id (empty for a plain attempt, which does not join the list),
+/// ticket, lease ms.
 ///
 /// A registered waiter may take a slot while fewer live waiters are ahead
 /// of it than slots are free; a plain attempt only while more slots are
@@ -72,19 +145,27 @@ end
 /// the free slots left beyond those of the waiters ahead (more than 0: the
 /// next waiter may take one at once); else {0, -2, 1} if a slot is free but
 /// others go first, {0, the soonest slot's PTTL (-1: none expires), 0} if
-/// every slot is held.
+/// every slot is held; {0, `N`'s PTTL, 2} where the name's lock key holds
+/// anything but the permits' mark, and {0, `N`'s PTTL, 3} where a live
+/// waiter waits on the name's list (a slot is free, but the name's lock
+/// goes first).
 pub(crate) static SEMAPHORE_TAKE: Script<ANY_KEYS> = Script::new(concat!(
     "local Q, L = KEYS[1], KEYS[2]\n",
+    slot_keys!(),
     join_waiting_list!(),
-    r#"local free, soonest = {}, -1
-for i = 3, #KEYS do
+    name_taken!(),
+    r#"if name_taken then
+  return {0, redis.call("PTTL", N), 2}
+end
+local free, soonest = {}, -1
+for i = FIRST, #KEYS do
   local held = redis.call("GET", KEYS[i])
   if held == ARGV[1] then
     if id ~= "" then
       redis.call("ZREM", Q, id)
       redis.call("ZREM", L, id)
     end
-    return {i - 2, 0, 0}
+    return {i - FIRST + 1, 0, 0}
   end
   if not held then
     free[#free + 1] = i
@@ -102,13 +183,18 @@ else
   ahead = redis.call("ZCARD", KEYS[1])
 end
 if #free > ahead then
+  if #redis.call("ZRANGEBYSCORE", KEYS[5], "(" .. now, "+inf", "LIMIT", 0, 1) > 0 then
+    return {0, redis.call("PTTL", N), 3}
+  end
   local slot = free[ahead + 1]
   redis.call("SET", KEYS[slot], ARGV[1], "PX", ARGV[2])
   if id ~= "" then
     redis.call("ZREM", Q, id)
     redis.call("ZREM", L, id)
   end
-  return {slot - 2, #free - ahead - 1, 0}
+"#,
+    keep_permits!(),
+    r#"  return {slot - FIRST + 1, #free - ahead - 1, 0}
 end
 if #free > 0 then
   return {0, -2, 1}
@@ -116,40 +202,46 @@ end
 return {0, soonest, 0}"#
 ));
 
-/// Moves a semaphore attempt on a node to slot number ARGV[2] (from 1, of
-/// the slot keys KEYS[1..]), after a round in which the nodes took
-/// different slots: sets it to our value (ARGV[1]) for ARGV[3] ms where it
-/// is free or already ours, and deletes our other slots here. Returns 1;
-/// 0 (and changes nothing) where another holds it.
-pub(crate) static SEMAPHORE_MOVE: Script<ANY_KEYS> = Script::new(
-    r#"local to = tonumber(ARGV[2])
+/// Moves a semaphore attempt on a node to slot number ARGV[2] (from 1),
+/// after a round in which the nodes took different slots: sets it to our
+/// value (ARGV[1]) for ARGV[3] ms where it is free or already ours, and
+/// deletes our other slots here. Returns 1; 0 (and changes nothing) where
+/// another holds it, or where the name's lock key holds anything but the
+/// permits' mark. KEYS as every semaphore script's.
+pub(crate) static SEMAPHORE_MOVE: Script<ANY_KEYS> = Script::new(concat!(
+    slot_keys!(),
+    name_taken!(),
+    r#"local to = tonumber(ARGV[2]) + FIRST - 1
 local held = redis.call("GET", KEYS[to])
-if held and held ~= ARGV[1] then
+if name_taken or (held and held ~= ARGV[1]) then
   return 0
 end
 redis.call("SET", KEYS[to], ARGV[1], "PX", ARGV[3])
-for i = 1, #KEYS do
+for i = FIRST, #KEYS do
   if i ~= to and redis.call("GET", KEYS[i]) == ARGV[1] then
     redis.call("DEL", KEYS[i])
   end
 end
-return 1"#,
-);
+"#,
+    keep_permits!(),
+    "return 1"
+));
 
-/// Undoes a semaphore attempt on a node: deletes every slot (KEYS[3..])
-/// that holds our value (ARGV[1]) except slot number ARGV[2] (from 1; 0
-/// keeps none).
+/// Undoes a semaphore attempt on a node: deletes every slot that holds
+/// our value (ARGV[1]) except slot number ARGV[2] (from 1; 0 keeps none).
+/// KEYS as every semaphore script's.
 ///
-/// A waiter that took a slot here left the waiting list (KEYS[1],
-/// KEYS[2]) here; if it waits on (ARGV[3], its id, not empty), it joins
-/// again with its ticket (ARGV[4]) and lease in ms (ARGV[5]). Otherwise the
-/// waiters behind it would be ranked one place higher here than on the
-/// nodes it did not take, and take other slots here than there.
+/// A waiter that took a slot here left the waiting list here; if it waits
+/// on (ARGV[3], its id, not empty), it joins again with its ticket
+/// (ARGV[4]) and lease in ms (ARGV[5]). Otherwise the waiters behind it
+/// would be ranked one place higher here than on the nodes it did not
+/// take, and take other slots here than there.
 ///
 /// A winner (ARGV[2] its slot, ARGV[6] its TTL in ms, 0: none) also sets
-/// its slot here where it is free (`SET NX`): a node that did not take it
-/// would otherwise show it free, and the next waiter would take it here
-/// and another slot elsewhere. The fill counts for nothing (the permit's
+/// its slot here where it is free (`SET NX`) and the name's lock key is
+/// free or holds the permits' mark: a node that did not take it would
+/// otherwise show it free, and the next waiter would take it here and
+/// another slot elsewhere. The fill counts for nothing (the permit's
 /// validity comes from the quorum that took the slot) and never takes a
 /// slot someone holds; a release or expiry removes it like the rest.
 ///
@@ -160,19 +252,26 @@ return 1"#,
 pub(crate) static SEMAPHORE_UNDO: Script<ANY_KEYS> = Script::cleanup(concat!(
     r#"redis.replicate_commands()
 local Q, L, id = KEYS[1], KEYS[2], ARGV[3]
-local won = tonumber(ARGV[2])
+"#,
+    slot_keys!(),
+    name_taken!(),
+    r#"local won = tonumber(ARGV[2])
 local n = 0
-for i = 3, #KEYS do
-  if i - 2 ~= won and redis.call("GET", KEYS[i]) == ARGV[1] then
+for i = FIRST, #KEYS do
+  if i - FIRST + 1 ~= won and redis.call("GET", KEYS[i]) == ARGV[1] then
     n = n + redis.call("DEL", KEYS[i])
   end
 end
 local freed = n
-if won > 0 and tonumber(ARGV[6]) > 0 then
-  if redis.call("SET", KEYS[won + 2], ARGV[1], "NX", "PX", ARGV[6]) then
+if won > 0 and tonumber(ARGV[6]) > 0 and not name_taken then
+  if redis.call("SET", KEYS[won + FIRST - 1], ARGV[1], "NX", "PX", ARGV[6]) then
     freed = freed - 1
   end
 end
+if not name_taken then
+"#,
+    keep_permits!(),
+    r#"end
 if n > 0 and id ~= "" then
 "#,
     node_now!(),
@@ -186,26 +285,53 @@ end
 return n"#
 ));
 
+/// Extends a held permit on a node: KEYS as every semaphore script's;
+/// ARGV = our value, our slot number (from 1), the new TTL in ms. A new
+/// TTL only while the slot holds our value and the name's lock key is
+/// free or holds the permits' mark, which then ends with the last slot
+/// held here. Returns 1 if extended, 0 otherwise (as the lock's `EXTEND`).
+pub(crate) static SEMAPHORE_EXTEND: Script<ANY_KEYS> = Script::new(concat!(
+    slot_keys!(),
+    name_taken!(),
+    r#"local k = tonumber(ARGV[2]) + FIRST - 1
+if name_taken or redis.call("GET", KEYS[k]) ~= ARGV[1] then
+  return 0
+end
+redis.call("PEXPIRE", KEYS[k], ARGV[3])
+"#,
+    keep_permits!(),
+    "return 1"
+));
+
 /// Releases a semaphore's permit on a node and names the waiters it lets
-/// in: KEYS as [`SEMAPHORE_TAKE`]'s; ARGV = our value, our slot number
-/// (from 1), the semaphore's channel. Deletes the slot only while it holds
-/// our value; then, if the slot is free here (deleted, or already gone:
-/// expired, or lost by the node), publishes the ids of the first live
-/// waiters, one per free slot (`wake_waiters`), so that only their clients
-/// try, not every waiter of every client, and every node tells them,
-/// whichever one they hear. Returns 0 if the slot was not ours, 1 if
-/// deleted, 2 if deleted while a live waiter waits (as
+/// in: KEYS as every semaphore script's; ARGV = our value, our slot
+/// number (from 1), the semaphore's channel. Deletes the slot only while
+/// it holds our value (the permits' mark on the name's lock key then ends
+/// with the last slot left, or goes); then, if the slot is free here
+/// (deleted, or already gone: expired, or lost by the node), publishes
+/// the ids of the first live waiters, one per free slot (`wake_waiters`),
+/// so that only their clients try, not every waiter of every client, and
+/// every node tells them, whichever one they hear. Returns 0 if the slot
+/// was not ours, 1 if deleted, 2 if deleted while a live waiter waits (as
 /// the lock's `RELEASE_TELLING_WAITERS`). Always delivered, like a release.
 pub(crate) static SEMAPHORE_RELEASE: Script<ANY_KEYS> = Script::cleanup(concat!(
     r#"redis.replicate_commands()
 local Q, L = KEYS[1], KEYS[2]
-local k = tonumber(ARGV[2]) + 2
+"#,
+    slot_keys!(),
+    r#"local k = tonumber(ARGV[2]) + FIRST - 1
 local held = redis.call("GET", KEYS[k])
 if held and held ~= ARGV[1] then
   return 0
 end
 if held then
   redis.call("DEL", KEYS[k])
+"#,
+    name_taken!(),
+    r#"  if not name_taken then
+"#,
+    keep_permits!(),
+    r#"  end
 end
 "#,
     wake_waiters!(),
@@ -234,8 +360,8 @@ mod tests {
     fn take_as(conn: &mut redis::Connection, value: &str, id: &str, ticket: u64) -> Vec<i64> {
         redis::cmd("EVAL")
             .arg(super::SEMAPHORE_TAKE.src)
-            .arg(5)
-            .arg(&["q", "l", "s1", "s2", "s3"])
+            .arg(8)
+            .arg(&["q", "l", "n", "nq", "nl", "s1", "s2", "s3"])
             .arg(&[value, "1000", id, &ticket.to_string(), "5000"])
             .query(conn)
             .expect("EVAL")
@@ -248,7 +374,7 @@ mod tests {
         let (_node, mut conn) = crate::scratch::node();
         let c = &mut conn;
         for id in ["", "w"] {
-            run(c, &["DEL", "q", "l", "s1", "s2", "s3"]);
+            run(c, &["DEL", "q", "l", "n", "s1", "s2", "s3"]);
             let first = take_as(c, "mine", id, 1);
             assert_eq!(first[0], 1, "{first:?}");
             assert_eq!(take_as(c, "mine", id, 1)[0], 1);
@@ -278,7 +404,7 @@ mod tests {
         let (_node, mut conn) = crate::scratch::node();
         let c = &mut conn;
         for (first, second) in [(("a", 1), ("b", 2)), (("b", 2), ("a", 1))] {
-            run(c, &["DEL", "q", "l", "s1", "s2", "s3"]);
+            run(c, &["DEL", "q", "l", "n", "s1", "s2", "s3"]);
             run(c, &["MSET", "s1", "x", "s2", "x", "s3", "x"]);
             // Every slot held: both join the list, a first.
             assert_eq!(take(c, "a", 1), [0, -1, 0]);
@@ -295,7 +421,7 @@ mod tests {
             let left: i64 = redis::cmd("ZCARD").arg("q").query(c).expect("ZCARD");
             assert_eq!(left, 0, "a waiter that took a slot leaves the list");
         }
-        run(c, &["DEL", "q", "l", "s2", "s3"]);
+        run(c, &["DEL", "q", "l", "n", "s2", "s3"]);
         run(c, &["ZADD", "q", "1", "w"]);
         run(c, &["ZADD", "l", "+inf", "w"]);
         assert_eq!(take(c, "", 0), [3, 0, 0], "slot 2 is left to the waiter");
@@ -317,8 +443,8 @@ mod tests {
         let release = |c: &mut redis::Connection, slot: u64| -> i64 {
             redis::cmd("EVAL")
                 .arg(super::SEMAPHORE_RELEASE.src)
-                .arg(4)
-                .arg(&["q", "l", "s1", "s2"])
+                .arg(7)
+                .arg(&["q", "l", "n", "nq", "nl", "s1", "s2"])
                 .arg("v")
                 .arg(slot)
                 .arg("ch")
@@ -353,8 +479,8 @@ mod tests {
         let undo = |c: &mut redis::Connection, id: &str, won: u64| -> i64 {
             redis::cmd("EVAL")
                 .arg(super::SEMAPHORE_UNDO.src)
-                .arg(4)
-                .arg(&["q", "l", "s1", "s2"])
+                .arg(7)
+                .arg(&["q", "l", "n", "nq", "nl", "s1", "s2"])
                 .arg(&["v", &won.to_string(), id, "2", "5000", "1000", "ch"])
                 .query(c)
                 .expect("EVAL")
@@ -368,5 +494,104 @@ mod tests {
         assert_eq!(undo(c, "", 2), 1);
         run(c, &["PUBLISH", "ch", "end"]);
         assert_eq!(said(&mut sub), "end", "the undo named nobody");
+    }
+
+    /// Runs semaphore script `script` over slots s1, s2 with `args`.
+    fn eval(c: &mut redis::Connection, script: &str, args: &[&str]) -> redis::Value {
+        redis::cmd("EVAL")
+            .arg(script)
+            .arg(7)
+            .arg(&["q", "l", "n", "nq", "nl", "s1", "s2"])
+            .arg(args)
+            .query(c)
+            .expect("EVAL")
+    }
+
+    /// An integer reply, or an array's items.
+    fn ints(v: redis::Value) -> Vec<i64> {
+        match v {
+            redis::Value::Int(n) => vec![n],
+            v => redis::from_redis_value(v).expect("integers"),
+        }
+    }
+
+    /// PTTL of `key`.
+    fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(c).expect("PTTL")
+    }
+
+    /// While a slot is held on a node, the name's lock key holds the
+    /// permits' mark, ending exactly with the last slot held there (set
+    /// by a take, moved on by an extension, moved back by the release of
+    /// the last, gone with the last); a plain lock's `SET NX` fails on it.
+    /// A lock on the name keeps permits out (take, move, fill, extension);
+    /// a live waiter on the name's list goes before a permit not taken.
+    #[test]
+    fn permits_keep_the_name_from_a_plain_lock_while_they_hold() {
+        use super::SEMAPHORE_UNDO;
+        use super::{SEMAPHORE_EXTEND, SEMAPHORE_MOVE, SEMAPHORE_RELEASE, SEMAPHORE_TAKE};
+        let mark = crate::keys::permits_mark!();
+        let (_node, mut conn) = crate::scratch::node();
+        let c = &mut conn;
+        let take = |c: &mut redis::Connection, v: &str, ttl: &str| {
+            ints(eval(c, SEMAPHORE_TAKE.src, &[v, ttl, "", "0", "0"]))
+        };
+        let name = |c: &mut redis::Connection| -> Option<String> {
+            redis::cmd("GET").arg("n").query(c).expect("GET")
+        };
+        assert_eq!(take(c, "a", "1000")[0], 1);
+        assert_eq!(name(c).as_deref(), Some(mark));
+        assert!(pttl(c, "n") >= pttl(c, "s1"), "the mark ends with the slot");
+        let set_nx: Option<String> = redis::cmd("SET")
+            .arg(&["n", "lock", "NX", "PX", "1000"])
+            .query(c)
+            .expect("SET");
+        assert_eq!(set_nx, None, "a plain lock is kept out");
+        assert_eq!(take(c, "b", "5000")[0], 2);
+        assert!(pttl(c, "n") > 4000, "the mark ends with the longer slot");
+        assert_eq!(ints(eval(c, SEMAPHORE_RELEASE.src, &["b", "2", ""])), [1]);
+        let (slot, mark_left) = (pttl(c, "s1"), pttl(c, "n"));
+        assert!(
+            (slot..=slot + 2).contains(&mark_left),
+            "{mark_left} ms, slot {slot}"
+        );
+        assert_eq!(
+            ints(eval(c, SEMAPHORE_EXTEND.src, &["a", "1", "6000"])),
+            [1]
+        );
+        assert!(pttl(c, "n") >= pttl(c, "s1") && pttl(c, "n") > 5000);
+        assert_eq!(
+            ints(eval(c, SEMAPHORE_EXTEND.src, &["x", "1", "6000"])),
+            [0]
+        );
+        assert_eq!(ints(eval(c, SEMAPHORE_RELEASE.src, &["a", "1", ""])), [1]);
+        assert_eq!(name(c), None, "the last release takes the mark away");
+        // A lock on the name keeps permits out.
+        run(c, &["SET", "n", "lock", "PX", "3000"]);
+        let refused = take(c, "a", "1000");
+        assert_eq!((refused[0], refused[2]), (0, 2), "{refused:?}");
+        assert!(refused[1] > 2000, "the lock's PTTL: {refused:?}");
+        run(c, &["SET", "s1", "a", "PX", "1000"]);
+        assert_eq!(
+            ints(eval(c, SEMAPHORE_EXTEND.src, &["a", "1", "6000"])),
+            [0]
+        );
+        assert_eq!(ints(eval(c, SEMAPHORE_MOVE.src, &["a", "2", "1000"])), [0]);
+        let undo = ["b", "2", "", "0", "0", "1000", ""];
+        eval(c, SEMAPHORE_UNDO.src, &undo);
+        let filled: i64 = redis::cmd("EXISTS").arg("s2").query(c).expect("EXISTS");
+        assert_eq!(filled, 0, "no fill under a lock");
+        assert_eq!(name(c).as_deref(), Some("lock"), "the lock's key untouched");
+        run(c, &["DEL", "n", "s1"]);
+        // A live waiter on the name's list goes first; one whose lease
+        // ended does not.
+        let t: Vec<i64> = redis::cmd("TIME").query(c).expect("TIME");
+        let live = (t[0] * 1000 + 10_000).to_string();
+        run(c, &["ZADD", "nq", "1", "w"]);
+        run(c, &["ZADD", "nl", &live, "w"]);
+        let yielded = take(c, "a", "1000");
+        assert_eq!((yielded[0], yielded[2]), (0, 3), "{yielded:?}");
+        run(c, &["ZADD", "nl", "1", "w"]);
+        assert_eq!(take(c, "a", "1000")[0], 1);
     }
 }
