@@ -59,8 +59,8 @@ impl Redlock {
     /// namespace; while a permit is held, its permits keep a mark on the
     /// name's lock key, so the semaphore and the lock of the same name
     /// (the CLI's `lock -n 1`), or its read-write lock or election,
-    /// exclude each other, and a waiting lock goes before permits not yet
-    /// taken. The number of permits is pinned on
+    /// exclude each other, and a waiting lock goes before permits that
+    /// start waiting after it. The number of permits is pinned on
     /// the nodes by the first acquisition: a client that gives the same
     /// name another number gets
     /// [`Error::SemaphoreConflict`](crate::Error::SemaphoreConflict)

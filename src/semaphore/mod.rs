@@ -28,8 +28,8 @@
 //! A name is one lock whichever kind takes it: permits keep a mark on the
 //! name's lock key while they are held, are taken only where that key is
 //! free or holds their mark, and yield to a live waiter on the name's list
-//! (`scripts.rs`); a waiter kept out by the name also reads its key, whose
-//! change wakes it (`attempt.rs`).
+//! that came before them (`scripts.rs`); a waiter kept out by the name
+//! also reads its key, whose change wakes it (`attempt.rs`).
 
 pub(crate) mod attempt;
 pub(crate) mod handle;

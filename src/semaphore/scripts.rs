@@ -18,8 +18,10 @@
 //! lock holds the name. A permit's quorum and a lock's quorum share a
 //! node, whose state admits one of them only. A permit not yet taken
 //! also yields to a live waiter on the name's list (a plain lock, a
-//! writer, a candidate waiting for `N`): a stream of permits never keeps
-//! `lock N` out for good.
+//! writer, a candidate waiting for `N`) that started waiting before it
+//! (tickets are the instants waiting started): a stream of permits never
+//! keeps `lock N` out for good, and a waiter of the name that came later
+//! does not keep a waiting permit out.
 
 use crate::lua::{Script, ANY_KEYS};
 use crate::wait::scripts::{join_waiting_list, node_now, register_waiter};
@@ -147,7 +149,8 @@ end
 /// others go first, {0, the soonest slot's PTTL (-1: none expires), 0} if
 /// every slot is held; {0, `N`'s PTTL, 2} where the name's lock key holds
 /// anything but the permits' mark, and {0, `N`'s PTTL, 3} where a live
-/// waiter waits on the name's list (a slot is free, but the name's lock
+/// waiter on the name's list started waiting before this one (a plain
+/// attempt: any live waiter there; a slot is free, but the name's lock
 /// goes first).
 pub(crate) static SEMAPHORE_TAKE: Script<ANY_KEYS> = Script::new(concat!(
     "local Q, L = KEYS[1], KEYS[2]\n",
@@ -183,8 +186,15 @@ else
   ahead = redis.call("ZCARD", KEYS[1])
 end
 if #free > ahead then
-  if #redis.call("ZRANGEBYSCORE", KEYS[5], "(" .. now, "+inf", "LIMIT", 0, 1) > 0 then
-    return {0, redis.call("PTTL", N), 3}
+  local before = "+inf"
+  if id ~= "" then
+    before = "(" .. ARGV[4]
+  end
+  for _, w in ipairs(redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", before)) do
+    local lease = redis.call("ZSCORE", KEYS[5], w)
+    if lease and tonumber(lease) > now then
+      return {0, redis.call("PTTL", N), 3}
+    end
   end
   local slot = free[ahead + 1]
   redis.call("SET", KEYS[slot], ARGV[1], "PX", ARGV[2])
@@ -591,6 +601,21 @@ mod tests {
         run(c, &["ZADD", "nl", &live, "w"]);
         let yielded = take(c, "a", "1000");
         assert_eq!((yielded[0], yielded[2]), (0, 3), "{yielded:?}");
+        // A waiting permit yields to a waiter of the name that came
+        // before it (ticket 1), not to one that came after.
+        let as_waiter = |c: &mut redis::Connection, id: &str, ticket: &str| {
+            ints(eval(
+                c,
+                SEMAPHORE_TAKE.src,
+                &["b", "1000", id, ticket, "5000"],
+            ))
+        };
+        let early = as_waiter(c, "p0", "0");
+        assert_eq!((early[0], early[2]), (1, 0), "came first: {early:?}");
+        run(c, &["DEL", "s1", "q", "l"]);
+        let late = as_waiter(c, "p2", "2");
+        assert_eq!((late[0], late[2]), (0, 3), "came after: {late:?}");
+        run(c, &["DEL", "q", "l"]);
         run(c, &["ZADD", "nl", "1", "w"]);
         assert_eq!(take(c, "a", "1000")[0], 1);
     }
