@@ -1257,3 +1257,65 @@ async fn a_names_plain_lock_and_its_permits_exclude_each_other() {
         .expect("no mark left");
     free.release().await.unwrap();
 }
+
+/// A waiting permit is not kept out by plain locks of the name that came
+/// after it: with three clients taking the lock one after another, each
+/// waiting for it, the permit waiting since before them gets in when the
+/// first lock is released (with the old rule, permits yielding to every
+/// waiter of the name, it gave up after 20 s and 95 plain holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_permit_is_not_kept_out_by_later_plain_locks() {
+    use std::sync::atomic::AtomicBool;
+    let c = Cluster::start(3);
+    let first = c
+        .redlock()
+        .lock("race", ms(5_000))
+        .try_once()
+        .await
+        .unwrap();
+    let patient = c.builder().wait_cap(ms(10_000)).build().unwrap();
+    let permit = tokio::spawn(async move {
+        let sem = patient.semaphore("race", 2).unwrap();
+        let permit = sem.acquire(ms(2_000)).wait(ms(20_000)).await;
+        (permit, Instant::now())
+    });
+    assert!(
+        wait_until(ms(10_000), || c
+            .waiting_on(&internal_key("semaphore", "race"))
+            >= 2)
+        .await,
+        "the permit waits"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut plains = Vec::new();
+    for _ in 0..3 {
+        let client = c.builder().wait_cap(ms(10_000)).build().unwrap();
+        let stop = stop.clone();
+        plains.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(lock) = client.lock("race", ms(2_000)).wait(ms(3_000)).await {
+                    tokio::time::sleep(ms(200)).await;
+                    let _ = lock.release().await;
+                }
+            }
+        }));
+    }
+    assert!(
+        wait_until(ms(10_000), || c.waiting_on("race") >= 2).await,
+        "the plain locks wait"
+    );
+    let released = Instant::now();
+    first.release().await.unwrap();
+    let (permit, at) = permit.await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let permit = permit.expect("the permit, though plain locks came after it");
+    assert!(
+        at.duration_since(released) < ms(10_000),
+        "{:?}",
+        at.duration_since(released)
+    );
+    permit.release().await.unwrap();
+    for p in plains {
+        p.await.unwrap();
+    }
+}
