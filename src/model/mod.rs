@@ -96,6 +96,26 @@ where
     explore(name, model, Some(representative))
 }
 
+/// Validity left `elapsed` ms after a round started, for a TTL of `ttl`
+/// ms, by the crate's rule (`validity()`) with a drift allowance of
+/// `drift_factor`, in whole ms.
+pub(crate) fn validity_left(ttl: u8, drift_factor: f64, elapsed: u8) -> u8 {
+    let config = crate::client::config::Config {
+        drift_factor,
+        ..crate::client::config::Config::default()
+    };
+    let ttl = std::time::Duration::from_millis(ttl.into());
+    let elapsed = std::time::Duration::from_millis(elapsed.into());
+    crate::client::redlock::validity(ttl, elapsed, config.drift(ttl))
+        .map_or(0, |v| v.as_millis().min(255) as u8)
+}
+
+/// Real ms a key of TTL `ttl` ms lives on a node whose clock runs
+/// `drift_factor` fast.
+pub(crate) fn real_ttl(ttl: u8, drift_factor: f64) -> u8 {
+    (f64::from(ttl) / (1.0 + drift_factor)).floor() as u8
+}
+
 /// Every ordering of `0..n`, computed once per `n` (a representative asks
 /// for them at every state).
 pub(crate) fn permutations(n: usize) -> &'static [Vec<usize>] {

@@ -28,14 +28,10 @@
 //! past its own lease); readers admitted whenever no writer holds (a
 //! waiting writer is overtaken); a client that holds on one node's yes.
 
-use std::time::Duration;
-
 use stateright::{Model, Property};
 
-use crate::client::config::Config;
-use crate::client::redlock::validity;
 use crate::model::rwlock_state::{Action, Client, Node, Phase, State, CLIENTS, NODES};
-use crate::model::tally_of;
+use crate::model::{real_ttl, tally_of, validity_left};
 use crate::quorum::tally::{node_bit, quorum, NodeSet};
 
 /// The writer (the last client).
@@ -111,22 +107,12 @@ impl RwModel {
     /// Validity left `elapsed` ms after a round started, by the crate's
     /// rule with node clocks 10 % fast.
     fn left(&self, elapsed: u8) -> u8 {
-        let config = Config {
-            drift_factor: 0.1,
-            ..Config::default()
-        };
-        let ttl = Duration::from_millis(self.ttl.into());
-        validity(
-            ttl,
-            Duration::from_millis(elapsed.into()),
-            config.drift(ttl),
-        )
-        .map_or(0, |v| v.as_millis().min(255) as u8)
+        validity_left(self.ttl, 0.1, elapsed)
     }
 
     /// Real ms a lease or key lives on a node 10 % fast.
     fn real_ttl(&self) -> u8 {
-        (f64::from(self.ttl) / 1.1).floor() as u8
+        real_ttl(self.ttl, 0.1)
     }
 
     /// Whether node `n` counts reader `c`'s lease live now.

@@ -42,14 +42,10 @@
 //!
 //! [`Tally`]: crate::quorum::tally::Tally
 
-use std::time::Duration;
-
 use stateright::{Model, Property};
 
-use crate::client::config::Config;
-use crate::client::redlock::validity;
 use crate::model::semaphore_state::{representative, Action, Heard, Msg, Node, Phase, State};
-use crate::model::{insert_sorted, take_one, tally_of};
+use crate::model::{insert_sorted, real_ttl, take_one, tally_of, validity_left};
 use crate::quorum::tally::{node_bit, quorum, NodeSet};
 use crate::semaphore::slots::{finished, move_plan, won};
 
@@ -116,22 +112,12 @@ impl SemaphoreModel {
 
     /// Validity left after `elapsed` ms, by the crate's rule.
     fn left(&self, elapsed: u8) -> u8 {
-        let config = Config {
-            drift_factor: self.drift_factor,
-            ..Config::default()
-        };
-        let ttl = Duration::from_millis(self.ttl.into());
-        validity(
-            ttl,
-            Duration::from_millis(elapsed.into()),
-            config.drift(ttl),
-        )
-        .map_or(0, |v| v.as_millis().min(255) as u8)
+        validity_left(self.ttl, self.drift_factor, elapsed)
     }
 
     /// Real ms a key lives on a node whose clock runs the drift fast.
     fn real_ttl(&self) -> u8 {
-        (f64::from(self.ttl) / (1.0 + self.drift_factor)).floor() as u8
+        real_ttl(self.ttl, self.drift_factor)
     }
 
     /// Client `c`, which won `slot`, sets it on the nodes of `on` that are
