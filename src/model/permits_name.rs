@@ -206,11 +206,11 @@ impl PermitsModel {
             },
             None => Phase::Done,
         };
+        let on = match winner {
+            Some((_, holders)) => Self::others(holders),
+            None => Self::others(tally.no),
+        };
         for (i, node) in s.nodes.iter_mut().enumerate() {
-            let on = match winner {
-                Some((_, holders)) => Self::others(holders),
-                None => Self::others(tally.no),
-            };
             if on & node_bit(i) == 0 {
                 continue;
             }

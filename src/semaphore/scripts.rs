@@ -451,15 +451,8 @@ mod tests {
             .expect("timeout");
         let c = &mut conn;
         let release = |c: &mut redis::Connection, slot: u64| -> i64 {
-            redis::cmd("EVAL")
-                .arg(super::SEMAPHORE_RELEASE.src)
-                .arg(7)
-                .arg(&["q", "l", "n", "nq", "nl", "s1", "s2"])
-                .arg("v")
-                .arg(slot)
-                .arg("ch")
-                .query(c)
-                .expect("EVAL")
+            let slot = slot.to_string();
+            ints(eval(c, super::SEMAPHORE_RELEASE.src, &["v", &slot, "ch"]))[0]
         };
         run(c, &["MSET", "s1", "v", "s2", "x"]);
         assert_eq!(release(c, 1), 1, "nobody waits");
@@ -487,13 +480,8 @@ mod tests {
         assert_eq!(said(&mut sub), "b c", "two slots free");
         // An undo that frees a slot names others, not the waiter undoing.
         let undo = |c: &mut redis::Connection, id: &str, won: u64| -> i64 {
-            redis::cmd("EVAL")
-                .arg(super::SEMAPHORE_UNDO.src)
-                .arg(7)
-                .arg(&["q", "l", "n", "nq", "nl", "s1", "s2"])
-                .arg(&["v", &won.to_string(), id, "2", "5000", "1000", "ch"])
-                .query(c)
-                .expect("EVAL")
+            let args = ["v", &won.to_string(), id, "2", "5000", "1000", "ch"];
+            ints(eval(c, super::SEMAPHORE_UNDO.src, &args))[0]
         };
         run(c, &["MSET", "s1", "v", "s2", "x"]);
         assert_eq!(undo(c, "b", 0), 1);
@@ -506,7 +494,8 @@ mod tests {
         assert_eq!(said(&mut sub), "end", "the undo named nobody");
     }
 
-    /// Runs semaphore script `script` over slots s1, s2 with `args`.
+    /// Runs semaphore script `script` over slots s1, s2 (the name's key
+    /// `n`, its list `nq`, `nl`) with `args`.
     fn eval(c: &mut redis::Connection, script: &str, args: &[&str]) -> redis::Value {
         redis::cmd("EVAL")
             .arg(script)
