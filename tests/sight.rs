@@ -224,12 +224,18 @@ async fn adopted(kind: Kind, tagged: Tagged) {
         Tagged::SpareGarbage => set_tags(&spare, Some(",,,")),
     }
 
-    let proxy = Proxy::start(c.nodes[0].port);
-    let urls = vec![proxy.url(), c.nodes[1].url(), c.nodes[2].url()];
-    let (a, seen) = (client(urls.clone()).await, client(urls.clone()).await);
+    // Two ways to node 0's address: the holder and `seen` use one, the
+    // clients that first look after the swap the other. The swap reaches
+    // the second first, so the fresh client's first look is the first
+    // any client takes at the spare (the holder's connections, cut by the
+    // swap, would otherwise race it there and record a restart first).
+    let (old, new) = (Proxy::start(c.nodes[0].port), Proxy::start(c.nodes[0].port));
+    let urls = vec![old.url(), c.nodes[1].url(), c.nodes[2].url()];
+    let (a, seen) = (client(urls.clone()).await, client(urls).await);
     let lock = held_on_0_and_1(&c, &a, kind, "adopted").await;
     assert!(lock.is_valid(), "the test took too long to set up");
-    proxy.retarget(spare.port);
+    new.retarget(spare.port);
+    let urls = vec![new.url(), c.nodes[1].url(), c.nodes[2].url()];
     let fresh = client(urls.clone()).await;
     let got = kind.take(&fresh, "adopted", false).await;
     assert!(
@@ -243,6 +249,7 @@ async fn adopted(kind: Kind, tagged: Tagged) {
         }
         other => panic!("{what}: the spare counts at once: {other:?}"),
     }
+    old.retarget(spare.port);
     nobody_else(&lock, &[&seen], kind, "adopted").await;
     // Once the fresh client watched its quarantine pass, the spare carries
     // our tag, and a client that comes later counts it for locks at once
