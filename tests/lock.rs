@@ -941,6 +941,11 @@ async fn busy_clients_never_contend_with_themselves() {
     // unnoticed while five nodes answer, and make attempts fail once two
     // nodes hang and every remaining node is needed.
     //
+    // Nor may a release be dropped: a node descheduled for a moment while
+    // the others carried the rounds gets a release for each round it
+    // missed, more than a queue holds of votes (dropped, they left 10 s
+    // keys that failed every round once two nodes hung: 127-430 of 3200).
+    //
     // The node timeout is a second: this is about order, and on a machine
     // whose cores are busy with other work (CI beside a build) a worker
     // thread can be descheduled past the 100 ms default, which fails rounds
@@ -960,33 +965,39 @@ async fn busy_clients_never_contend_with_themselves() {
                 let redlock = redlock.clone();
                 joins.push(tokio::spawn(async move {
                     let resource = format!("self_contention_{t}");
-                    let mut failures = 0;
+                    let mut failures = Vec::new();
                     for _ in 0..ops {
                         match redlock.lock(&resource, ms(10_000)).try_once().await {
-                            Ok(lock) => failures += usize::from(lock.release().await.is_err()),
-                            Err(_) => failures += 1,
+                            Ok(lock) => {
+                                if let Err(e) = lock.release().await {
+                                    failures.push(format!("release: {e}"));
+                                }
+                            }
+                            Err(e) => failures.push(format!("lock: {e}")),
                         }
                     }
                     failures
                 }));
             }
-            let mut failures = 0;
+            let mut failures = Vec::new();
             for j in joins {
-                failures += j.await.unwrap();
+                failures.extend(j.await.unwrap());
             }
             failures
         }
     };
-    assert_eq!(hammer(300).await, 0, "healthy");
+    let healthy = hammer(300).await;
+    assert!(healthy.is_empty(), "healthy: {healthy:?}");
     c.nodes[1].pause();
     c.nodes[3].pause();
     let failures = hammer(100).await;
     c.resume_all();
-    assert_eq!(
-        failures,
-        0,
-        "{failures} of {} operations failed with 2 nodes hung",
-        32 * 100
+    assert!(
+        failures.is_empty(),
+        "{} of {} operations failed with 2 nodes hung, first: {:?}",
+        failures.len(),
+        32 * 100,
+        &failures[..failures.len().min(3)]
     );
 }
 

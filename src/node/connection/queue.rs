@@ -18,6 +18,15 @@ use crate::node::trust::vigil::Vigil;
 /// writer, which defaults to 50) before the node counts as not keeping up.
 pub(crate) const PIPELINE_BUFFER: usize = 1024;
 
+/// Requests that may wait in one connection's queue before even a cleanup
+/// (a release, an undo) is refused. A cleanup refused leaves a key of ours
+/// on the node for its whole TTL, refusing everyone there; a node that
+/// fell behind for a moment (descheduled on a busy machine) while the
+/// other nodes carried the rounds gets a release for every round it
+/// missed, and must not lose them. Only a node that does not answer at
+/// all reaches this: the bound keeps its queue's memory in check.
+pub(crate) const CLEANUP_BUFFER: usize = 16 * PIPELINE_BUFFER;
+
 /// Where a queued request's reply arrives. Not subject to tokio's
 /// cooperative budget: it is plain waiting, and a late reply drained in the
 /// background should not be held back by it.
@@ -97,9 +106,12 @@ impl LinkState {
     }
 
     /// Queues `req` behind the outstanding request, or for the connection
-    /// being made. A queue that reaches [`PIPELINE_BUFFER`] first drops what
-    /// nobody waits for; if it is still full, the node is not keeping up and
-    /// the request fails at once.
+    /// being made. A queue that reaches each multiple of
+    /// [`PIPELINE_BUFFER`] first drops what nobody waits for (at most once
+    /// per that many requests queued, so a long queue of cleanups is not
+    /// scanned on every request); while it is still that long, the node is
+    /// not keeping up and the request fails at once, unless it is a cleanup
+    /// and the queue is shorter than [`CLEANUP_BUFFER`].
     pub(crate) fn enqueue(&mut self, req: &Arc<Request>) -> RedisResult<ReplyRx> {
         let queue = match &mut self.conn {
             Conn::Connecting(queue) | Conn::Up { queue, .. } => queue,
@@ -107,14 +119,19 @@ impl LinkState {
             Conn::Down { error: Some(e), .. } => return Err(e.clone()),
             Conn::Down { .. } => return Err(not_sent()),
         };
-        if queue.len() >= PIPELINE_BUFFER {
+        if queue.len() >= PIPELINE_BUFFER && queue.len() % PIPELINE_BUFFER == 0 {
             queue.retain(Waiting::wanted);
-            if queue.len() >= PIPELINE_BUFFER {
-                return Err(RedisError::from((
-                    redis::ErrorKind::Io,
-                    "request not sent: the node is not keeping up",
-                )));
-            }
+        }
+        let limit = if req.cleanup {
+            CLEANUP_BUFFER
+        } else {
+            PIPELINE_BUFFER
+        };
+        if queue.len() >= limit {
+            return Err(RedisError::from((
+                redis::ErrorKind::Io,
+                "request not sent: the node is not keeping up",
+            )));
         }
         let (reply, rx) = oneshot::channel();
         queue.push(Waiting {
@@ -145,5 +162,54 @@ pub(crate) fn send_batch(
     match hand_pipeline(conn, batch.iter().map(|w| &*w.req), scripts, vigil) {
         Some(sent) => Ok((sent, batch)),
         None => Err(batch),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use redis::Cmd;
+
+    use super::{Conn, LinkState, ReplyRx, CLEANUP_BUFFER, PIPELINE_BUFFER};
+    use crate::lua::Script;
+    use crate::node::connection::request::Request;
+
+    /// A cleanup, as a release is.
+    static CLEANUP: Script<1> = Script::cleanup("return redis.call('DEL', KEYS[1])");
+
+    fn vote() -> Arc<Request> {
+        Request::plain(Cmd::new().arg("SET").arg("k").arg("v").to_owned())
+    }
+
+    fn cleanup() -> Arc<Request> {
+        Request::script(&CLEANUP, ["k"], |_| {})
+    }
+
+    #[test]
+    fn a_queue_that_no_longer_takes_votes_still_takes_cleanups() {
+        let mut st = LinkState::new();
+        st.conn = Conn::Connecting(Vec::new());
+        // Rounds still waiting for their replies: nothing to drop.
+        let mut waiting: Vec<ReplyRx> = (0..PIPELINE_BUFFER)
+            .map(|_| st.enqueue(&vote()).expect("room for votes"))
+            .collect();
+        assert!(st.enqueue(&vote()).is_err(), "a full queue took a vote");
+        // A release for a round the other nodes carried goes in.
+        waiting.push(st.enqueue(&cleanup()).expect("a cleanup refused"));
+        // Up to the cleanups' own bound, and no further.
+        for i in waiting.len()..CLEANUP_BUFFER {
+            assert!(st.enqueue(&cleanup()).is_ok(), "cleanup {i} refused");
+        }
+        assert!(st.enqueue(&cleanup()).is_err(), "no bound on cleanups");
+        // Once the rounds gave up on their votes, the next multiple of the
+        // buffer drops them (the cleanups stay), and cleanups go in again.
+        drop(waiting);
+        assert!(st.enqueue(&cleanup()).is_ok(), "given-up votes kept");
+        let Conn::Connecting(queue) = &st.conn else {
+            unreachable!()
+        };
+        assert_eq!(queue.len(), CLEANUP_BUFFER - PIPELINE_BUFFER + 1);
+        assert!(queue.iter().all(|w| w.req.cleanup));
     }
 }
