@@ -254,8 +254,11 @@ async fn adopted(kind: Kind, tagged: Tagged) {
     // Once the fresh client watched its quarantine pass, the spare carries
     // our tag, and a client that comes later counts it for locks at once
     // (suspect for counters where the client that saw the swap recorded
-    // it as a restart).
-    let served = fresh.serve_quarantines(QUARANTINE * 4).await;
+    // it as a restart). The holder and `seen` each found a restart of
+    // their own there after the fresh client's first look (they had seen
+    // node 0's process), and the fresh client watches a whole quarantine
+    // from its first sight of the latest: up to 14.5 s beside three builds.
+    let served = fresh.serve_quarantines(QUARANTINE * 10).await;
     assert_eq!(served[0], redquorum::Serving::Served, "{what}");
     let ours = tags(&c.nodes[1]).unwrap();
     assert!(
